@@ -1,0 +1,84 @@
+"""The `plstitch` command line: a thin Typer app that parses arguments and calls library functions.
+
+Each command group lives in its own module with a `register(app)` function; this file wires them up and
+turns `PlstitchError` into one red line on stderr and exit code 1 (`--debug` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Annotated, Any
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from plstitch_eval import __version__
+from plstitch_eval.errors import PlstitchError
+from plstitch_eval.utils.console import console, setup_logging
+
+
+class _ErrorHandlingGroup(TyperGroup):
+    """Click group that reports our own errors as one line instead of a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except PlstitchError as exc:
+            if ctx.params.get("debug") or os.environ.get("PLSTITCH_DEBUG"):
+                raise
+            console.print(f"[bold red]error:[/bold red] {exc}", markup=True, highlight=False, soft_wrap=True)
+            raise typer.Exit(code=1) from None
+
+
+app = typer.Typer(
+    cls=_ErrorHandlingGroup,
+    name="plstitch",
+    help="Load, evaluate and pretrain PL-Stitch and baseline encoders for procedural video.",
+    rich_markup_mode="rich",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"plstitch {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks and debug logs.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and errors on stderr.")] = False,
+) -> None:
+    """Load, evaluate and pretrain PL-Stitch and baseline encoders for procedural video."""
+    setup_logging(logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO)
+
+
+def _register_all() -> None:
+    from plstitch_eval.commands import analyze, data, evaluate, hub
+    from plstitch_train import commands as train_commands
+
+    for module in (hub, data, evaluate, analyze, train_commands):
+        module.register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

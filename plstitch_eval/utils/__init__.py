@@ -1,0 +1,1 @@
+"""Small shared helpers: stderr console and progress bars, atomic writes, device and precision."""
