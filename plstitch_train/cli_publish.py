@@ -1,9 +1,64 @@
-"""CLI commands: cli_publish (filled in by its issue)."""
+"""CLI commands `export` (run -> timm folder + card) and `push-to-hub` (folder -> Hugging Face repo)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from plstitch_eval.utils.console import console
+
+
+def export(
+    source: Annotated[Path, typer.Argument(help="Training run directory or its checkpoint (last.ckpt).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to create (timm format + README.md).")],
+    results: Annotated[
+        list[Path] | None, typer.Option("--results", "-r", help="Results JSON files to put in the card.")
+    ] = None,
+    model_name: Annotated[
+        str | None, typer.Option(help="Name in the card (default: the --out folder name).")
+    ] = None,
+    card_license: Annotated[str, typer.Option("--license", help="License id for the card metadata.")] = "mit",
+    repo_id: Annotated[str | None, typer.Option(help="ORG/NAME used in the card's usage snippet.")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
+) -> None:
+    """Export a trained backbone as a folder plain timm loads, with temporal head, metadata and model card."""
+    from plstitch_train.export import ExportOptions, export_model
+
+    options = ExportOptions(model_name=model_name, license=card_license, repo_id=repo_id, overwrite=overwrite)
+    folder = export_model(source, out, results or [], options)
+    console.print(
+        f"Exported to {folder}; load it with timm.create_model('local-dir:{folder}', pretrained=True)"
+    )
+    typer.echo(str(folder))
+
+
+def push_to_hub(
+    folder: Annotated[Path, typer.Argument(help="Folder written by `plstitch export`.")],
+    repo_id: Annotated[str, typer.Option("--repo-id", help="Target repository, ORG/NAME.")],
+    private: Annotated[bool, typer.Option("--private", help="Create the repository as private.")] = False,
+    revision: Annotated[str, typer.Option(help="Branch to upload to.")] = "main",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Check and list the files; upload nothing.")
+    ] = False,
+    commit_message: Annotated[str | None, typer.Option(help="Commit message on the Hub.")] = None,
+) -> None:
+    """Upload an exported folder to the Hugging Face Hub (token from HF_TOKEN or `hf auth login`)."""
+    from plstitch_train.publish import format_file_table
+    from plstitch_train.publish import push_to_hub as push
+
+    result = push(
+        folder, repo_id, private=private, revision=revision, commit_message=commit_message, dry_run=dry_run
+    )
+    typer.echo(format_file_table(result.files))
+    if result.dry_run:
+        console.print(f"Dry run: nothing uploaded to {repo_id}@{revision}.")
+    else:
+        typer.echo(result.commit_url)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the top-level app."""
+    """Add `export` and `push-to-hub` to the top-level app."""
+    app.command("export")(export)
+    app.command("push-to-hub")(push_to_hub)

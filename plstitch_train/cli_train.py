@@ -1,9 +1,132 @@
-"""CLI commands: cli_train (filled in by its issue)."""
+"""CLI command `train`: parse options into a `TrainConfig`, call `trainer.train`, print a JSON summary."""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from plstitch_eval.errors import ConfigError
+from plstitch_eval.utils.console import logger
+
+_PRESET_HELP = "Preset: paper-vitb16, ablation-vits16 or tiny-cpu."
+
+
+def train(
+    data: Annotated[Path | None, typer.Option("--data", help="Folder of videos or frame folders.")] = None,
+    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset adapter name.")] = None,
+    root: Annotated[Path | None, typer.Option("--root", help="Dataset folder.")] = None,
+    split: Annotated[str | None, typer.Option("--split", help="Dataset split to train on.")] = None,
+    preset: Annotated[str, typer.Option("--preset", help=_PRESET_HELP)] = "paper-vitb16",
+    init: Annotated[str | None, typer.Option("--init", help="Initial backbone: any encoder spec.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run folder.")] = None,
+    resume: Annotated[
+        Path | None, typer.Option("--resume", help="Run folder or last.ckpt to resume.")
+    ] = None,
+    epochs: Annotated[int | None, typer.Option("--epochs", help="Training epochs.")] = None,
+    steps: Annotated[int | None, typer.Option("--steps", help="Cap on optimizer steps.")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Global batch size.")] = None,
+    accum_steps: Annotated[int | None, typer.Option("--accum-steps", help="Gradient accumulation.")] = None,
+    lr: Annotated[float | None, typer.Option("--lr", help="Base lr (scaled by batch/256).")] = None,
+    objective: Annotated[str | None, typer.Option("--objective", help="pl, pairwise or permutation.")] = None,
+    clip_len: Annotated[int | None, typer.Option("--clip-len", help="Frames per clip (k).")] = None,
+    lambda_vid: Annotated[
+        float | None, typer.Option("--lambda-vid", help="Weight of L_vid (0 = off).")
+    ] = None,
+    lambda_mim: Annotated[
+        float | None, typer.Option("--lambda-mim", help="Weight of L_MIM (0 = off).")
+    ] = None,
+    lambda_jigsaw: Annotated[
+        float | None, typer.Option("--lambda-jigsaw", help="Weight of L_jigsaw (0 = off).")
+    ] = None,
+    reverse_time: Annotated[
+        bool, typer.Option("--reverse-time", help="Train on time-reversed videos.")
+    ] = False,
+    fps: Annotated[
+        float | None, typer.Option("--fps", help="Frames per second decoded for training.")
+    ] = None,
+    context_seconds: Annotated[
+        tuple[float, float] | None,
+        typer.Option("--context-seconds", help="Past/future context offset range MIN MAX (seconds)."),
+    ] = None,
+    device: Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = None,
+    precision: Annotated[str | None, typer.Option("--precision", help="auto, fp32, bf16 or fp16.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Random seed.")] = None,
+    num_workers: Annotated[int | None, typer.Option("--num-workers", help="DataLoader workers.")] = None,
+    checkpoint_every: Annotated[
+        int | None, typer.Option("--checkpoint-every", help="Write last.ckpt every N steps.")
+    ] = None,
+    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Decoded-frame cache folder.")] = None,
+) -> None:
+    """Pretrain PL-Stitch (L_vid + L_MIM + L_jigsaw) on videos; resumable, DDP under torchrun."""
+    from plstitch_train.presets import get_preset
+    from plstitch_train.trainer import train as run_training
+
+    runtime = {
+        "device": device,
+        "num_workers": num_workers,
+        "checkpoint_every": checkpoint_every,
+        "cache_dir": _str(cache_dir),
+    }
+    if resume is not None:
+        ignored = [
+            n
+            for n, v in (
+                ("--data", data),
+                ("--dataset", dataset),
+                ("--epochs", epochs),
+                ("--steps", steps),
+                ("--batch-size", batch_size),
+                ("--init", init),
+            )
+            if v is not None
+        ]
+        if ignored:
+            logger.warning("Resuming: %s ignored; the checkpoint's settings are used.", ", ".join(ignored))
+        result = run_training(out_dir=out, resume=resume, runtime=runtime)
+    else:
+        if out is None:
+            raise ConfigError("--out is required (the run folder), unless --resume is given.")
+        if context_seconds is not None and None in context_seconds:
+            context_seconds = None
+        config = get_preset(preset).replace(
+            data=_str(data),
+            dataset=dataset,
+            root=_str(root),
+            split=split,
+            init=init,
+            epochs=epochs,
+            max_steps=steps,
+            batch_size=batch_size,
+            accum_steps=accum_steps,
+            base_lr=lr,
+            objective=objective,
+            clip_len=clip_len,
+            lambda_vid=lambda_vid,
+            lambda_mim=lambda_mim,
+            lambda_jigsaw=lambda_jigsaw,
+            reverse_time=reverse_time or None,
+            fps=fps,
+            context_seconds=context_seconds,
+            precision=precision,
+            seed=seed,
+            **runtime,
+        )
+        result = run_training(config, out)
+    last = result.history[-1] if result.history else {}
+    summary = {"out_dir": str(result.out_dir), "step": result.step, "total_steps": result.total_steps}
+    summary["final"] = {k: v for k, v in last.items() if k in ("loss", "vid", "mim", "jigsaw")}
+    if int(os.environ.get("RANK", "0")) == 0:
+        typer.echo(json.dumps(summary))
+
+
+def _str(path: Path | None) -> str | None:
+    return None if path is None else str(path)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the top-level app."""
+    """Add `train` to the top-level app."""
+    app.command("train")(train)

@@ -1,9 +1,287 @@
-"""CLI commands for analyze (filled in by its issue)."""
+"""`plstitch analyze ...`: one command per figure; each writes NAME.png and NAME.json into --out."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from plstitch_eval.errors import ConfigError
+
+analyze_app = typer.Typer(
+    name="analyze",
+    help="Figures and analyses: awareness, progression, tsne, timeline, attention, retrieval.",
+    no_args_is_help=True,
+)
+
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Output folder for NAME.png and NAME.json.")]
+NameOpt = Annotated[
+    str | None, typer.Option("--name", help="File stem of the outputs (default: the command).")
+]
+DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu or cuda.")]
+
+
+def _leftover(args: list[str], option: str) -> list[str]:
+    """Values given after `option` beyond its first one (`--frames a.jpg b.jpg`); other extras are errors."""
+    bad = [a for a in args if a.startswith("-")]
+    if bad:
+        raise ConfigError(f"Unknown option(s) {bad}; see --help.")
+    return list(args)
+
+
+def _pairs_from(values: list[str], extra: list[str]):
+    """Model pairs from `--pair NAME=FWD,BWD` values or `--pair NAME FWD BWD` (FWD BWD arrive as extras)."""
+    from plstitch_eval.analysis.awareness import ModelPair, parse_pair
+
+    pairs, extra = [], _leftover(extra, "--pair")
+    for value in values:
+        if "=" in value:
+            pairs.append(parse_pair(value))
+        elif len(extra) >= 2:
+            pairs.append(ModelPair(value, extra.pop(0), extra.pop(0)))
+        else:
+            raise ConfigError(f"--pair {value}: expected NAME FORWARD BACKWARD or NAME=FORWARD,BACKWARD.")
+    if extra:
+        raise ConfigError(f"Unexpected extra arguments {extra}; see --help.")
+    return pairs
+
+
+def _done(png: Path, js: Path, summary: str) -> None:
+    """One short summary line and the written paths on stdout."""
+    typer.echo(summary)
+    typer.echo(f"wrote {png}")
+    typer.echo(f"wrote {js}")
+
+
+_EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": False}
+
+
+@analyze_app.command("awareness", context_settings=_EXTRA_ARGS)
+def awareness(
+    ctx: typer.Context,
+    forward: Annotated[
+        str | None, typer.Option("--forward", help="Forward-trained encoder (run dir/spec).")
+    ] = None,
+    backward: Annotated[
+        str | None, typer.Option("--backward", help="Time-reversed-trained encoder (run dir/spec).")
+    ] = None,
+    pair: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pair", help="Extra pair: NAME FORWARD BACKWARD, or NAME=FORWARD,BACKWARD (repeatable)."
+        ),
+    ] = None,
+    label: Annotated[str, typer.Option("--label", help="Name of the --forward/--backward pair.")] = "model",
+    dataset: Annotated[str, typer.Option("--dataset", help="Dataset name.")] = "synthetic",
+    root: Annotated[str | None, typer.Option("--root", help="Dataset root folder.")] = None,
+    split: Annotated[str, typer.Option("--split", help="train, val, test or all.")] = "test",
+    fps: Annotated[float | None, typer.Option("--fps", help="Sampling rate (default: dataset's).")] = None,
+    max_videos: Annotated[int, typer.Option("--max-videos", help="Videos to use (0 = all).")] = 4,
+    max_frames: Annotated[int, typer.Option("--max-frames", help="Frames per video at most (0 = all).")] = 64,
+    batch_size: Annotated[int, typer.Option("--batch-size")] = 32,
+    device: DeviceOpt = "auto",
+    out: OutOpt = Path("figs"),
+    name: NameOpt = None,
+) -> None:
+    """Violin plot of per-frame cosine distances between forward- and backward-trained encoders (Fig. 1b)."""
+    from plstitch_eval.analysis.awareness import AwarenessConfig, ModelPair, run_awareness
+
+    pairs = []
+    if forward or backward:
+        if not (forward and backward):
+            raise ConfigError("--forward and --backward go together; give both or use --pair.")
+        pairs.append(ModelPair(label, forward, backward))
+    pairs += _pairs_from(pair or [], list(ctx.args))
+    config = AwarenessConfig(
+        pairs=pairs,
+        dataset=dataset,
+        root=root,
+        split=split,
+        fps=fps,
+        max_videos=max_videos,
+        max_frames_per_video=max_frames,
+        batch_size=batch_size,
+        device=device,
+        out=out,
+        name=name or "awareness",
+    )
+    png, js, stats = run_awareness(config)
+    summary = "; ".join(
+        f"{k}: mean {v['mean']:.4f} median {v['median']:.4f} (n={v['n']})" for k, v in stats.items()
+    )
+    _done(png, js, f"cosine distance  {summary}")
+
+
+@analyze_app.command("progression")
+def progression(
+    model: Annotated[
+        str, typer.Option("--model", help="Training run folder (backbone/ with temporal head).")
+    ],
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset to decode and encode.")] = None,
+    root: Annotated[str | None, typer.Option("--root", help="Dataset root folder.")] = None,
+    features: Annotated[
+        str | None,
+        typer.Option("--features", help="Feature store made with this model's backbone instead."),
+    ] = None,
+    split: Annotated[str, typer.Option("--split", help="train, val, test or all.")] = "test",
+    fps: Annotated[float | None, typer.Option("--fps", help="Sampling rate (default: dataset's).")] = None,
+    max_videos: Annotated[int, typer.Option("--max-videos", help="Videos to use (0 = all).")] = 0,
+    window: Annotated[int, typer.Option("--window", help="Frames per scored list (0 = whole video).")] = 0,
+    stride: Annotated[int, typer.Option("--stride", help="Step between windows, in frames.")] = 1,
+    bins: Annotated[int, typer.Option("--bins", help="Bins of the normalised time axis.")] = 100,
+    batch_size: Annotated[int, typer.Option("--batch-size")] = 32,
+    device: DeviceOpt = "auto",
+    out: OutOpt = Path("figs"),
+    name: NameOpt = None,
+) -> None:
+    """Mean +- std progression score of the pretrained temporal head over normalised video time."""
+    from plstitch_eval.analysis.progression import ProgressionConfig, run_progression
+
+    if bins < 2:
+        raise ConfigError(f"--bins must be >= 2, got {bins}.")
+    config = ProgressionConfig(
+        model=model,
+        dataset=dataset,
+        root=root,
+        features=features,
+        split=None if split == "all" else split,
+        fps=fps,
+        max_videos=max_videos,
+        window=window,
+        stride=stride,
+        n_bins=bins,
+        batch_size=batch_size,
+        device=device,
+        out=out,
+        name=name or "progression",
+    )
+    png, js, data = run_progression(config)
+    _done(
+        png, js, f"{len(data['per_video'])} videos, mean Spearman(progress, time) {data['mean_spearman']:.3f}"
+    )
+
+
+@analyze_app.command("tsne")
+def tsne(
+    features: Annotated[str, typer.Option("--features", help="Feature store folder.")],
+    perplexity: Annotated[
+        list[float] | None, typer.Option("--perplexity", help="t-SNE perplexity (repeat for more panels).")
+    ] = None,
+    split: Annotated[str, typer.Option("--split", help="Recorded split, or all.")] = "test",
+    max_points: Annotated[
+        int, typer.Option("--max-points", help="Random sample of frames (0 = all).")
+    ] = 5000,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    out: OutOpt = Path("figs"),
+    name: NameOpt = None,
+) -> None:
+    """t-SNE scatter per perplexity, coloured by phase, k-means ARI/NMI in the titles."""
+    from plstitch_eval.analysis.tsne import TsneConfig, run_tsne
+
+    config = TsneConfig(
+        features=features,
+        perplexities=list(perplexity or [30.0]),
+        split=split,
+        max_points=max_points,
+        seed=seed,
+        out=out,
+        name=name or "tsne",
+    )
+    png, js, data = run_tsne(config)
+    c = data["clustering"]
+    _done(png, js, f"{data['n_points']} frames, k-means (k={c['k']}) ARI {c['ari']:.2f} NMI {c['nmi']:.2f}")
+
+
+@analyze_app.command("timeline")
+def timeline(
+    features: Annotated[str, typer.Option("--features", help="Feature store the predictions were made on.")],
+    pred: Annotated[str, typer.Option("--pred", help="Results JSON with per-frame predictions.")],
+    videos: Annotated[
+        str | None, typer.Option("--videos", help="Comma-separated names or numbers (e.g. 41,42).")
+    ] = None,
+    max_videos: Annotated[int, typer.Option("--max-videos", help="Videos when --videos is not given.")] = 4,
+    out: OutOpt = Path("figs"),
+    name: NameOpt = None,
+) -> None:
+    """Ground-truth vs. predicted phase ribbons per video."""
+    from plstitch_eval.analysis.timeline import TimelineConfig, run_timeline
+
+    wanted = [v.strip() for v in videos.split(",") if v.strip()] if videos else None
+    config = TimelineConfig(
+        features=features, pred=pred, videos=wanted, max_videos=max_videos, out=out, name=name or "timeline"
+    )
+    png, js, data = run_timeline(config)
+    acc = ", ".join(f"{v} {d['accuracy']:.1f}%" for v, d in data["per_video"].items())
+    _done(png, js, f"accuracy: {acc}")
+
+
+@analyze_app.command("attention", context_settings=_EXTRA_ARGS)
+def attention(
+    ctx: typer.Context,
+    model: Annotated[str, typer.Option("--model", help="Encoder spec, timm folder or run folder (a ViT).")],
+    frames: Annotated[
+        list[Path], typer.Option("--frames", help="Image files (repeat, or list after one flag).")
+    ],
+    alpha: Annotated[float, typer.Option("--alpha", help="Opacity of the attention overlay.")] = 0.6,
+    device: DeviceOpt = "cpu",
+    out: OutOpt = Path("figs"),
+    name: NameOpt = None,
+) -> None:
+    """Last-block CLS attention per head and averaged, overlaid on each frame."""
+    from plstitch_eval.analysis.attention import AttentionConfig, run_attention
+
+    config = AttentionConfig(
+        model=model,
+        frames=[str(f) for f in frames] + _leftover(ctx.args, "--frames"),
+        alpha=alpha,
+        device=device,
+        out=out,
+        name=name or "attention",
+    )
+    png, js, data = run_attention(config)
+    ent = "; ".join(f"{k}: {v['mean_entropy_bits']:.2f} bits" for k, v in data["frames"].items())
+    _done(png, js, f"{data['n_heads']} heads, entropy of mean CLS attention {ent}")
+
+
+@analyze_app.command("retrieval")
+def retrieval(
+    features: Annotated[str, typer.Option("--features", help="Feature store folder.")],
+    query: Annotated[str, typer.Option("--query", help="VIDEO:SECOND, e.g. video41:120.")],
+    top: Annotated[int, typer.Option("--top", help="Neighbours to show.")] = 3,
+    split: Annotated[str | None, typer.Option("--split", help="Search only this split.")] = None,
+    distinct_videos: Annotated[
+        bool, typer.Option("--distinct-videos", help="At most one neighbour per video.")
+    ] = False,
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset, to show the frames.")] = None,
+    root: Annotated[str | None, typer.Option("--root", help="Dataset root folder.")] = None,
+    out: OutOpt = Path("figs"),
+    name: NameOpt = None,
+) -> None:
+    """Nearest frames (cosine) in other videos to a query frame; wrong phases marked."""
+    from plstitch_eval.analysis.retrieval import RetrievalConfig, run_retrieval
+
+    config = RetrievalConfig(
+        features=features,
+        query=query,
+        top=top,
+        split=split,
+        distinct_videos=distinct_videos,
+        dataset=dataset,
+        root=root,
+        out=out,
+        name=name or "retrieval",
+    )
+    png, js, data = run_retrieval(config)
+    q = data["query"]
+    _done(
+        png,
+        js,
+        f"query {q['video']}@{q['time']:.1f}s ({q['class_name']}): "
+        f"precision@{top} {data['precision_at_k']:.2f}",
+    )
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the top-level app."""
+    """Add the `analyze` command group to the top-level app."""
+    app.add_typer(analyze_app, name="analyze")

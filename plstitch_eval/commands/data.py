@@ -1,9 +1,165 @@
-"""CLI commands for data (filled in by its issue)."""
+"""CLI commands for data: `datasets` (list adapters), `extract` (frozen features), `export-mstcn`."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from plstitch_eval.errors import ConfigError
+from plstitch_eval.utils.console import console
+
+SYNTHETIC_DEFAULT_MODEL = "plstitch-tiny-synthetic"
+
+
+def datasets() -> None:
+    """List the dataset adapters: classes, native fps, evaluation fps and split schemes."""
+    from plstitch_eval.data.datasets.registry import dataset_class, list_datasets
+
+    table = Table(title="Dataset adapters")
+    for column in ("name", "classes", "native fps", "eval fps", "split schemes", "layout"):
+        table.add_column(column)
+    for name in list_datasets():
+        cls = dataset_class(name)
+        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        module_doc = (__import__(cls.__module__, fromlist=["_"]).__doc__ or "").strip().splitlines()
+        table.add_row(
+            name,
+            str(len(cls.class_names)),
+            f"{cls.native_fps:g}",
+            f"{cls.default_eval_fps:g}",
+            ", ".join(cls.split_schemes),
+            module_doc[0] if module_doc else doc,
+        )
+    Console(soft_wrap=True).print(table)  # the list is a result: stdout
+
+
+def default_model(dataset: str) -> str:
+    """The model used when `--model` is omitted: the shipped tiny model for `synthetic`, if registered."""
+    if dataset == "synthetic":
+        from plstitch_eval.hub.registry import MODELS
+
+        if SYNTHETIC_DEFAULT_MODEL in MODELS:
+            return SYNTHETIC_DEFAULT_MODEL
+    raise ConfigError(
+        f"--model is required for dataset {dataset!r}: pass a registry name (see `plstitch models`), "
+        "hf-hub:ORG/NAME, a timm-format folder or a checkpoint file."
+    )
+
+
+def extract(
+    dataset: Annotated[
+        str, typer.Option("--dataset", "-d", help="Dataset adapter (see `plstitch datasets`).")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Feature store folder (created or resumed).")],
+    root: Annotated[
+        Path | None, typer.Option("--root", help="Dataset folder (not needed for synthetic).")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="Registry name, hf-hub:ORG/NAME, folder or checkpoint file."),
+    ] = None,
+    revision: Annotated[str | None, typer.Option(help="Hub revision (branch, tag or commit).")] = None,
+    trust_pickle: Annotated[
+        bool, typer.Option("--trust-pickle", help="Allow loading pickle checkpoints (runs their code).")
+    ] = False,
+    fps: Annotated[
+        float | None, typer.Option(help="Sampling rate in frames/s (default: the dataset's eval fps).")
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Frames per forward.")] = 64,
+    num_workers: Annotated[
+        int | None, typer.Option("--num-workers", "-j", help="Decoding workers (default: min(4, CPUs)).")
+    ] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    precision: Annotated[
+        str, typer.Option(help="auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16.")
+    ] = "auto",
+    split: Annotated[str | None, typer.Option(help="Only this split (train, val, test).")] = None,
+    split_scheme: Annotated[
+        str | None, typer.Option("--split-scheme", help="Scheme that --split refers to (default: the first).")
+    ] = None,
+    videos: Annotated[
+        str | None, typer.Option("--videos", help="Only these videos (comma-separated names).")
+    ] = None,
+    resize_on_decode: Annotated[
+        bool,
+        typer.Option(
+            "--resize-on-decode",
+            help="Let FFmpeg/PIL resize while decoding (faster, bilinear; pixels differ from the model's).",
+        ),
+    ] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace a store made with another model/preprocessing/fps.")
+    ] = False,
+    fail_fast: Annotated[
+        bool, typer.Option("--fail-fast", help="Stop at the first video that cannot be decoded.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON on stdout.")] = False,
+) -> None:
+    """Extract frozen per-frame CLS features of a dataset into a resumable feature store.
+
+    Rerunning the same command resumes; under torchrun (`python -m plstitch_eval.extract ...`) each rank
+    takes a disjoint share of the videos.
+    """
+    from plstitch_eval.data.datasets.registry import get_dataset
+    from plstitch_eval.extract import extract_features, print_summary
+    from plstitch_eval.hub import load_encoder
+
+    adapter = get_dataset(dataset, root=root)
+    encoder = load_encoder(model or default_model(dataset), revision=revision, trust_pickle=trust_pickle)
+    summary = extract_features(
+        adapter,
+        encoder,
+        out,
+        fps=fps,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        device=device,
+        precision=precision,
+        overwrite=overwrite,
+        fail_fast=fail_fast,
+        videos=[v.strip() for v in videos.split(",") if v.strip()] if videos else None,
+        split=split,
+        split_scheme=split_scheme,
+        resize_on_decode=resize_on_decode,
+    )
+    if summary.rank != 0:
+        raise typer.Exit(code=0 if summary.ok else 1)
+    print_summary(summary)
+    if as_json:
+        typer.echo(json.dumps(summary.to_dict(), indent=2))
+    if not summary.ok:
+        failed = ", ".join(r.video for r in summary.failed)
+        console.print(
+            f"[bold red]error:[/bold red] {len(summary.failed)} video(s) failed: {failed}; the others are in "
+            f"{summary.store}. Fix or remove them and rerun the same command to resume.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=1)
+
+
+def export_mstcn(
+    store: Annotated[Path, typer.Argument(help="Feature store folder (from `plstitch extract`).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder in MS-TCN layout.")],
+    split_scheme: Annotated[
+        str | None,
+        typer.Option("--split-scheme", help="Export only this split scheme (default: all, as split1..N)."),
+    ] = None,
+) -> None:
+    """Write a feature store in MS-TCN/ASFormer layout: features/, groundTruth/, mapping.txt, splits/."""
+    from plstitch_eval.export_mstcn import export_mstcn as run_export
+
+    result = run_export(store, out, split_scheme=split_scheme)
+    typer.echo(json.dumps(result.to_dict(), indent=2))
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
+    app.command("datasets")(datasets)
+    app.command("extract")(extract)
+    app.command("export-mstcn")(export_mstcn)

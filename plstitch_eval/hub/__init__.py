@@ -1,0 +1,23 @@
+"""Encoder hub: load PL-Stitch and baseline encoders (registry names, Hub repos, local folders/files) safely."""
+
+from plstitch_eval.hub.convert import convnext_from_state_dict, vit_from_state_dict
+from plstitch_eval.hub.data_config import DataConfig, EvalTransform, preprocess_batch
+from plstitch_eval.hub.encoder import Encoder, load_encoder
+from plstitch_eval.hub.registry import ModelEntry, get_model_entry, list_models, register
+from plstitch_eval.hub.timm_format import load_timm_dir, save_timm_dir
+
+__all__ = [
+    "DataConfig",
+    "Encoder",
+    "EvalTransform",
+    "ModelEntry",
+    "convnext_from_state_dict",
+    "get_model_entry",
+    "list_models",
+    "load_encoder",
+    "load_timm_dir",
+    "preprocess_batch",
+    "register",
+    "save_timm_dir",
+    "vit_from_state_dict",
+]

@@ -1,0 +1,18 @@
+"""Dataset adapters: a registry of one module per dataset (`get_dataset(name, root, **options)`)."""
+
+from __future__ import annotations
+
+from plstitch_eval.data.datasets import autolaparo, breakfast, cholec80, folder, gtea, m2cai16, synthetic  # noqa: F401
+from plstitch_eval.data.datasets.base import DatasetAdapter, VideoRecord, decode, labels_at
+from plstitch_eval.data.datasets.registry import dataset_class, get_dataset, list_datasets, register_dataset
+
+__all__ = [
+    "DatasetAdapter",
+    "VideoRecord",
+    "dataset_class",
+    "decode",
+    "get_dataset",
+    "labels_at",
+    "list_datasets",
+    "register_dataset",
+]

@@ -1,0 +1,172 @@
+"""Procedural awareness (Fig. 1b): how differently forward- and time-reversed-trained encoders see frames.
+
+For each frame, `d = 1 - cos(f_fwd(x), f_bwd(x))`. The distance is only meaningful when both encoders share a
+feature space, e.g. both fine-tuned from the same initialisation (the paper's setting); it is computed as is.
+A model that ignores temporal order gives the same features either way (d near 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from plstitch_eval.analysis.style import class_colors, new_figure, write_outputs
+from plstitch_eval.errors import ConfigError
+
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+
+@dataclass
+class ModelPair:
+    """A forward-trained and a backward (time-reversed) trained encoder, given as specs or run folders."""
+
+    name: str
+    forward: str
+    backward: str
+
+
+@dataclass
+class AwarenessConfig:
+    """Settings of `plstitch analyze awareness`."""
+
+    pairs: list[ModelPair]
+    dataset: str = "synthetic"
+    root: str | None = None
+    split: str | None = "test"
+    fps: float | None = None
+    max_videos: int = 4
+    max_frames_per_video: int = 64
+    out: Path = Path("figs")
+    name: str = "awareness"
+    device: str = "auto"
+    precision: str = "auto"
+    batch_size: int = 32
+
+
+def parse_pair(text: str) -> ModelPair:
+    """Parse `NAME=FWD,BWD` (the `--pair` option) into a `ModelPair`."""
+    name, sep, rest = text.partition("=")
+    fwd, sep2, bwd = rest.partition(",")
+    if not sep or not sep2 or not name or not fwd or not bwd:
+        raise ConfigError(f"--pair {text!r}: expected NAME=FORWARD,BACKWARD (e.g. pl=runs/fwd,runs/bwd).")
+    return ModelPair(name.strip(), fwd.strip(), bwd.strip())
+
+
+def cosine_distances(a: np.ndarray, b: np.ndarray, eps: float = 1e-12) -> np.ndarray:
+    """Row-wise cosine distance `1 - <a_i, b_i> / (|a_i| |b_i|)` of two [N, D] arrays (in [0, 2])."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ConfigError(
+            f"Forward and backward features differ in shape ({a.shape} vs {b.shape}); the two encoders must "
+            "have the same feature dimension (e.g. the same architecture fine-tuned from one init)."
+        )
+    num = (a * b).sum(axis=1)
+    den = np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), eps)
+    return 1.0 - num / den
+
+
+def summarize(distances: np.ndarray) -> dict[str, Any]:
+    """Mean, median, std (population), min, max and quantiles of a distance sample."""
+    d = np.asarray(distances, dtype=np.float64)
+    return {
+        "n": int(d.size),
+        "mean": float(d.mean()),
+        "median": float(np.median(d)),
+        "std": float(d.std()),
+        "min": float(d.min()),
+        "max": float(d.max()),
+        "quantiles": {f"q{int(q * 100):02d}": float(np.quantile(d, q)) for q in QUANTILES},
+    }
+
+
+def plot_awareness(distances: dict[str, np.ndarray], dataset: str, title: str | None = None):
+    """Violins of the per-frame cosine distances, one per model pair, with median and mean marked."""
+    names = list(distances)
+    fig = new_figure(max(4.0, 1.4 * len(names) + 2.0), 4.0)
+    ax = fig.add_subplot(1, 1, 1)
+    data = [np.asarray(distances[n], dtype=np.float64) for n in names]
+    positions = np.arange(1, len(names) + 1)
+    parts = ax.violinplot(data, positions=positions, showmedians=True, showextrema=True)
+    colors = class_colors(len(names))
+    for body, color in zip(parts["bodies"], colors, strict=True):
+        body.set_facecolor(color)
+        body.set_edgecolor("black")
+        body.set_alpha(0.7)
+    ax.scatter(positions, [d.mean() for d in data], marker="D", color="black", s=14, zorder=3, label="mean")
+    ax.set_xticks(positions, names)
+    ax.set_xlabel("model pair (forward vs. time-reversed pretraining)")
+    ax.set_ylabel("cosine distance per frame")
+    ax.set_title(title or f"Procedural awareness on {dataset}")
+    ax.legend(loc="upper right")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def compute_distances(
+    pair_features: dict[str, tuple[np.ndarray, np.ndarray]],
+) -> dict[str, np.ndarray]:
+    """Per-frame cosine distances for each pair from already-extracted (forward, backward) features."""
+    return {name: cosine_distances(fwd, bwd) for name, (fwd, bwd) in pair_features.items()}
+
+
+def render_awareness(
+    distances: dict[str, np.ndarray], out: Path, name: str, meta: dict[str, Any]
+) -> tuple[Path, Path, dict[str, Any]]:
+    """Draw the violins and write PNG + JSON (per-pair statistics and the raw distances)."""
+    stats = {pair: summarize(d) for pair, d in distances.items()}
+    fig = plot_awareness(distances, meta.get("dataset", ""))
+    data = {
+        "analysis": "awareness",
+        **meta,
+        "metric": "cosine_distance = 1 - cos(f_forward(x), f_backward(x))",
+        "stats": stats,
+        "distances": {pair: np.round(d, 6).tolist() for pair, d in distances.items()},
+    }
+    png, js = write_outputs(fig, data, out, name)
+    return png, js, stats
+
+
+def run_awareness(config: AwarenessConfig) -> tuple[Path, Path, dict[str, Any]]:
+    """Load every pair's encoders, encode the same frames with all of them, draw and save the violins."""
+    from plstitch_eval.analysis.frames import dataset_records, encode_records
+    from plstitch_eval.hub import load_encoder
+    from plstitch_eval.utils.console import logger
+    from plstitch_eval.utils.device import resolve_device, resolve_precision
+
+    if not config.pairs:
+        raise ConfigError("No model pair given: pass --forward and --backward, or one or more --pair.")
+    device = resolve_device(config.device)
+    precision = resolve_precision(config.precision, device)
+    encoders = {}
+    for pair in config.pairs:
+        for spec in (pair.forward, pair.backward):
+            if spec not in encoders:
+                logger.info("loading encoder %s", spec)
+                encoders[spec] = load_encoder(spec, device=str(device))
+    adapter, records = dataset_records(config.dataset, config.root, config.split, config.fps)
+    if config.max_videos > 0:
+        records = records[: config.max_videos]
+    feats: dict[str, list[np.ndarray]] = {spec: [] for spec in encoders}
+    videos = []
+    for item in encode_records(
+        records, encoders, adapter.eval_fps, device, precision, config.batch_size, config.max_frames_per_video
+    ):
+        logger.info("encoded %d frames of %s", len(item.frame_times), item.video)
+        videos.append(item.video)
+        for spec in encoders:
+            feats[spec].append(item.features[spec])
+    stacked = {spec: np.concatenate(chunks) for spec, chunks in feats.items()}
+    distances = compute_distances({p.name: (stacked[p.forward], stacked[p.backward]) for p in config.pairs})
+    meta = {
+        "dataset": config.dataset,
+        "split": config.split,
+        "fps": adapter.eval_fps,
+        "videos": videos,
+        "pairs": [{"name": p.name, "forward": p.forward, "backward": p.backward} for p in config.pairs],
+    }
+    return render_awareness(distances, config.out, config.name, meta)

@@ -1,0 +1,182 @@
+"""Dataset adapter base class, the per-video record, and label lookup at sampled frame times."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from plstitch_eval.data.video import VIDEO_EXTS, DecodedFrame, read_frames
+from plstitch_eval.errors import ConfigError, DataError
+from plstitch_eval.utils.console import logger
+
+SPLIT_NAMES = ("train", "val", "test")
+
+
+@dataclass
+class VideoRecord:
+    """One video of a dataset: its source (file or frame folder) and its labels at `label_fps`.
+
+    `labels[i]` is the class id of annotation step i, i.e. of time ``i / label_fps`` seconds.
+    `folder_fps` is the frame rate of a frame-folder source (None for video files).
+    """
+
+    name: str
+    source: Path
+    labels: np.ndarray  # [N] int64 class ids
+    label_fps: float
+    folder_fps: float | None = None
+
+
+def labels_at(record: VideoRecord, times: np.ndarray | list[float]) -> tuple[np.ndarray, int]:
+    """Labels at sample `times` (s): step ``floor(t * label_fps)``; samples past the last label are dropped.
+
+    Returns (labels for the kept leading samples, number dropped); like the literature we truncate to the
+    shorter of video and annotation, and log a warning with the count.
+    """
+    times = np.asarray(times, dtype=np.float64)
+    steps = np.floor(np.maximum(times, 0.0) * record.label_fps + 1e-6).astype(np.int64)
+    past_end = steps >= len(record.labels)
+    keep = int(np.argmax(past_end)) if past_end.any() else len(steps)
+    n_dropped = len(steps) - keep
+    if n_dropped:
+        logger.warning(
+            "%s: %d of %d sampled frames lie past the last annotation (%d labels at %g fps); dropped",
+            record.name,
+            n_dropped,
+            len(steps),
+            len(record.labels),
+            record.label_fps,
+        )
+    return record.labels[steps[:keep]].astype(np.int64), n_dropped
+
+
+def decode(record: VideoRecord, fps: float | None = None, size: int | None = None) -> Iterator[DecodedFrame]:
+    """Decode a record's source at `fps` (None = every frame), shorter side resized to `size`."""
+    return read_frames(record.source, fps=fps, size=size, folder_fps=record.folder_fps)
+
+
+class DatasetAdapter:
+    """Knows one dataset's layout, classes, frame rates and splits; `videos()` parses and validates it.
+
+    Subclasses set the class attributes and implement `_load()` (parse all videos) and `_scheme_splits()`.
+    """
+
+    name: ClassVar[str] = ""
+    class_names: list[str] = []
+    native_fps: float = 25.0
+    default_eval_fps: float = 1.0
+    background_classes: list[str] = []
+    split_schemes: ClassVar[tuple[str, ...]] = ("default",)
+
+    def __init__(self, root: str | os.PathLike, fps: float | None = None) -> None:
+        self.root = Path(root).expanduser()
+        if not self.root.is_dir():
+            raise DataError(f"{self.root}: dataset root of '{self.name}' does not exist; pass --root DIR")
+        if fps is not None and fps <= 0:
+            raise ConfigError(f"fps must be positive, got {fps}")
+        self._fps = fps
+        self._records: list[VideoRecord] | None = None
+
+    @property
+    def eval_fps(self) -> float:
+        """Sampling rate for evaluation: the dataset's convention unless overridden with `fps`."""
+        return float(self._fps) if self._fps is not None else float(self.default_eval_fps)
+
+    def videos(self, split: str | None = None, scheme: str | None = None) -> list[VideoRecord]:
+        """All parsed videos (sorted by name), or those of one split of `scheme`."""
+        if self._records is None:
+            self._records = sorted(self._load(), key=lambda r: natural_key(r.name))
+            if not self._records:
+                raise DataError(f"{self.root}: no videos of '{self.name}' found; check the layout (README)")
+        if split is None or split == "all":
+            return list(self._records)
+        wanted = set(self.splits(scheme).get(split, [])) if split in SPLIT_NAMES else None
+        if wanted is None:
+            raise ConfigError(f"unknown split '{split}'; use one of {', '.join(SPLIT_NAMES)} or all")
+        return [r for r in self._records if r.name in wanted]
+
+    def video_names(self) -> list[str]:
+        """Names of all videos, sorted naturally."""
+        return [r.name for r in self.videos()]
+
+    def splits(self, scheme: str | None = None) -> dict[str, list[str]]:
+        """Official split `scheme` (None = the default) as {"train", "val", "test"} -> video names present."""
+        key = self._check_scheme(scheme)
+        names = self.video_names()
+        split = self._scheme_splits(key, names)
+        return {s: [n for n in names if n in set(split.get(s, []))] for s in SPLIT_NAMES}
+
+    def kfold(self, n_folds: int, seed: int = 0) -> list[dict[str, list[str]]]:
+        """K folds by video: videos shuffled with `seed`, cut into `n_folds` near-equal test chunks."""
+        names = self.video_names()
+        if not 2 <= n_folds <= len(names):
+            raise ConfigError(
+                f"n_folds must be between 2 and the number of videos ({len(names)}), got {n_folds}"
+            )
+        order = np.random.default_rng(seed).permutation(len(names))
+        chunks = np.array_split(order, n_folds)
+        folds = []
+        for chunk in chunks:
+            test = set(chunk.tolist())
+            folds.append(
+                {
+                    "train": [n for i, n in enumerate(names) if i not in test],
+                    "val": [],
+                    "test": [n for i, n in enumerate(names) if i in test],
+                }
+            )
+        return folds
+
+    def class_index(self) -> dict[str, int]:
+        """Map class name -> id (position in `class_names`)."""
+        return {c: i for i, c in enumerate(self.class_names)}
+
+    def _check_scheme(self, scheme: str | None) -> str:
+        key = self.split_schemes[0] if scheme in (None, "default") else str(scheme).replace("/", "-")
+        if key not in self.split_schemes:
+            raise ConfigError(
+                f"unknown split scheme '{scheme}' for '{self.name}'; use one of {', '.join(self.split_schemes)}"
+            )
+        return key
+
+    def _load(self) -> list[VideoRecord]:
+        raise NotImplementedError
+
+    def _scheme_splits(self, scheme: str, names: list[str]) -> dict[str, list[str]]:
+        raise NotImplementedError
+
+
+def natural_key(text: str) -> list[object]:
+    """Sort key that orders embedded numbers numerically (video2 before video10)."""
+    return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", text)]
+
+
+def video_number(name: str) -> int:
+    """The last number in a video name (video07 -> 7), used by number-range splits."""
+    found = re.findall(r"\d+", name)
+    if not found:
+        raise DataError(f"video '{name}' has no number in its name; number-range splits need one")
+    return int(found[-1])
+
+
+def by_number(names: list[str], **ranges: tuple[int, int]) -> dict[str, list[str]]:
+    """Split names by inclusive number ranges, e.g. train=(1, 40), test=(41, 80)."""
+    return {split: [n for n in names if lo <= video_number(n) <= hi] for split, (lo, hi) in ranges.items()}
+
+
+def find_source(stem: str, folders: list[Path]) -> Path | None:
+    """A video file `<folder>/<stem>.<ext>` or frame folder `<folder>/<stem>/`, first found, else None."""
+    for folder in folders:
+        for ext in VIDEO_EXTS:
+            candidate = folder / f"{stem}{ext}"
+            if candidate.is_file():
+                return candidate
+        if (folder / stem).is_dir():
+            return folder / stem
+    return None

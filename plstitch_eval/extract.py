@@ -1,0 +1,707 @@
+"""Frozen feature extraction: dataset adapter -> decoding workers -> encoder -> feature store.
+
+DataLoader workers each decode whole videos sequentially (resize on decode, centre crop, uint8) while the
+main process runs batched forwards; normalisation happens on the device. Each video is written atomically
+as soon as its last frame is encoded, so a killed run leaves a consistent store that a rerun resumes.
+Under `torchrun` (RANK/WORLD_SIZE set) rank r takes videos[r::world_size] and rank 0 writes the manifest.
+
+Run as `python -m plstitch_eval.extract ...` (same options as `plstitch extract`) for torchrun.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from rich.progress import TextColumn
+from rich.table import Table
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+from torchvision.transforms.v2 import functional as tvf
+
+from plstitch_eval import __version__
+from plstitch_eval.data.datasets import DatasetAdapter, VideoRecord, get_dataset, labels_at
+from plstitch_eval.data.video import read_frames
+from plstitch_eval.errors import ConfigError, DecodeError, FeatureStoreError
+from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures, compat_key
+from plstitch_eval.utils.console import console, logger, progress_bar
+from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision
+
+SUMMARY_ROWS = 30  # per-video rows shown in the end-of-run table; failures are always shown
+
+
+# --------------------------------------------------------------------------------------------- results
+
+
+@dataclass
+class VideoResult:
+    """Outcome of one video: `done`, `skipped` (already in the store) or `failed` (with the error)."""
+
+    video: str
+    status: str
+    frames: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def frames_per_second(self) -> float:
+        """Frames encoded per wall-clock second for this video (0 when skipped)."""
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class ExtractSummary:
+    """What an extraction run did: one `VideoResult` per selected video, in dataset order."""
+
+    store: Path
+    results: list[VideoResult]
+    seconds: float
+    world_size: int = 1
+    rank: int = 0
+
+    @property
+    def failed(self) -> list[VideoResult]:
+        """Videos that could not be extracted."""
+        return [r for r in self.results if r.status == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        """True when no video failed."""
+        return not self.failed
+
+    @property
+    def frames(self) -> int:
+        """Frames encoded in this run (skipped videos excluded)."""
+        return sum(r.frames for r in self.results if r.status == "done")
+
+    @property
+    def frames_per_second(self) -> float:
+        """End-to-end throughput of this run."""
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for `--json` on stdout)."""
+        return {
+            "store": str(self.store),
+            "seconds": self.seconds,
+            "frames": self.frames,
+            "frames_per_second": self.frames_per_second,
+            "world_size": self.world_size,
+            "ok": self.ok,
+            "videos": [{**asdict(r), "frames_per_second": r.frames_per_second} for r in self.results],
+        }
+
+
+# ------------------------------------------------------------------------------------ preprocessing
+
+
+@dataclass(frozen=True)
+class FramePlan:
+    """How frames reach the model: sample at `fps`, resize shorter side to `resize`, centre crop `crop`.
+
+    `resize_on_decode=False` (default) decodes at full size and resizes with the model's own interpolation
+    (torchvision, uint8, antialiased), so pixels equal `Encoder.transform`'s exactly; True lets FFmpeg/PIL
+    resize while decoding (bilinear: faster on large videos, slightly different pixels).
+    """
+
+    fps: float | None
+    resize: int
+    crop: tuple[int, int]  # (H, W)
+    interpolation: str
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    resize_on_decode: bool = False
+
+
+def frame_plan(data_config: Any, fps: float | None, resize_on_decode: bool = False) -> FramePlan:
+    """Derive the decode/resize/crop plan from an encoder's `DataConfig`."""
+    _, height, width = tuple(data_config.input_size)
+    resize = getattr(data_config, "resize_size", None) or round(min(height, width) / data_config.crop_pct)
+    return FramePlan(
+        fps=fps,
+        resize=int(resize),
+        crop=(int(height), int(width)),
+        interpolation=str(getattr(data_config, "interpolation", "bicubic")),
+        mean=tuple(float(m) for m in data_config.mean),
+        std=tuple(float(s) for s in data_config.std),
+        resize_on_decode=resize_on_decode,
+    )
+
+
+_INTERPOLATION = {
+    "bicubic": tvf.InterpolationMode.BICUBIC,
+    "bilinear": tvf.InterpolationMode.BILINEAR,
+    "nearest": tvf.InterpolationMode.NEAREST,
+}
+
+
+def prepare_frame(image: np.ndarray, plan: FramePlan) -> torch.Tensor:
+    """uint8 HWC frame -> uint8 [3,H,W] crop: resize the shorter side (unless done on decode), centre crop."""
+    chw = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)
+    if not plan.resize_on_decode and min(chw.shape[1:]) != plan.resize:
+        chw = tvf.resize(chw, [plan.resize], interpolation=_INTERPOLATION[plan.interpolation], antialias=True)
+    height, width = chw.shape[1:]
+    if height < plan.crop[0] or width < plan.crop[1]:
+        raise DecodeError(
+            f"Frame resized to {height}x{width} is smaller than the model's {plan.crop[0]}x{plan.crop[1]} "
+            "crop; the model's resize size must be at least its crop size."
+        )
+    return tvf.center_crop(chw, list(plan.crop))
+
+
+def normalize_on_device(images: torch.Tensor, plan: FramePlan) -> torch.Tensor:
+    """uint8 [B,3,H,W] -> float32: x/255, minus mean, over std (the same ops as `Encoder.transform`)."""
+    x = tvf.to_dtype(images, torch.float32, scale=True)
+    return tvf.normalize(x, list(plan.mean), list(plan.std), inplace=True)
+
+
+# --------------------------------------------------------------------------------------- data loading
+
+
+@dataclass
+class FrameChunk:
+    """Up to `batch_size` consecutive frames of one video, or the error that stopped its decoding."""
+
+    video_index: int
+    images: torch.Tensor  # [n, 3, H, W] uint8
+    frame_times: torch.Tensor  # [n] float64 seconds
+    last: bool
+    error: str | None = None
+
+    def pin_memory(self) -> FrameChunk:
+        """Called by the DataLoader's pinning thread so the host-to-device copy can be asynchronous."""
+        self.images = self.images.pin_memory()
+        return self
+
+
+@dataclass(frozen=True)
+class VideoJob:
+    """One video to decode: its position in the dataset, its file or frame folder, a folder's frame rate."""
+
+    index: int
+    source: Path
+    folder_fps: float | None = None
+
+
+def _decode_error_message(source: Path, exc: BaseException) -> str:
+    """Error text that always names the file."""
+    text = str(exc) or type(exc).__name__
+    return text if str(source) in text else f"{source}: {text}"
+
+
+def iter_video_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterator[FrameChunk]:
+    """Decode one video sequentially into uint8 [n,3,H,W] chunks; an error ends it with an error chunk."""
+    crop_h, crop_w = plan.crop
+    buffer = torch.empty((batch_size, 3, crop_h, crop_w), dtype=torch.uint8)
+    times = torch.empty(batch_size, dtype=torch.float64)
+    n = total = 0
+    size = plan.resize if plan.resize_on_decode else None
+    try:
+        for frame in read_frames(job.source, fps=plan.fps, size=size, folder_fps=job.folder_fps):
+            buffer[n] = prepare_frame(frame.image, plan)
+            times[n] = frame.time
+            n += 1
+            if n == batch_size:
+                yield FrameChunk(job.index, buffer.clone(), times.clone(), False)
+                total += n
+                n = 0
+    except Exception as exc:  # any decoder failure becomes a per-video error naming the file
+        message = _decode_error_message(job.source, exc)
+        yield FrameChunk(job.index, buffer[:0].clone(), times[:0].clone(), True, message)
+        return
+    if total + n == 0:
+        message = f"{job.source}: no frames could be decoded."
+        yield FrameChunk(job.index, buffer[:0].clone(), times[:0].clone(), True, message)
+        return
+    yield FrameChunk(job.index, buffer[:n].clone(), times[:n].clone(), True)
+
+
+class VideoFrameStream(IterableDataset):
+    """Iterable over `FrameChunk`s; DataLoader worker w decodes videos w, w+W, ... whole and in order."""
+
+    def __init__(self, jobs: Sequence[VideoJob], plan: FramePlan, batch_size: int) -> None:
+        self.jobs = list(jobs)
+        self.plan = plan
+        self.batch_size = batch_size
+
+    def __iter__(self) -> Iterator[FrameChunk]:
+        info = get_worker_info()
+        jobs = self.jobs if info is None else self.jobs[info.id :: info.num_workers]
+        for job in jobs:
+            yield from iter_video_chunks(job, self.plan, self.batch_size)
+
+
+def _worker_init(_: int) -> None:
+    """Decoding workers leave the cores' torch threads to the model in the main process."""
+    torch.set_num_threads(1)
+
+
+def make_loader(
+    jobs: Sequence[VideoJob], plan: FramePlan, batch_size: int, num_workers: int, pin_memory: bool
+) -> DataLoader:
+    """DataLoader over whole-video decoding jobs; chunks are already batched, so `batch_size=None`."""
+    workers = max(0, min(num_workers, len(jobs)))
+    return DataLoader(
+        VideoFrameStream(jobs, plan, batch_size),
+        batch_size=None,
+        num_workers=workers,
+        pin_memory=pin_memory,
+        worker_init_fn=_worker_init if workers else None,
+        prefetch_factor=2 if workers else None,
+    )
+
+
+# ------------------------------------------------------------------------------------- distribution
+
+
+@dataclass
+class DistInfo:
+    """Rank and world size of this process; `owned` when we initialised the process group ourselves."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    owned: bool = False
+
+    @property
+    def active(self) -> bool:
+        """True under torchrun with more than one process."""
+        return self.world_size > 1
+
+
+def init_distributed(device: torch.device) -> DistInfo:
+    """Join the torchrun process group (gloo on CPU, nccl on CUDA) when WORLD_SIZE > 1."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return DistInfo()
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    owned = False
+    if not dist.is_initialized():
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend=backend)
+        owned = True
+    return DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, owned=owned)
+
+
+def _broadcast_error(info: DistInfo, error: str | None) -> None:
+    """Share rank 0's setup error (e.g. an incompatible store) so every rank stops instead of hanging."""
+    if not info.active:
+        return
+    box = [error]
+    dist.broadcast_object_list(box, src=0)
+    if box[0] is not None:
+        raise FeatureStoreError(box[0])
+
+
+def _gather_results(info: DistInfo, results: list[VideoResult]) -> list[VideoResult]:
+    """Collect every rank's per-video results on every rank."""
+    if not info.active:
+        return results
+    gathered: list[list[VideoResult] | None] = [None] * info.world_size
+    dist.all_gather_object(gathered, results)
+    return [r for part in gathered for r in (part or [])]
+
+
+# -------------------------------------------------------------------------------------------- manifest
+
+
+def _jsonable(obj: Any) -> Any:
+    """Dataclasses to dicts, tuples to lists, paths to strings (for the manifest)."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        obj = asdict(obj)
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def dataset_splits(adapter: DatasetAdapter) -> tuple[str, dict[str, dict[str, list[str]]]]:
+    """(default scheme, {scheme: {split: video names}}) for every official split scheme of `adapter`."""
+    schemes = [str(s) for s in adapter.split_schemes]
+    return schemes[0], {scheme: dict(adapter.splits(scheme)) for scheme in schemes}
+
+
+def preprocessing_record(data_config: Any, plan: FramePlan) -> dict[str, Any]:
+    """The manifest's `preprocessing`: the model's DataConfig (+ `resize_on_decode` when that mode is on)."""
+    record = data_config.to_dict() if hasattr(data_config, "to_dict") else _jsonable(data_config)
+    if plan.resize_on_decode:
+        record["resize_on_decode"] = True
+    return record
+
+
+def build_manifest(adapter: DatasetAdapter, encoder: Any, plan: FramePlan, precision: str) -> dict[str, Any]:
+    """Manifest of a store: dataset, splits, classes, model spec + provenance, preprocessing, fps, version."""
+    default_scheme, schemes = dataset_splits(adapter)
+    provenance = _jsonable(dict(getattr(encoder, "provenance", {}) or {}))
+    return {
+        "dataset": adapter.name,
+        "dataset_root": str(getattr(adapter, "root", "") or ""),
+        "class_names": list(adapter.class_names),
+        "background_classes": list(getattr(adapter, "background_classes", []) or []),
+        "native_fps": getattr(adapter, "native_fps", None),
+        "splits": schemes[default_scheme],
+        "split_scheme": default_scheme,
+        "split_schemes": schemes,
+        "model": {
+            "spec": provenance.get("spec") or getattr(encoder, "spec", None),
+            "feature_dim": int(encoder.feature_dim),
+            "provenance": provenance,
+        },
+        "preprocessing": preprocessing_record(encoder.data_config, plan),
+        "fps": plan.fps,
+        "feature_dim": int(encoder.feature_dim),
+        "precision": precision,
+        "plstitch_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def open_store(root: Path, manifest: dict[str, Any], overwrite: bool) -> FeatureStore:
+    """Create or resume the store at `root`; a resumed store keeps its original creation time."""
+    manifest_path = root / MANIFEST
+    if manifest_path.exists():
+        old = FeatureStore(root).manifest
+        if compat_key(old) == compat_key(manifest):
+            manifest = {**manifest, "created": old.get("created", manifest["created"])}
+    elif root.exists() and any(root.iterdir()):
+        # Never delete (--overwrite) or write into a folder that is not a feature store.
+        raise FeatureStoreError(
+            f"{root} exists, is not empty and has no {MANIFEST}, so it is not a feature store; "
+            "choose a new or empty --out folder."
+        )
+    return FeatureStore.create(root, manifest, overwrite=overwrite)
+
+
+# -------------------------------------------------------------------------------------------- pipeline
+
+
+@dataclass
+class ExtractOptions:
+    """Settings of one extraction run (what `plstitch extract` exposes)."""
+
+    fps: float | None = None  # None: the dataset's evaluation fps
+    batch_size: int = 64
+    num_workers: int | None = None  # None: min(4, CPU count)
+    device: str = "auto"
+    precision: str = "auto"  # auto = bf16 on CUDA, fp32 on CPU
+    overwrite: bool = False
+    fail_fast: bool = False
+    videos: Sequence[str] | None = None
+    split: str | None = None
+    split_scheme: str | None = None
+    resize_on_decode: bool = False
+    progress: bool = True
+
+
+def _resolve_dataset(dataset: DatasetAdapter | str, root: str | Path | None) -> DatasetAdapter:
+    """An adapter as given, or built from its registry name and `root`."""
+    return get_dataset(dataset, root=root) if isinstance(dataset, str) else dataset
+
+
+def _resolve_encoder(encoder: Any, device: torch.device) -> Any:
+    """An Encoder moved to `device` in eval mode, loading it first when given as a spec."""
+    if isinstance(encoder, (str, Path)):
+        from plstitch_eval.hub import load_encoder
+
+        return load_encoder(str(encoder), device=str(device))
+    return encoder.to(device).eval()
+
+
+def select_videos(
+    adapter: DatasetAdapter, split: str | None, videos: Sequence[str] | None, scheme: str | None = None
+) -> list[VideoRecord]:
+    """Records of `split` (all when None), narrowed to `videos` when given; unknown names are an error."""
+    records = list(adapter.videos(split=split, scheme=scheme) if split else adapter.videos())
+    if videos:
+        by_name = {r.name: r for r in records}
+        unknown = [v for v in videos if v not in by_name]
+        if unknown:
+            where = f" split {split!r}" if split else ""
+            raise ConfigError(
+                f"Unknown video(s) {unknown} in dataset {adapter.name!r}{where}; known: "
+                f"{', '.join(sorted(by_name)[:20])}{' ...' if len(by_name) > 20 else ''}."
+            )
+        records = [by_name[v] for v in videos]
+    return records
+
+
+def extract_features(
+    dataset: DatasetAdapter | str,
+    encoder: Any,
+    out: str | Path,
+    *,
+    root: str | Path | None = None,
+    fps: float | None = None,
+    batch_size: int = 64,
+    num_workers: int | None = None,
+    device: str | torch.device = "auto",
+    precision: str = "auto",
+    overwrite: bool = False,
+    fail_fast: bool = False,
+    videos: Sequence[str] | None = None,
+    split: str | None = None,
+    split_scheme: str | None = None,
+    resize_on_decode: bool = False,
+    progress: bool = True,
+    on_video_done: Callable[[VideoResult], None] | None = None,
+) -> ExtractSummary:
+    """Encode every frame sampled at `fps` (default: the dataset's eval fps) into a resumable feature store.
+
+    `dataset` is a DatasetAdapter or a registry name (with `root`); `encoder` an Encoder or a model spec.
+    Videos already in the store are skipped; a decoding error fails that video only unless `fail_fast`.
+    Under torchrun each rank extracts a disjoint share and every rank returns the merged summary.
+    `on_video_done` is called after each video is written (tests use it to interrupt a run).
+    """
+    options = ExtractOptions(
+        fps=fps,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        device=str(device),
+        precision=precision,
+        overwrite=overwrite,
+        fail_fast=fail_fast,
+        videos=videos,
+        split=split,
+        split_scheme=split_scheme,
+        resize_on_decode=resize_on_decode,
+        progress=progress,
+    )
+    if batch_size < 1:
+        raise ConfigError(f"--batch-size must be >= 1, got {batch_size}.")
+    start = time.perf_counter()
+    torch_device = resolve_device(device)
+    dist_info = init_distributed(torch_device)
+    try:
+        if torch_device.type == "cuda" and dist_info.active and torch_device.index is None:
+            torch_device = torch.device("cuda", dist_info.local_rank)
+            torch.cuda.set_device(torch_device)
+        summary = _extract(
+            _resolve_dataset(dataset, root),
+            _resolve_encoder(encoder, torch_device),
+            Path(out),
+            options,
+            torch_device,
+            resolve_precision(precision, torch_device),
+            dist_info,
+            on_video_done,
+        )
+    finally:
+        if dist_info.owned and dist.is_initialized():
+            dist.destroy_process_group()
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def _extract(
+    adapter: DatasetAdapter,
+    encoder: Any,
+    out: Path,
+    options: ExtractOptions,
+    device: torch.device,
+    precision: str,
+    dist_info: DistInfo,
+    on_video_done: Callable[[VideoResult], None] | None,
+) -> ExtractSummary:
+    """The run itself: open the store, shard, decode in workers, encode in batches, write per video."""
+    fps = float(options.fps) if options.fps is not None else float(adapter.eval_fps)
+    records = select_videos(adapter, options.split, options.videos, options.split_scheme)
+    plan = frame_plan(encoder.data_config, fps, options.resize_on_decode)
+
+    # Rank 0 creates (or validates) the store and writes the manifest before any video, so that a killed
+    # run is resumable; the other ranks wait for it and then open the same folder.
+    setup_error: str | None = None
+    store: FeatureStore | None = None
+    if dist_info.rank == 0:
+        try:
+            store = open_store(out, build_manifest(adapter, encoder, plan, precision), options.overwrite)
+        except FeatureStoreError as exc:
+            if not dist_info.active:
+                raise
+            setup_error = str(exc)
+    _broadcast_error(dist_info, setup_error)
+    store = store or FeatureStore(out)
+
+    mine = list(range(len(records)))[dist_info.rank :: dist_info.world_size]
+    results: dict[int, VideoResult] = {}
+    jobs: list[VideoJob] = []
+    for index in mine:
+        record = records[index]
+        if store.has(record.name):
+            results[index] = VideoResult(record.name, "skipped")
+        else:
+            jobs.append(VideoJob(index, Path(record.source), record.folder_fps))
+
+    num_workers = _default_workers() if options.num_workers is None else options.num_workers
+    columns = (TextColumn("{task.fields[frames]} frames"), TextColumn("{task.fields[rate]:.1f} frames/s"))
+    progress = options.progress and dist_info.rank == 0
+    with progress_bar(*columns, disable=not progress) as bar:
+        task = bar.add_task("extract", total=len(mine), completed=len(results), frames=0, rate=0.0)
+        if jobs:
+            loader = make_loader(
+                jobs, plan, options.batch_size, num_workers, pin_memory=device.type == "cuda"
+            )
+            run = _EncodeLoop(store, records, encoder, plan, device, precision)
+            for result in run.results(loader, options.fail_fast):
+                results[run.index_of[result.video]] = result
+                bar.advance(task)
+                if result.status == "failed":
+                    logger.error("video %s failed: %s", result.video, result.error)
+                elif on_video_done is not None:
+                    on_video_done(result)
+                elapsed = time.perf_counter() - run.started
+                bar.update(task, frames=run.frames, rate=run.frames / elapsed if elapsed else 0.0)
+
+    all_results = _gather_results(dist_info, [results[i] for i in mine])
+    order = {r.name: i for i, r in enumerate(records)}
+    all_results.sort(key=lambda r: order[r.video])
+    if dist_info.active:
+        dist.barrier()
+    return ExtractSummary(out, all_results, 0.0, world_size=dist_info.world_size, rank=dist_info.rank)
+
+
+class _EncodeLoop:
+    """Consumes frame chunks, runs batched forwards and writes each video as soon as its last chunk is in."""
+
+    def __init__(
+        self,
+        store: FeatureStore,
+        records: list[VideoRecord],
+        encoder: Any,
+        plan: FramePlan,
+        device: torch.device,
+        precision: str,
+    ) -> None:
+        self.store = store
+        self.records = records
+        self.index_of = {r.name: i for i, r in enumerate(records)}
+        self.encoder = encoder
+        self.plan = plan
+        self.device = device
+        self.precision = precision
+        self.frames = 0
+        self.started = time.perf_counter()
+
+    def results(self, loader: DataLoader, fail_fast: bool) -> Iterator[VideoResult]:
+        """Yield one `VideoResult` per finished (written or failed) video."""
+        pending: dict[int, tuple[list[np.ndarray], list[np.ndarray], float]] = {}
+        with torch.inference_mode():
+            for chunk in loader:
+                record = self.records[chunk.video_index]
+                feats, times, started = pending.setdefault(chunk.video_index, ([], [], time.perf_counter()))
+                if chunk.error is not None:
+                    pending.pop(chunk.video_index)
+                    if fail_fast:
+                        raise DecodeError(f"{chunk.error} (stopped: --fail-fast)")
+                    yield VideoResult(record.name, "failed", error=chunk.error)
+                    continue
+                if len(chunk.images):
+                    feats.append(self.encode(chunk.images))
+                    times.append(chunk.frame_times.numpy())
+                    self.frames += len(chunk.images)
+                if chunk.last:
+                    pending.pop(chunk.video_index)
+                    yield self.write(record, feats, times, started)
+
+    def encode(self, images: torch.Tensor) -> np.ndarray:
+        """One batched forward: uint8 frames to the device, normalised there, CLS features back as float32."""
+        x = normalize_on_device(images.to(self.device, non_blocking=True), self.plan)
+        with autocast(self.device, self.precision):
+            features = self.encoder(x)
+        return features.float().cpu().numpy()
+
+    def write(
+        self, record: VideoRecord, feats: list[np.ndarray], times: list[np.ndarray], started: float
+    ) -> VideoResult:
+        """Label the sampled frames (dropping those past the annotations) and write the video atomically."""
+        frame_times = np.concatenate(times)
+        labels, _ = labels_at(record, frame_times)
+        keep = len(labels)
+        features = np.concatenate(feats)[:keep]
+        self.store.write(VideoFeatures(record.name, features, labels, frame_times[:keep]))
+        return VideoResult(record.name, "done", frames=keep, seconds=time.perf_counter() - started)
+
+
+def _default_workers() -> int:
+    """min(4, CPU count) decoding workers."""
+    return max(1, min(4, os.cpu_count() or 2))
+
+
+# --------------------------------------------------------------------------------------------- report
+
+
+def summary_table(summary: ExtractSummary, max_rows: int = SUMMARY_ROWS) -> Table:
+    """Rich table: one row per video (failures always; others up to `max_rows`) plus a total row."""
+    table = Table(title=f"Feature extraction -> {summary.store}", show_footer=False)
+    for name, justify in (
+        ("video", "left"),
+        ("frames", "right"),
+        ("seconds", "right"),
+        ("frames/s", "right"),
+    ):
+        table.add_column(name, justify=justify)
+    table.add_column("status")
+    shown = 0
+    hidden = 0
+    for r in summary.results:
+        if r.status != "failed" and shown >= max_rows:
+            hidden += 1
+            continue
+        shown += r.status != "failed"
+        status = {"done": "[green]done", "skipped": "[dim]skipped (in store)", "failed": "[red]failed"}[
+            r.status
+        ]
+        if r.error:
+            status += f": {r.error}"
+        table.add_row(r.video, str(r.frames), f"{r.seconds:.1f}", f"{r.frames_per_second:.1f}", status)
+    if hidden:
+        table.add_row(f"... {hidden} more", "", "", "", "")
+    counts = {s: sum(r.status == s for r in summary.results) for s in ("done", "skipped", "failed")}
+    table.add_row(
+        "[bold]total",
+        str(summary.frames),
+        f"{summary.seconds:.1f}",
+        f"{summary.frames_per_second:.1f}",
+        ", ".join(f"{n} {s}" for s, n in counts.items()),
+    )
+    return table
+
+
+def print_summary(summary: ExtractSummary) -> None:
+    """Print the summary table to stderr."""
+    console.print(summary_table(summary))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m plstitch_eval.extract ...` = `plstitch extract ...` (torchrun entry point)."""
+    from plstitch_eval.cli import app
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    app(["extract", *args], prog_name="python -m plstitch_eval.extract")
+
+
+__all__ = [
+    "ExtractSummary",
+    "FramePlan",
+    "VideoResult",
+    "build_manifest",
+    "extract_features",
+    "frame_plan",
+    "print_summary",
+]
+
+if __name__ == "__main__":
+    main()

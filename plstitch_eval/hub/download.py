@@ -1,0 +1,52 @@
+"""Filling the Hugging Face cache for a model (what `plstitch download` does) and checking what is cached."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from plstitch_eval.errors import ConfigError
+from plstitch_eval.hub import timm_format
+from plstitch_eval.hub.hub_files import HubFile, fetch_file, is_cached, parse_hf_spec
+from plstitch_eval.hub.registry import MODELS, ModelEntry
+
+_RETRY_HINT = "this download again with network access (HF_HUB_OFFLINE unset)"
+
+
+def hub_files_of(spec: str) -> tuple[str, list[str], str | None, str]:
+    """(repo_id, files to fetch, revision in the spec, fix hint) for a registry name or an hf-hub spec."""
+    if spec in MODELS:
+        entry = MODELS[spec]
+        if entry.repo_id is None:
+            where = entry.local_path or (f"${entry.path_env}" if entry.path_env else "a local path")
+            raise ConfigError(f"Model {spec!r} is not on the Hugging Face Hub; its weights come from {where}.")
+        return entry.repo_id, _entry_files(entry), None, _RETRY_HINT
+    if spec.startswith("hf-hub:"):
+        repo_id, filename, revision = parse_hf_spec(spec)
+        files = [filename] if filename else [timm_format.CONFIG_NAME, timm_format.WEIGHTS_NAME]
+        return repo_id, files, revision, _RETRY_HINT
+    raise ConfigError(f"Unknown model {spec!r}; use a name from `plstitch models` or hf-hub:ORG/NAME[/FILE].")
+
+
+def _entry_files(entry: ModelEntry) -> list[str]:
+    return [entry.filename] if entry.filename else [timm_format.CONFIG_NAME, timm_format.WEIGHTS_NAME]
+
+
+def download_model(
+    spec: str, *, revision: str | None = None, cache_dir: str | Path | None = None
+) -> list[HubFile]:
+    """Fetch every file a model needs into the HF cache; `ModelNotFoundError` when offline and not cached."""
+    repo_id, files, spec_revision, hint = hub_files_of(spec)
+    return [
+        fetch_file(repo_id, name, revision=revision or spec_revision, cache_dir=cache_dir, fix_hint=hint)
+        for name in files
+    ]
+
+
+def entry_cached(entry: ModelEntry, cache_dir: str | Path | None = None) -> bool:
+    """True when the entry's weights are available without network (HF cache or an existing local path)."""
+    local = entry.resolve_local_path()
+    if local is not None:
+        return local.exists()
+    if entry.repo_id is None:
+        return False
+    return all(is_cached(entry.repo_id, name, cache_dir=cache_dir) for name in _entry_files(entry))

@@ -1,0 +1,208 @@
+"""`load_encoder(spec)` -> a frozen `Encoder`: CLS features, eval preprocessing and provenance in one object."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from plstitch_eval.errors import ConfigError, ModelNotFoundError
+from plstitch_eval.hub import timm_format
+from plstitch_eval.hub.convert import model_from_checkpoint
+from plstitch_eval.hub.data_config import DataConfig, EvalTransform, preprocess_batch
+from plstitch_eval.hub.hub_files import HubFile, fetch_file, parse_hf_spec
+from plstitch_eval.hub.registry import MODELS, ModelEntry
+from plstitch_eval.hub.safe_load import CHECKPOINT_SUFFIXES, load_checkpoint, sha256_file
+from plstitch_eval.utils.console import logger
+from plstitch_eval.utils.device import resolve_device
+
+
+class Encoder(nn.Module):
+    """A frozen image encoder in eval mode: `forward(x[B,3,H,W]) -> [B,D]` (CLS after the final norm for ViTs).
+
+    Holds the timm module (`.model`), its eval preprocessing (`.data_config`, `.transform`,
+    `.preprocess_batch`) and where the weights came from (`.provenance`).
+    """
+
+    def __init__(self, model: nn.Module, data_config: DataConfig, provenance: dict[str, Any]) -> None:
+        super().__init__()
+        self.model = model
+        self.data_config = data_config
+        self.provenance = dict(provenance)
+        self.transform = EvalTransform(data_config)
+        self.feature_dim = int(model.num_features)
+        self.is_vit = getattr(model, "cls_token", None) is not None
+        patch = getattr(getattr(model, "patch_embed", None), "patch_size", None)
+        self.patch_size = int(patch[0]) if patch is not None and self.is_vit else None
+        self.requires_grad_(False)
+        self.eval()
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the weights."""
+        return next(self.model.parameters()).device
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Frame features [B, D]: the CLS token after the final LayerNorm (ViT), pooled+normed features else."""
+        features = self.model.forward_features(x)
+        if self.is_vit:
+            return features[:, 0]
+        return self.model.forward_head(features, pre_logits=True)
+
+    def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """All tokens after the final norm [B, 1+N, D] (CLS first, then patches in raster order); ViTs only."""
+        if not self.is_vit:
+            raise ConfigError(f"forward_tokens needs a ViT; {self.provenance.get('spec')} is not one.")
+        return self.model.forward_features(x)
+
+    def preprocess_batch(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 [B,H,W,3] or [B,3,H,W] -> normalised float [B,3,h,w] on this encoder's device (fast path)."""
+        return preprocess_batch(images, self.data_config, self.device)
+
+    def extra_repr(self) -> str:
+        return f"feature_dim={self.feature_dim}, spec={self.provenance.get('spec')!r}"
+
+
+def load_encoder(
+    spec: str | Path,
+    *,
+    revision: str | None = None,
+    cache_dir: str | Path | None = None,
+    device: str | torch.device = "cpu",
+    which: str = "teacher",
+    trust_pickle: bool = False,
+) -> Encoder:
+    """Load a frozen encoder from a registry name, `hf-hub:ORG/NAME[/FILE]`, a timm folder, a run dir or a file.
+
+    Every backbone tensor is loaded or it raises (`CheckpointError`); pickles load with `weights_only=True`
+    unless `trust_pickle`; offline, only the HF cache is used (`ModelNotFoundError` names the fix).
+    """
+    model, data_config, provenance = _build(str(spec), revision, cache_dir, which, trust_pickle)
+    encoder = Encoder(model, data_config, provenance)
+    logger.debug("Loaded encoder %s: %s", spec, provenance)
+    return encoder.to(resolve_device(device))
+
+
+def _build(
+    spec: str, revision: str | None, cache_dir: str | Path | None, which: str, trust_pickle: bool
+) -> tuple[nn.Module, DataConfig, dict[str, Any]]:
+    if spec in MODELS:
+        return _build_entry(MODELS[spec], revision, cache_dir, which, trust_pickle)
+    if spec.startswith("hf-hub:"):
+        repo_id, filename, spec_revision = parse_hf_spec(spec)
+        revision = revision or spec_revision
+        if filename is None:
+            return _from_hub_timm(spec, repo_id, revision, cache_dir, None, {})
+        hub_file = fetch_file(repo_id, filename, revision=revision, cache_dir=cache_dir)
+        return _from_checkpoint(spec, hub_file.path, which, trust_pickle, None, hub_file)
+    path = Path(spec).expanduser()
+    if path.exists():
+        return _from_path(spec, path, which, trust_pickle, None)
+    raise ModelNotFoundError(
+        f"{spec!r} is neither a registry model ({', '.join(sorted(MODELS))}), an hf-hub:ORG/NAME[/FILE] spec, "
+        "nor an existing path. Run `plstitch models` for the list."
+    )
+
+
+def _build_entry(
+    entry: ModelEntry, revision: str | None, cache_dir: str | Path | None, which: str, trust_pickle: bool
+) -> tuple[nn.Module, DataConfig, dict[str, Any]]:
+    local = entry.resolve_local_path()
+    if local is not None:
+        if not local.exists():
+            raise ModelNotFoundError(f"Model {entry.name!r} points at {local}, which does not exist.")
+        return _from_path(entry.name, local, which, trust_pickle, entry)
+    if entry.repo_id is None:
+        hint = f" or set ${entry.path_env}" if entry.path_env else ""
+        raise ModelNotFoundError(
+            f"Model {entry.name!r} is not on the Hub: pass the path of its checkpoint to load_encoder{hint}."
+        )
+    if entry.filename is None:
+        return _from_hub_timm(entry.name, entry.repo_id, revision, cache_dir, entry, entry.model_args)
+    hub_file = fetch_file(
+        entry.repo_id,
+        entry.filename,
+        revision=revision,
+        cache_dir=cache_dir,
+        fix_hint=f"`plstitch download {entry.name}`",
+    )
+    return _from_checkpoint(entry.name, hub_file.path, which, trust_pickle, entry, hub_file)
+
+
+def _from_hub_timm(
+    spec: str,
+    repo_id: str,
+    revision: str | None,
+    cache_dir: str | Path | None,
+    entry: ModelEntry | None,
+    model_args: dict[str, Any],
+) -> tuple[nn.Module, DataConfig, dict[str, Any]]:
+    hint = f"`plstitch download {entry.name}`" if entry else f"`plstitch download hf-hub:{repo_id}`"
+    config = fetch_file(
+        repo_id, timm_format.CONFIG_NAME, revision=revision, cache_dir=cache_dir, fix_hint=hint
+    )
+    weights = fetch_file(
+        repo_id, timm_format.WEIGHTS_NAME, revision=revision, cache_dir=cache_dir, fix_hint=hint
+    )
+    model, data_config = timm_format.load_timm_dir(config.path.parent, **model_args)
+    if entry is not None and entry.data_config is not None:
+        data_config = entry.data_config
+    return model, data_config, _provenance(spec, weights.path, weights)
+
+
+def _from_path(
+    spec: str, path: Path, which: str, trust_pickle: bool, entry: ModelEntry | None
+) -> tuple[nn.Module, DataConfig, dict[str, Any]]:
+    if path.is_dir():
+        folder = path / "backbone" if timm_format.is_timm_dir(path / "backbone") else path
+        if not timm_format.is_timm_dir(folder):
+            raise ModelNotFoundError(
+                f"{path} is a folder without {timm_format.CONFIG_NAME} + {timm_format.WEIGHTS_NAME} (timm format) "
+                "or backbone/ (training run); pass the checkpoint file instead."
+            )
+        model, data_config = timm_format.load_timm_dir(folder, **(entry.model_args if entry else {}))
+        return model, data_config, _provenance(spec, folder / timm_format.WEIGHTS_NAME, None)
+    if path.suffix not in CHECKPOINT_SUFFIXES:
+        raise ConfigError(
+            f"{path}: unknown checkpoint type; expected one of {', '.join(CHECKPOINT_SUFFIXES)}."
+        )
+    return _from_checkpoint(spec, path, which, trust_pickle, entry, None)
+
+
+def _from_checkpoint(
+    spec: str, path: Path, which: str, trust_pickle: bool, entry: ModelEntry | None, hub_file: HubFile | None
+) -> tuple[nn.Module, DataConfig, dict[str, Any]]:
+    checkpoint = load_checkpoint(path, trust_pickle=trust_pickle)
+    expected = entry.expected if entry is not None else None
+    model, dropped = model_from_checkpoint(checkpoint, which=which, source=str(path), expected=expected)
+    data_config = _checkpoint_data_config(model, entry)
+    provenance = _provenance(spec, path, hub_file)
+    provenance["which"] = which
+    provenance["dropped_keys"] = len(dropped)
+    return model, data_config, provenance
+
+
+def _checkpoint_data_config(model: nn.Module, entry: ModelEntry | None) -> DataConfig:
+    """The entry's preprocessing if it fits the model's input size, else DINO eval scaled to that size."""
+    size = int(model.patch_embed.img_size[0]) if hasattr(model, "patch_embed") else 224
+    config = entry.data_config if entry is not None else None
+    if config is None or config.input_size[1] != size:
+        if config is not None:
+            logger.warning("%s expects %d px inputs, not %d; scaling its preprocessing.", entry.name, size,
+                           config.input_size[1])
+        return DataConfig.for_size(size, interpolation=config.interpolation if config else "bicubic")
+    return config
+
+
+def _provenance(spec: str, weights: Path, hub_file: HubFile | None) -> dict[str, Any]:
+    return {
+        "spec": spec,
+        "repo_id": hub_file.repo_id if hub_file else None,
+        "filename": hub_file.filename if hub_file else weights.name,
+        "revision": hub_file.revision if hub_file else None,
+        "commit": hub_file.commit if hub_file else None,
+        "sha256": sha256_file(weights),
+        "path": str(weights.resolve()),
+    }

@@ -1,0 +1,188 @@
+"""Named encoders: where the weights live, how to convert them, how to preprocess, license and citation.
+
+Adding a model is one `register(ModelEntry(...))` call. Sources: a timm-format Hub repo (`repo_id`, no
+`filename`), a raw checkpoint file in a Hub repo (`repo_id` + `filename`), or a local folder/file (`local_path`,
+relative paths resolve against the repository root so a tiny model can ship with the code).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from plstitch_eval.errors import ConfigError
+from plstitch_eval.hub.data_config import DataConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DINO_EVAL = DataConfig(input_size=(3, 224, 224), resize_size=256, crop_pct=0.875, interpolation="bicubic")
+
+PL_STITCH_CITATION = "PL-Stitch: self-supervised Plackett-Luce ranking for procedural video representation learning. CVPR 2026."
+VIT_B16 = {"embed_dim": 768, "depth": 12, "num_heads": 12, "patch_size": (16, 16)}
+DINO_CITATION = "Caron et al. Emerging Properties in Self-Supervised Vision Transformers. ICCV 2021."
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One named encoder. `converter`: "timm" (timm-format folder), "vit" or "convnext" (raw checkpoint)."""
+
+    name: str
+    architecture: str
+    feature_dim: int
+    converter: str
+    data_config: DataConfig | None = None  # None: use the source's own config (timm folder) or 224 defaults
+    repo_id: str | None = None
+    filename: str | None = None
+    local_path: str | None = None
+    path_env: str | None = None
+    model_args: dict[str, Any] = field(default_factory=dict)  # timm.create_model overrides (timm folders)
+    expected: dict[str, Any] | None = None  # sizes a raw checkpoint must have (shapes cannot show a lost block)
+    license: str = "unknown"
+    citation: str = ""
+    description: str = ""
+
+    @property
+    def source(self) -> str:
+        """Human-readable location of the weights (repo/file, local path or the env variable to set)."""
+        if self.local_path:
+            return self.local_path
+        if self.repo_id:
+            return f"{self.repo_id}/{self.filename}" if self.filename else self.repo_id
+        return f"${self.path_env}" if self.path_env else "-"
+
+    def resolve_local_path(self) -> Path | None:
+        """The local weights path (from `local_path` or the `path_env` variable), if this entry has one."""
+        raw = self.local_path or (os.environ.get(self.path_env) if self.path_env else None)
+        if not raw:
+            return None
+        path = Path(raw).expanduser()
+        return path if path.is_absolute() else REPO_ROOT / path
+
+
+MODELS: dict[str, ModelEntry] = {}
+
+
+def register(entry: ModelEntry) -> ModelEntry:
+    """Add (or replace) a registry entry; returns it so it can be used as a constant."""
+    if entry.converter not in ("timm", "vit", "convnext"):
+        raise ConfigError(f"Model {entry.name!r}: unknown converter {entry.converter!r}.")
+    MODELS[entry.name] = entry
+    return entry
+
+
+def get_model_entry(name: str) -> ModelEntry:
+    """The entry named `name`, or a `ConfigError` listing the known names."""
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise ConfigError(f"Unknown model {name!r}; known: {', '.join(sorted(MODELS))}.") from None
+
+
+def list_models() -> list[ModelEntry]:
+    """All entries, in registration order."""
+    return list(MODELS.values())
+
+
+for _dataset in ("lemon", "breakfast", "gtea"):
+    register(
+        ModelEntry(
+            name=f"pl-stitch-{_dataset}",
+            architecture="vit_base_patch16",
+            feature_dim=768,
+            data_config=DINO_EVAL,
+            converter="vit",
+        expected=VIT_B16,
+            repo_id="visurg/PL-Stitch",
+            filename=f"pl_{_dataset}.pth",
+            license="MIT",
+            citation=PL_STITCH_CITATION,
+            description=f"PL-Stitch ViT-B/16 teacher pretrained on {_dataset.capitalize()}.",
+        )
+    )
+
+register(
+    ModelEntry(
+        name="dino-vitb16",
+        architecture="vit_base_patch16",
+        feature_dim=768,
+        data_config=DINO_EVAL,
+        converter="timm",
+        repo_id="timm/vit_base_patch16_224.dino",
+        license="Apache-2.0",
+        citation=DINO_CITATION,
+        description="DINO ViT-B/16 (ImageNet-1k, self-supervised).",
+    )
+)
+register(
+    ModelEntry(
+        name="mae-vitb16",
+        architecture="vit_base_patch16",
+        feature_dim=768,
+        data_config=DINO_EVAL,
+        converter="timm",
+        repo_id="timm/vit_base_patch16_224.mae",
+        license="CC-BY-NC-4.0",
+        citation="He et al. Masked Autoencoders Are Scalable Vision Learners. CVPR 2022.",
+        description="MAE ViT-B/16 encoder (ImageNet-1k).",
+    )
+)
+register(
+    ModelEntry(
+        name="dinov2-vitb14",
+        architecture="vit_base_patch14",
+        feature_dim=768,
+        data_config=DINO_EVAL,
+        converter="timm",
+        repo_id="timm/vit_base_patch14_dinov2.lvd142m",
+        model_args={"img_size": 224},  # evaluated at 224 (16x16 patches); pos_embed resampled by timm
+        license="Apache-2.0",
+        citation="Oquab et al. DINOv2: Learning Robust Visual Features without Supervision. TMLR 2024.",
+        description="DINOv2 ViT-B/14 (LVD-142M), run at 224 px.",
+    )
+)
+register(
+    ModelEntry(
+        name="ibot-vitb16",
+        architecture="vit_base_patch16",
+        feature_dim=768,
+        data_config=DINO_EVAL,
+        converter="vit",
+        expected=VIT_B16,
+        path_env="PLSTITCH_IBOT_CHECKPOINT",
+        license="Apache-2.0",
+        citation="Zhou et al. iBOT: Image BERT Pre-Training with Online Tokenizer. ICLR 2022.",
+        description="iBOT ViT-B/16 authors' checkpoint.pth; set $PLSTITCH_IBOT_CHECKPOINT or pass its path.",
+    )
+)
+register(
+    ModelEntry(
+        name="lemonfm",
+        architecture="convnext_large",
+        feature_dim=1536,
+        data_config=DINO_EVAL,
+        converter="convnext",
+        expected={"depths": [3, 3, 27, 3], "dims": [192, 384, 768, 1536]},
+        repo_id="visurg/LemonFM",
+        filename="LemonFM.pth",
+        license="MIT",
+        citation="LEMON: a large endoscopic monocular video dataset and foundation model (LemonFM).",
+        description="LemonFM torchvision ConvNeXt-Large teacher (keys under 'teacher', prefix 'backbone.').",
+    )
+)
+register(
+    ModelEntry(
+        name="endovit",
+        architecture="vit_base_patch16",
+        feature_dim=768,
+        data_config=DINO_EVAL,
+        converter="vit",
+        expected=VIT_B16,
+        repo_id="egeozsoy/EndoViT",
+        filename="pytorch_model.bin",
+        license="CC-BY-NC-4.0",
+        citation="Batic et al. EndoViT: pretraining vision transformers on a large collection of endoscopic "
+        "images. IJCARS 2024.",
+        description="EndoViT ViT-B/16 MAE encoder (endoscopy); decoder keys are dropped.",
+    )
+)

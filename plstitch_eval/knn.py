@@ -1,0 +1,227 @@
+"""Weighted k-NN classification on frozen features (DINO / iBOT / DINOv2 protocol).
+
+Features are L2-normalised; the k most cosine-similar training frames vote for their class with weight
+``exp(sim / T)`` (``weighting="exp"``, DINO's default, T = 0.07), ``sim`` (``"similarity"``, the paper text's
+wording) or 1 (``"uniform"``). The prediction is the argmax of the summed votes; on an exact tie the lowest
+class id wins (numpy/torch argmax). One search with the largest k serves several k. ``k > n_train`` is
+clipped to ``n_train``.
+
+Backends: FAISS ``IndexFlatIP`` (exact) on CPU; torch matmul + topk on CUDA (or when asked).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from plstitch_eval.errors import ConfigError, EvaluationError
+
+WEIGHTINGS = ("exp", "similarity", "uniform")
+
+
+@dataclass
+class KnnConfig:
+    """Settings of the k-NN protocol."""
+
+    k: int = 20
+    temperature: float = 0.07
+    weighting: str = "exp"
+    chunk_size: int = 4096
+    device: str = "cpu"
+    backend: str = "auto"  # auto | faiss | torch
+    num_threads: int | None = None
+
+
+def _prepare(x: np.ndarray, what: str) -> np.ndarray:
+    """C-contiguous float32 copy, L2-normalised row-wise; NaN/inf refused."""
+    x = np.array(x, dtype=np.float32, order="C", copy=True)
+    if x.ndim != 2:
+        raise EvaluationError(f"{what} must be a [N, D] matrix, got shape {x.shape}.")
+    if not np.isfinite(x).all():
+        bad = int(np.flatnonzero(~np.isfinite(x).all(1))[0])
+        raise EvaluationError(f"{what} row {bad} contains NaN or inf; re-extract those features.")
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    x /= np.maximum(norms, 1e-12)
+    return x
+
+
+def _search_faiss(
+    train: np.ndarray, queries: np.ndarray, k: int, chunk_size: int, num_threads: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    import faiss
+
+    faiss.omp_set_num_threads(int(num_threads or os.cpu_count() or 1))
+    index = faiss.IndexFlatIP(train.shape[1])
+    index.add(train)
+    sims = np.empty((len(queries), k), dtype=np.float32)
+    idx = np.empty((len(queries), k), dtype=np.int64)
+    for start in range(0, len(queries), chunk_size):
+        stop = start + chunk_size
+        sims[start:stop], idx[start:stop] = index.search(queries[start:stop], k)
+    return sims, idx
+
+
+def _search_torch(
+    train: np.ndarray, queries: np.ndarray, k: int, chunk_size: int, device: str
+) -> tuple[np.ndarray, np.ndarray]:
+    import torch
+
+    dev = torch.device(device)
+    bank = torch.from_numpy(train).to(dev, non_blocking=True)
+    sims = np.empty((len(queries), k), dtype=np.float32)
+    idx = np.empty((len(queries), k), dtype=np.int64)
+    with torch.no_grad():
+        for start in range(0, len(queries), chunk_size):
+            q = torch.from_numpy(queries[start : start + chunk_size])
+            if dev.type == "cuda":
+                q = q.pin_memory()
+            q = q.to(dev, non_blocking=True)
+            s, i = torch.topk(q @ bank.T, k, dim=1, largest=True, sorted=True)
+            sims[start : start + len(q)] = s.cpu().numpy()
+            idx[start : start + len(q)] = i.cpu().numpy()
+    return sims, idx
+
+
+def knn_search(
+    train_feats: np.ndarray,
+    test_feats: np.ndarray,
+    k: int,
+    chunk_size: int = 4096,
+    device: str = "cpu",
+    backend: str = "auto",
+    num_threads: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k cosine similarities and training indices [Q, min(k, n_train)], most similar first."""
+    train = _prepare(train_feats, "training features")
+    queries = _prepare(test_feats, "query features")
+    if len(train) == 0:
+        raise EvaluationError("No training frames for k-NN; the training split is empty.")
+    if train.shape[1] != queries.shape[1]:
+        raise EvaluationError(
+            f"Training features are {train.shape[1]}-d but queries are {queries.shape[1]}-d; "
+            "both must come from the same encoder."
+        )
+    if k < 1:
+        raise ConfigError(f"k must be >= 1, got {k}.")
+    k = min(int(k), len(train))
+    if backend == "auto":
+        backend = "torch" if str(device).startswith("cuda") else "faiss"
+    if backend == "faiss":
+        return _search_faiss(train, queries, k, chunk_size, num_threads)
+    if backend == "torch":
+        return _search_torch(train, queries, k, chunk_size, device)
+    raise ConfigError(f"Unknown k-NN backend {backend!r}; use auto, faiss or torch.")
+
+
+def vote(
+    sims: np.ndarray,
+    neighbour_labels: np.ndarray,
+    num_classes: int,
+    temperature: float = 0.07,
+    weighting: str = "exp",
+) -> np.ndarray:
+    """Summed class votes [Q, C] (float64) from neighbour similarities and labels [Q, k]."""
+    if weighting == "exp":
+        if temperature <= 0:
+            raise ConfigError(f"temperature must be > 0, got {temperature}.")
+        weights = np.exp(sims.astype(np.float64) / temperature)
+    elif weighting == "similarity":
+        weights = sims.astype(np.float64)
+    elif weighting == "uniform":
+        weights = np.ones(sims.shape, dtype=np.float64)
+    else:
+        raise ConfigError(f"Unknown k-NN weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}.")
+    n_queries = len(sims)
+    rows = np.repeat(np.arange(n_queries, dtype=np.int64), sims.shape[1])
+    flat = rows * num_classes + neighbour_labels.reshape(-1)
+    scores = np.bincount(flat, weights=weights.reshape(-1), minlength=n_queries * num_classes)
+    return scores.reshape(n_queries, num_classes)
+
+
+def _check_labels(train_feats: np.ndarray, train_labels: np.ndarray, num_classes: int | None) -> int:
+    train_labels = np.asarray(train_labels)
+    if len(train_labels) != len(train_feats):
+        raise EvaluationError(
+            f"{len(train_feats)} training feature rows but {len(train_labels)} labels; one label per frame."
+        )
+    if len(train_labels) and train_labels.min() < 0:
+        raise EvaluationError("Training labels contain negative ids; drop unlabelled frames first.")
+    needed = int(train_labels.max(initial=-1)) + 1
+    if num_classes is not None and num_classes < needed:
+        raise EvaluationError(f"num_classes={num_classes} but training labels go up to {needed - 1}.")
+    return int(num_classes or needed)
+
+
+def knn_predict_multi(
+    train_feats: np.ndarray,
+    train_labels: np.ndarray,
+    test_feats: np.ndarray,
+    ks: Sequence[int] = (10, 20, 100, 200),
+    temperature: float = 0.07,
+    weighting: str = "exp",
+    num_classes: int | None = None,
+    chunk_size: int = 4096,
+    device: str = "cpu",
+    backend: str = "auto",
+    num_threads: int | None = None,
+    return_scores: bool = False,
+) -> dict[int, np.ndarray] | tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """Predictions for several k from one search with the largest k: ``{k: labels [Q]}``.
+
+    With ``return_scores`` also ``{k: votes [Q, C]}``.
+    """
+    if weighting not in WEIGHTINGS:
+        raise ConfigError(f"Unknown k-NN weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}.")
+    n_classes = _check_labels(train_feats, train_labels, num_classes)
+    train_labels = np.asarray(train_labels, dtype=np.int64)
+    sims, idx = knn_search(train_feats, test_feats, max(ks), chunk_size, device, backend, num_threads)
+    neighbour_labels = train_labels[idx]
+    preds, scores = {}, {}
+    for k in ks:
+        kk = min(int(k), sims.shape[1])
+        votes = vote(sims[:, :kk], neighbour_labels[:, :kk], n_classes, temperature, weighting)
+        preds[int(k)] = votes.argmax(1)
+        if return_scores:
+            scores[int(k)] = votes
+    return (preds, scores) if return_scores else preds
+
+
+def knn_predict(
+    train_feats: np.ndarray,
+    train_labels: np.ndarray,
+    test_feats: np.ndarray,
+    k: int = 20,
+    temperature: float = 0.07,
+    weighting: str = "exp",
+    num_classes: int | None = None,
+    chunk_size: int = 4096,
+    device: str = "cpu",
+    backend: str = "auto",
+    num_threads: int | None = None,
+    return_scores: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Predicted class per query frame [Q] by weighted k-NN voting.
+
+    With ``return_scores`` also the summed votes [Q, C].
+    """
+    out = knn_predict_multi(
+        train_feats,
+        train_labels,
+        test_feats,
+        ks=[k],
+        temperature=temperature,
+        weighting=weighting,
+        num_classes=num_classes,
+        chunk_size=chunk_size,
+        device=device,
+        backend=backend,
+        num_threads=num_threads,
+        return_scores=return_scores,
+    )
+    if return_scores:
+        preds, scores = out
+        return preds[int(k)], scores[int(k)]
+    return out[int(k)]

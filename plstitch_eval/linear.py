@@ -1,0 +1,266 @@
+"""Linear probes on cached frozen features: a grid of heads trained together in one pass (DINOv2 style).
+
+All heads (learning rate x weight decay) are stacked into one ``D -> H*C`` linear map, so every batch costs
+one matmul forward and one backward for the whole grid. Gradients of the (optionally class-weighted)
+softmax cross-entropy are computed in closed form, ``dL/dlogits = w_i * (softmax - onehot) / sum(w)``, and
+each head is stepped with its own lr/wd (SGD with momentum, or AdamW) under a cosine schedule to 0.
+Every head starts from the same seeded initialisation and sees the same batches, so a head of the grid
+equals that head trained alone (up to float rounding). The best head is chosen on a validation set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from plstitch_eval.errors import ConfigError, EvaluationError
+from plstitch_eval.utils.device import resolve_device
+
+OPTIMIZERS = ("sgd", "adamw")
+
+
+@dataclass
+class LinearConfig:
+    """Settings of the linear-probe grid."""
+
+    lrs: Sequence[float] = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
+    weight_decays: Sequence[float] = (0.0, 1e-4, 1e-3)
+    optimizer: str = "sgd"  # sgd (momentum 0.9, DINOv2) | adamw
+    momentum: float = 0.9
+    epochs: int = 20
+    batch_size: int = 1024
+    standardize: bool = True
+    balance_classes: bool = False
+    select_metric: str = "accuracy"  # accuracy | macro_f1 (frame-pooled) on the validation set
+    seed: int = 0
+    device: str = "auto"
+    num_threads: int | None = None  # CPU threads; None = 1 for small steps (OpenMP overhead), else torch's
+
+
+@contextlib.contextmanager
+def _cpu_threads(n: int | None):
+    """Temporarily set torch's intra-op thread count (small ops are slower with several threads)."""
+    old = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+@dataclass
+class LinearGrid:
+    """Trained heads: weights [D, H, C], biases [H, C], the feature standardisation and each head's lr/wd."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor
+    mean: torch.Tensor
+    std: torch.Tensor
+    heads: list[tuple[float, float]]
+    train_loss: list[float] = field(default_factory=list)
+
+    @property
+    def num_heads(self) -> int:
+        return len(self.heads)
+
+    def logits(self, features: np.ndarray, head: int | None = None, batch_size: int = 65536) -> np.ndarray:
+        """Logits [H, N, C] of every head (or [N, C] of one head) for features [N, D]."""
+        dev = self.weight.device
+        out = []
+        with torch.no_grad():
+            for start in range(0, len(features), batch_size):
+                x = torch.as_tensor(np.asarray(features[start : start + batch_size], np.float32)).to(dev)
+                x = (x - self.mean) / self.std
+                if head is None:
+                    z = (x @ self.weight.flatten(1)).view(len(x), self.num_heads, -1) + self.bias
+                    out.append(z.transpose(0, 1).cpu().numpy())
+                else:
+                    out.append((x @ self.weight[:, head] + self.bias[head]).cpu().numpy())
+        axis = 1 if head is None else 0
+        if not out:
+            c = self.bias.shape[-1]
+            return np.zeros((self.num_heads, 0, c) if head is None else (0, c), np.float32)
+        return np.concatenate(out, axis=axis)
+
+    def predict(self, features: np.ndarray, head: int | None = None) -> np.ndarray:
+        """Predicted class ids [H, N] (or [N] for one head); ties go to the lowest class id."""
+        return self.logits(features, head).argmax(-1)
+
+
+def class_weights(labels: np.ndarray, num_classes: int) -> np.ndarray:
+    """Inverse-frequency weights N / (C_present * n_c); 0 for classes absent from training."""
+    counts = np.bincount(labels, minlength=num_classes).astype(np.float64)
+    present = counts > 0
+    weights = np.zeros(num_classes)
+    weights[present] = counts.sum() / (present.sum() * counts[present])
+    return weights
+
+
+def train_linear_grid(
+    features: np.ndarray, labels: np.ndarray, num_classes: int, config: LinearConfig | None = None
+) -> LinearGrid:
+    """Train all (lr, wd) heads of `config` together on features [N, D] and labels [N]."""
+    config = config or LinearConfig()
+    threads = config.num_threads
+    if threads is None and resolve_device(config.device).type == "cpu":
+        step_flops = config.batch_size * np.shape(features)[-1] * num_classes * len(config.lrs)
+        threads = 1 if step_flops * len(config.weight_decays) < 5e7 else None
+    with _cpu_threads(threads):
+        return _train_grid(features, labels, num_classes, config)
+
+
+def _train_grid(
+    features: np.ndarray, labels: np.ndarray, num_classes: int, config: LinearConfig
+) -> LinearGrid:
+    if config.optimizer not in OPTIMIZERS:
+        raise ConfigError(f"Unknown optimizer {config.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}.")
+    if not config.lrs or not config.weight_decays:
+        raise ConfigError("The linear-probe grid needs at least one learning rate and one weight decay.")
+    features = np.asarray(features, dtype=np.float32)
+    labels = np.asarray(labels, dtype=np.int64)
+    if len(features) != len(labels):
+        raise EvaluationError(f"{len(features)} feature rows but {len(labels)} labels; one label per frame.")
+    if len(labels) == 0:
+        raise EvaluationError("No training frames for the linear probe; the training split is empty.")
+    if labels.min() < 0 or labels.max() >= num_classes:
+        raise EvaluationError(
+            f"Training labels must lie in [0, {num_classes}); drop unlabelled frames first."
+        )
+    if not np.isfinite(features).all():
+        raise EvaluationError("Training features contain NaN or inf; re-extract them.")
+    device = resolve_device(config.device)
+    gen = torch.Generator().manual_seed(config.seed)
+    heads = [(float(lr), float(wd)) for lr in config.lrs for wd in config.weight_decays]
+    n_heads, (n, dim) = len(heads), features.shape
+
+    x_all = torch.from_numpy(features)
+    if device.type == "cuda":
+        x_all = x_all.pin_memory()
+    x_all = x_all.to(device, non_blocking=True)
+    y_all = torch.from_numpy(labels).to(device)
+    if config.standardize:
+        mean = x_all.mean(0)
+        std = x_all.std(0, unbiased=False).clamp_min(1e-6)
+    else:
+        mean, std = torch.zeros(dim, device=device), torch.ones(dim, device=device)
+    x_all = (x_all - mean) / std
+    sample_w = torch.ones(num_classes, device=device, dtype=torch.float32)
+    if config.balance_classes:
+        sample_w = torch.from_numpy(class_weights(labels, num_classes)).float().to(device)
+
+    weight = (torch.randn(dim, 1, num_classes, generator=gen) * 0.01).repeat(1, n_heads, 1).to(device)
+    bias = torch.zeros(n_heads, num_classes, device=device)
+    lr0 = torch.tensor([h[0] for h in heads], device=device).view(1, n_heads, 1)
+    wd = torch.tensor([h[1] for h in heads], device=device).view(1, n_heads, 1)
+    state_w = [torch.zeros_like(weight), torch.zeros_like(weight)]
+    state_b = [torch.zeros_like(bias), torch.zeros_like(bias)]
+    steps_per_epoch = math.ceil(n / config.batch_size)
+    total = config.epochs * steps_per_epoch
+    step = 0
+    epoch_loss = torch.zeros(n_heads, device=device)
+    for _epoch in range(config.epochs):
+        order = torch.randperm(n, generator=gen).to(device)
+        epoch_loss.zero_()
+        for start in range(0, n, config.batch_size):
+            idx = order[start : start + config.batch_size]
+            x, y = x_all[idx], y_all[idx]
+            w = sample_w[y]
+            logits = (x @ weight.flatten(1)).view(len(x), n_heads, num_classes) + bias
+            logp = torch.log_softmax(logits, dim=-1)
+            grad = logp.exp()
+            grad[torch.arange(len(x), device=device), :, y] -= 1.0
+            norm = w.sum().clamp_min(1e-12)
+            grad *= (w / norm).view(-1, 1, 1)
+            epoch_loss -= (logp[torch.arange(len(x), device=device), :, y] * (w / norm).view(-1, 1)).sum(0)
+            g_w = (x.T @ grad.flatten(1)).view(dim, n_heads, num_classes)
+            g_b = grad.sum(0)
+            lr = lr0 * 0.5 * (1.0 + math.cos(math.pi * step / total))
+            _step(config, weight, g_w, state_w, lr, wd, step)
+            _step(config, bias, g_b, state_b, lr[0], wd[0] * 0.0, step)  # no weight decay on biases
+            step += 1
+    losses = (epoch_loss / steps_per_epoch).cpu().tolist()
+    return LinearGrid(weight, bias, mean, std, heads, losses)
+
+
+def _step(
+    config: LinearConfig,
+    param: torch.Tensor,
+    grad: torch.Tensor,
+    state: list[torch.Tensor],
+    lr: torch.Tensor,
+    wd: torch.Tensor,
+    step: int,
+) -> None:
+    """One in-place SGD-momentum (coupled wd) or AdamW (decoupled wd) update with per-head lr/wd."""
+    if config.optimizer == "sgd":
+        buf = state[0]
+        buf.mul_(config.momentum).add_(grad + wd * param)
+        param.sub_(lr * buf)
+        return
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    m, v = state
+    m.mul_(beta1).add_(grad, alpha=1 - beta1)
+    v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    m_hat = m / (1 - beta1 ** (step + 1))
+    v_hat = v / (1 - beta2 ** (step + 1))
+    param.mul_(1 - lr * wd)
+    param.sub_(lr * m_hat / (v_hat.sqrt() + eps))
+
+
+@dataclass
+class LinearProbeResult:
+    """The trained grid, the chosen head and every head's validation score."""
+
+    grid: LinearGrid
+    best_head: int
+    val_scores: list[float]
+
+    @property
+    def best_lr(self) -> float:
+        return self.grid.heads[self.best_head][0]
+
+    @property
+    def best_weight_decay(self) -> float:
+        return self.grid.heads[self.best_head][1]
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        """Class ids predicted by the chosen head."""
+        return self.grid.predict(features, self.best_head)
+
+
+def _score(preds: np.ndarray, labels: np.ndarray, metric: str, num_classes: int) -> float:
+    if metric == "accuracy":
+        return float((preds == labels).mean() * 100.0)
+    if metric == "macro_f1":
+        from plstitch_eval.metrics import macro_scores
+
+        return macro_scores(preds, labels, num_classes)["macro_f1_pooled"]
+    raise ConfigError(f"Unknown selection metric {metric!r}; use accuracy or macro_f1.")
+
+
+def fit_linear_probe(
+    train_features: np.ndarray,
+    train_labels: np.ndarray,
+    val_features: np.ndarray,
+    val_labels: np.ndarray,
+    num_classes: int,
+    config: LinearConfig | None = None,
+) -> LinearProbeResult:
+    """Train the grid on the training frames and keep the head that scores best on validation frames.
+
+    Ties keep the earliest head in grid order (lr-major, then weight decay).
+    """
+    config = config or LinearConfig()
+    grid = train_linear_grid(train_features, train_labels, num_classes, config)
+    val_labels = np.asarray(val_labels, dtype=np.int64)
+    if len(val_labels) == 0:
+        raise EvaluationError("The validation split has no labelled frames; cannot choose a linear head.")
+    preds = grid.predict(val_features)
+    scores = [_score(p, val_labels, config.select_metric, num_classes) for p in preds]
+    return LinearProbeResult(grid, int(np.argmax(scores)), scores)

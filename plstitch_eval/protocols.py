@@ -1,0 +1,502 @@
+"""Evaluation protocols on a feature store: splits, k-NN, linear probe, k-fold CV by video, results JSON.
+
+Splits come from the store manifest (``splits`` = ``{"train": [...], "val": [...], "test": [...]}`` or
+``{scheme: {"train": ..., ...}}``). Without a ``val`` split, the linear probe holds out training videos
+**by video** (never frames of one video on both sides). Frames labelled -1 (unlabelled) are dropped from
+training and scoring. Test classes never seen in training are warned about and simply count as errors.
+The results JSON is documented in ``docs/results-json.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from plstitch_eval import __version__
+from plstitch_eval.errors import ConfigError, EvaluationError
+from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.knn import KnnConfig, knn_predict_multi
+from plstitch_eval.linear import LinearConfig, fit_linear_probe
+from plstitch_eval.metrics import DEFAULT_OVERLAPS, frame_metrics, segment_metrics
+from plstitch_eval.utils.console import logger
+from plstitch_eval.utils.io import write_json_atomic
+
+SCHEMA = "plstitch.results/v1"
+COOKING_DATASETS = ("gtea", "breakfast", "50salads")
+DEFAULT_BACKGROUND = {"gtea": ("background",), "breakfast": (), "50salads": ("action_start", "action_end")}
+SURGICAL_METRICS = ("accuracy", "macro_f1_pooled", "macro_f1_video")
+COOKING_METRICS = ("accuracy", "edit", "f1@10", "f1@25", "f1@50")
+
+
+def default_metrics(dataset: str | None) -> tuple[str, ...]:
+    """Headline metrics: cooking -> accuracy, Edit, F1@{10,25,50}; surgical -> accuracy + macro F1 x2."""
+    return COOKING_METRICS if _family(dataset) == "cooking" else SURGICAL_METRICS
+
+
+def _family(dataset: str | None) -> str:
+    name = (dataset or "").lower()
+    return "cooking" if any(name.startswith(c) for c in COOKING_DATASETS) else "surgical"
+
+
+def background_ids(manifest: dict[str, Any], class_names: Sequence[str]) -> list[int]:
+    """Class ids dropped from segment metrics: manifest ``background_classes`` else the dataset default."""
+    names = manifest.get("background_classes")
+    if names is None:
+        names = DEFAULT_BACKGROUND.get((manifest.get("dataset") or "").lower(), ())
+    ids = []
+    for name in names:
+        if isinstance(name, int):
+            ids.append(name)
+        elif name in class_names:
+            ids.append(list(class_names).index(name))
+    return ids
+
+
+# ------------------------------------------------------------------------------------------------ splits
+def resolve_splits(store: FeatureStore, scheme: str | None = None) -> dict[str, list[str]]:
+    """Train/val/test video lists of the store, for a named scheme when the manifest holds several."""
+    raw = store.manifest.get("splits") or {}
+    if raw and all(isinstance(v, dict) for v in raw.values()):
+        if scheme is None:
+            scheme = next(iter(raw))
+        if scheme not in raw:
+            raise ConfigError(
+                f"{store.root}/manifest.json has no split scheme {scheme!r}; recorded: {sorted(raw)}."
+            )
+        raw = raw[scheme]
+    elif scheme is not None and scheme not in raw:
+        raise ConfigError(f"{store.root}/manifest.json records one split set, not scheme {scheme!r}.")
+    splits = {k: list(v) for k, v in raw.items() if isinstance(v, list)}
+    return {"train": splits.get("train", []), "val": splits.get("val", []), "test": splits.get("test", [])}
+
+
+def holdout_by_video(
+    videos: Sequence[str], fraction: float = 0.2, seed: int = 0
+) -> tuple[list[str], list[str]]:
+    """Split videos into (train, val) with round(fraction * n) >= 1 videos held out, seeded."""
+    videos = list(videos)
+    if len(videos) < 2:
+        raise EvaluationError(
+            f"Need >= 2 training videos to hold some out for validation, got {len(videos)}; "
+            "record a val split in the store."
+        )
+    n_val = min(max(1, round(fraction * len(videos))), len(videos) - 1)
+    order = np.random.default_rng(seed).permutation(len(videos))
+    val = sorted(videos[i] for i in order[:n_val])
+    return [v for v in videos if v not in set(val)], val
+
+
+def kfold_by_video(videos: Sequence[str], folds: int = 5, seed: int = 0) -> list[list[str]]:
+    """Partition videos into `folds` seeded, near-equal test folds (each video in exactly one)."""
+    videos = list(videos)
+    if folds < 2 or folds > len(videos):
+        raise ConfigError(f"--folds must be between 2 and the number of videos ({len(videos)}), got {folds}.")
+    order = np.random.default_rng(seed).permutation(len(videos))
+    return [sorted(videos[i] for i in part) for part in np.array_split(order, folds)]
+
+
+# -------------------------------------------------------------------------------------------------- data
+def check_video(item: VideoFeatures) -> None:
+    """Refuse NaN/inf features or a video with no labelled frame, naming the video."""
+    if not np.isfinite(item.features).all():
+        row = int(np.flatnonzero(~np.isfinite(item.features).all(1))[0])
+        raise EvaluationError(f"Video {item.video!r}: frame {row} has NaN/inf features; re-extract it.")
+    if len(item.labels) == 0 or not (item.labels >= 0).any():
+        raise EvaluationError(
+            f"Video {item.video!r} has no labelled frames (empty ground truth); remove it from the split."
+        )
+
+
+def load_videos(store: FeatureStore, videos: Sequence[str]) -> list[VideoFeatures]:
+    """Read and check videos of a store."""
+    items = store.read_many(videos)
+    for item in items:
+        check_video(item)
+    return items
+
+
+def stack_labelled(items: Sequence[VideoFeatures]) -> tuple[np.ndarray, np.ndarray]:
+    """Labelled frames of several videos as (features [N, D], labels [N])."""
+    if not items:
+        return np.zeros((0, 0), np.float32), np.zeros(0, np.int64)
+    feats = np.concatenate([it.features[it.labels >= 0] for it in items]).astype(np.float32, copy=False)
+    labels = np.concatenate([it.labels[it.labels >= 0] for it in items]).astype(np.int64)
+    return feats, labels
+
+
+def _warn_unseen(train_labels: np.ndarray, test: Sequence[VideoFeatures], class_names: Sequence[str]) -> None:
+    seen = set(np.unique(train_labels).tolist())
+    for item in test:
+        unseen = sorted(set(np.unique(item.labels[item.labels >= 0]).tolist()) - seen)
+        if unseen:
+            names = [class_names[c] if c < len(class_names) else str(c) for c in unseen]
+            logger.warning(
+                "Video %r has classes %s that no training frame has; they cannot be predicted.",
+                item.video,
+                names,
+            )
+
+
+def score_videos(
+    preds: dict[str, np.ndarray],
+    gts: dict[str, np.ndarray],
+    num_classes: int,
+    bg_ids: Sequence[int] = (),
+    overlaps: Sequence[float] = DEFAULT_OVERLAPS,
+) -> dict[str, Any]:
+    """Frame metrics (both macro conventions) and segment metrics for videos -> {"metrics", "per_video"}."""
+    videos = list(gts)
+    p = [np.asarray(preds[v]) for v in videos]
+    g = [np.asarray(gts[v]) for v in videos]
+    frames = frame_metrics(p, g, num_classes, videos)
+    segments = segment_metrics(p, g, bg_ids, overlaps, videos)
+    per_video = {v: {**frames["per_video"][v], **segments["per_video"][v]} for v in videos}
+    return {"metrics": {**frames["metrics"], **segments["metrics"]}, "per_video": per_video}
+
+
+# --------------------------------------------------------------------------------------------- protocols
+def _predict_knn(
+    train: Sequence[VideoFeatures], test: Sequence[VideoFeatures], num_classes: int, config: KnnConfig, ks
+) -> dict[int, dict[str, np.ndarray]]:
+    x, y = stack_labelled(train)
+    queries = np.concatenate([it.features for it in test]).astype(np.float32, copy=False)
+    preds = knn_predict_multi(
+        x,
+        y,
+        queries,
+        ks=ks,
+        temperature=config.temperature,
+        weighting=config.weighting,
+        num_classes=num_classes,
+        chunk_size=config.chunk_size,
+        device=config.device,
+        backend=config.backend,
+        num_threads=config.num_threads,
+    )
+    bounds = np.cumsum([0] + [len(it.labels) for it in test])
+    return {
+        k: {it.video: p[bounds[i] : bounds[i + 1]] for i, it in enumerate(test)} for k, p in preds.items()
+    }
+
+
+def _context(store: FeatureStore) -> tuple[dict[str, Any], list[str], int, list[int]]:
+    manifest = store.manifest
+    class_names = list(manifest.get("class_names", []))
+    return manifest, class_names, max(len(class_names), 1), background_ids(manifest, class_names)
+
+
+def run_knn(
+    features: str | Path,
+    config: KnnConfig | None = None,
+    extra_ks: Sequence[int] = (),
+    scheme: str | None = None,
+    train_on: Sequence[str] = ("train",),
+) -> dict[str, Any]:
+    """k-NN protocol: training frames of `train_on` splits vote for each test frame; a results dict."""
+    config = config or KnnConfig()
+    store = FeatureStore(features)
+    manifest, class_names, n_classes, bg = _context(store)
+    splits = resolve_splits(store, scheme)
+    train_videos = [v for s in train_on for v in splits[s]]
+    _require(train_videos, "train", store)
+    _require(splits["test"], "test", store)
+    train, test = load_videos(store, train_videos), load_videos(store, splits["test"])
+    n_classes = max(n_classes, *(int(it.labels.max()) + 1 for it in train + test))
+    _warn_unseen(stack_labelled(train)[1], test, class_names)
+    ks = [config.k, *[k for k in extra_ks if k != config.k]]
+    preds = _predict_knn(train, test, n_classes, config, ks)
+    gts = {it.video: it.labels for it in test}
+    scored = {k: score_videos(preds[k], gts, n_classes, bg) for k in ks}
+    protocol = {"name": "knn", **asdict(config), "train_splits": list(train_on)}
+    results = build_results(
+        "knn", manifest, features, protocol, splits, class_names, scored[config.k], preds[config.k]
+    )
+    if len(ks) > 1:
+        results["metrics_by_k"] = {str(k): scored[k]["metrics"] for k in ks}
+    return results
+
+
+def _require(videos: Sequence[str], split: str, store: FeatureStore) -> None:
+    if not videos:
+        raise EvaluationError(
+            f"{store.root}/manifest.json has no videos in split {split!r}; record splits at extraction."
+        )
+
+
+def _linear_on(
+    train: Sequence[VideoFeatures],
+    val: Sequence[VideoFeatures],
+    test: Sequence[VideoFeatures],
+    n_classes: int,
+    config: LinearConfig,
+):
+    x, y = stack_labelled(train)
+    vx, vy = stack_labelled(val)
+    probe = fit_linear_probe(x, y, vx, vy, n_classes, config)
+    preds = {it.video: probe.predict(it.features) for it in test}
+    return probe, preds
+
+
+def run_linear(
+    features: str | Path,
+    config: LinearConfig | None = None,
+    scheme: str | None = None,
+    val_fraction: float = 0.2,
+) -> dict[str, Any]:
+    """Linear protocol: grid on train, head chosen on val (official or held out by video), report on test."""
+    config = config or LinearConfig()
+    store = FeatureStore(features)
+    manifest, class_names, n_classes, bg = _context(store)
+    splits = resolve_splits(store, scheme)
+    _require(splits["train"], "train", store)
+    _require(splits["test"], "test", store)
+    val_source = "official"
+    if not splits["val"]:
+        splits["train"], splits["val"] = holdout_by_video(splits["train"], val_fraction, config.seed)
+        val_source = f"held out by video ({val_fraction:.0%} of train, seed {config.seed})"
+    train, val, test = (load_videos(store, splits[s]) for s in ("train", "val", "test"))
+    n_classes = max(n_classes, *(int(it.labels.max()) + 1 for it in train + val + test))
+    _warn_unseen(stack_labelled(train)[1], test, class_names)
+    probe, preds = _linear_on(train, val, test, n_classes, config)
+    scored = score_videos(preds, {it.video: it.labels for it in test}, n_classes, bg)
+    protocol = {
+        "name": "linear",
+        **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
+        "validation": val_source,
+        "chosen_lr": probe.best_lr,
+        "chosen_weight_decay": probe.best_weight_decay,
+        "val_scores": {
+            f"lr={lr:g},wd={wd:g}": s for (lr, wd), s in zip(probe.grid.heads, probe.val_scores, strict=True)
+        },
+    }
+    return build_results("linear", manifest, features, protocol, splits, class_names, scored, preds)
+
+
+def run_cv(
+    features: str | Path,
+    folds: int = 5,
+    protocol: str = "knn",
+    knn_config: KnnConfig | None = None,
+    linear_config: LinearConfig | None = None,
+    seed: int = 0,
+    val_fraction: float = 0.2,
+) -> dict[str, Any]:
+    """k-fold cross-validation by video over every video of the store's splits; mean and std over folds."""
+    if protocol not in ("knn", "linear"):
+        raise ConfigError(f"--protocol must be knn or linear, got {protocol!r}.")
+    store = FeatureStore(features)
+    manifest, class_names, n_classes, bg = _context(store)
+    recorded = resolve_splits(store)
+    videos = sorted({v for s in recorded.values() for v in s}) or store.videos()
+    test_folds = kfold_by_video(videos, folds, seed)
+    items = {it.video: it for it in load_videos(store, videos)}
+    n_classes = max(n_classes, *(int(it.labels.max()) + 1 for it in items.values()))
+    knn_config, linear_config = knn_config or KnnConfig(), linear_config or LinearConfig(seed=seed)
+    fold_results, all_preds, per_video = [], {}, {}
+    for i, test_videos in enumerate(test_folds):
+        rest = [v for v in videos if v not in set(test_videos)]
+        test = [items[v] for v in test_videos]
+        extra: dict[str, Any] = {}
+        if protocol == "knn":
+            preds = _predict_knn([items[v] for v in rest], test, n_classes, knn_config, [knn_config.k])
+            preds = preds[knn_config.k]
+        else:
+            train_v, val_v = holdout_by_video(rest, val_fraction, seed + i)
+            probe, preds = _linear_on(
+                [items[v] for v in train_v], [items[v] for v in val_v], test, n_classes, linear_config
+            )
+            extra = {"chosen_lr": probe.best_lr, "chosen_weight_decay": probe.best_weight_decay}
+        scored = score_videos(preds, {it.video: it.labels for it in test}, n_classes, bg)
+        fold_results.append({"fold": i, "test": test_videos, "metrics": scored["metrics"], **extra})
+        all_preds.update(preds)
+        per_video.update(scored["per_video"])
+    keys = fold_results[0]["metrics"].keys()
+    values = {k: np.array([f["metrics"][k] for f in fold_results], dtype=np.float64) for k in keys}
+    cfg = knn_config if protocol == "knn" else linear_config
+    protocol_dict = {
+        "name": "cv",
+        "inner": protocol,
+        "folds": folds,
+        "seed": seed,
+        **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
+    }
+    results = build_results(
+        "cv",
+        manifest,
+        features,
+        protocol_dict,
+        {"folds": test_folds},
+        class_names,
+        {"metrics": {k: float(np.mean(v)) for k, v in values.items()}, "per_video": per_video},
+        all_preds,
+    )
+    results["metrics_std"] = {k: float(np.std(v)) for k, v in values.items()}
+    results["folds"] = fold_results
+    return results
+
+
+# ------------------------------------------------------------------------------------------ results JSON
+def build_results(
+    task: str,
+    manifest: dict[str, Any],
+    features: str | Path | None,
+    protocol: dict[str, Any],
+    splits: dict[str, Any],
+    class_names: Sequence[str],
+    scored: dict[str, Any],
+    predictions: dict[str, np.ndarray],
+) -> dict[str, Any]:
+    """Assemble a ``plstitch.results/v1`` dict (see docs/results-json.md)."""
+    model = manifest.get("model") or {}
+    return {
+        "schema": SCHEMA,
+        "task": task,
+        "dataset": manifest.get("dataset"),
+        "features": str(features) if features is not None else None,
+        "model": {"spec": model.get("spec"), "provenance": model.get("provenance", {})},
+        "protocol": protocol,
+        "splits": splits,
+        "class_names": list(class_names),
+        "headline_metrics": list(default_metrics(manifest.get("dataset"))),
+        "metrics": {k: float(v) for k, v in scored["metrics"].items()},
+        "per_video": scored["per_video"],
+        "predictions": {v: np.asarray(p).astype(int).tolist() for v, p in predictions.items()},
+        "plstitch_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+    }
+
+
+def write_results(path: str | Path, results: dict[str, Any]) -> None:
+    """Write a results dict as JSON atomically (NaN becomes null)."""
+    write_json_atomic(path, _nan_to_none(results))
+
+
+def _nan_to_none(obj: Any) -> Any:
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _nan_to_none(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_nan_to_none(v) for v in obj]
+    return obj
+
+
+# ------------------------------------------------------------------------------- MS-TCN prediction files
+MSTCN_HEADER = "### Frame level recognition: ###"
+
+
+def read_label_file(path: str | Path) -> list[str]:
+    """Frame labels of an MS-TCN file: header line then space-separated labels, or one label per line."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EvaluationError(f"{path}: cannot read labels ({exc}).") from exc
+    lines = [ln.strip() for ln in lines]
+    while lines and not lines[0]:
+        lines.pop(0)
+    if lines and lines[0].startswith("###"):
+        return [tok for ln in lines[1:] for tok in ln.split()]
+    return [ln for ln in lines if ln]
+
+
+def video_key(path: Path) -> str:
+    """Video name of a label file: the file name without its extension (MS-TCN writes none)."""
+    name = path.name
+    stem, dot, ext = name.rpartition(".")
+    return stem if dot and stem and ext.isalnum() and len(ext) <= 5 and not ext.isdigit() else name
+
+
+def read_mapping(path: str | Path) -> list[str]:
+    """Class names in id order from an MS-TCN ``mapping.txt`` (``<id> <name>`` per line)."""
+    path = Path(path)
+    names: dict[int, str] = {}
+    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not parts[0].lstrip("-").isdigit():
+            raise EvaluationError(f"{path} line {line_no}: expected '<id> <name>', got {line!r}.")
+        names[int(parts[0])] = parts[1]
+    if sorted(names) != list(range(len(names))):
+        raise EvaluationError(f"{path}: class ids must be 0..N-1 without gaps, got {sorted(names)}.")
+    return [names[i] for i in range(len(names))]
+
+
+def _label_files(folder: str | Path, what: str) -> dict[str, Path]:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise EvaluationError(f"{what} folder {folder} does not exist.")
+    files = {}
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")):
+        files.setdefault(video_key(path), path)
+    return files
+
+
+def score_files(
+    pred_dir: str | Path,
+    gt_dir: str | Path,
+    bg_classes: Sequence[str] = ("background",),
+    mapping: str | Path | None = None,
+    dataset: str | None = None,
+    overlaps: Sequence[float] = DEFAULT_OVERLAPS,
+) -> dict[str, Any]:
+    """Score MS-TCN-format prediction files against ground-truth files matched by video name."""
+    preds_files, gt_files = _label_files(pred_dir, "Prediction"), _label_files(gt_dir, "Ground-truth")
+    videos = sorted(preds_files)
+    missing = [v for v in videos if v not in gt_files]
+    if missing:
+        raise EvaluationError(
+            f"No ground truth in {gt_dir} for predicted videos {missing[:5]}; "
+            "names must match (any extension)."
+        )
+    if not videos:
+        raise EvaluationError(f"No prediction files in {pred_dir}.")
+    pred_names = {v: read_label_file(preds_files[v]) for v in videos}
+    gt_names = {v: read_label_file(gt_files[v]) for v in videos}
+    class_names = (
+        read_mapping(mapping)
+        if mapping
+        else sorted({x for d in (pred_names, gt_names) for seq in d.values() for x in seq})
+    )
+    index = {name: i for i, name in enumerate(class_names)}
+    preds, gts = {}, {}
+    for v in videos:
+        if not gt_names[v]:
+            raise EvaluationError(f"Video {v!r}: ground-truth file {gt_files[v]} is empty.")
+        if len(pred_names[v]) != len(gt_names[v]):
+            raise EvaluationError(
+                f"Video {v!r}: {len(pred_names[v])} predicted labels in {preds_files[v]} but "
+                f"{len(gt_names[v])} in {gt_files[v]}; one prediction per ground-truth frame."
+            )
+        for what, seq, path in (
+            ("predicted", pred_names[v], preds_files[v]),
+            ("ground-truth", gt_names[v], gt_files[v]),
+        ):
+            unknown = sorted(set(seq) - set(index))
+            if unknown:
+                raise EvaluationError(
+                    f"Video {v!r}: {what} labels {unknown[:5]} in {path} are not in {mapping}."
+                )
+        preds[v] = np.array([index[x] for x in pred_names[v]], dtype=np.int64)
+        gts[v] = np.array([index[x] for x in gt_names[v]], dtype=np.int64)
+    bg_ids = [index[b] for b in bg_classes if b in index]
+    scored = score_videos(preds, gts, len(class_names), bg_ids, overlaps)
+    manifest = {"dataset": dataset, "model": {"spec": None, "provenance": {}}}
+    protocol = {
+        "name": "score",
+        "pred_dir": str(pred_dir),
+        "gt_dir": str(gt_dir),
+        "background": list(bg_classes),
+        "mapping": str(mapping) if mapping else None,
+        "overlaps": list(overlaps),
+    }
+    results = build_results("score", manifest, None, protocol, {"test": videos}, class_names, scored, preds)
+    if dataset is None:
+        results["headline_metrics"] = list(COOKING_METRICS)
+    return results

@@ -1,0 +1,175 @@
+"""Paper-style tables from results JSON files: rows = models, columns = dataset / protocol / metric.
+
+Each result contributes its dataset's headline metrics (``headline_metrics`` in the file, else the dataset
+default); cross-validation results show ``mean ± std``. The best value of each column is bold.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from plstitch_eval.errors import EvaluationError
+from plstitch_eval.protocols import SCHEMA, default_metrics
+
+METRIC_LABELS = {
+    "accuracy": "Acc",
+    "macro_f1_pooled": "F1 (frames)",
+    "macro_f1_video": "F1 (videos)",
+    "macro_precision_pooled": "Prec (frames)",
+    "macro_precision_video": "Prec (videos)",
+    "macro_recall_pooled": "Rec (frames)",
+    "macro_recall_video": "Rec (videos)",
+    "macro_jaccard_pooled": "Jacc (frames)",
+    "macro_jaccard_video": "Jacc (videos)",
+    "edit": "Edit",
+    "f1@10": "F1@10",
+    "f1@25": "F1@25",
+    "f1@50": "F1@50",
+}
+
+
+@dataclass
+class ComparisonTable:
+    """Cells keyed by (row, column); columns are (dataset, task, metric) triples."""
+
+    rows: list[str] = field(default_factory=list)
+    columns: list[tuple[str, str, str]] = field(default_factory=list)
+    values: dict[tuple[str, tuple[str, str, str]], tuple[float, float | None]] = field(default_factory=dict)
+
+    def cell(self, row: str, col: tuple[str, str, str], pm: str = " ± ", bold=("", "")) -> str:
+        """Formatted value of a cell ('-' when absent), bold when it is the column's best."""
+        if (row, col) not in self.values:
+            return "-"
+        mean, std = self.values[(row, col)]
+        text = f"{mean:.1f}" if std is None else f"{mean:.1f}{pm}{std:.1f}"
+        best = max(v[0] for (r, c), v in self.values.items() if c == col)
+        count = sum(1 for (_r, c) in self.values if c == col)
+        return f"{bold[0]}{text}{bold[1]}" if count > 1 and mean == best else text
+
+    def headers(self) -> list[str]:
+        return [f"{d} {t} {METRIC_LABELS.get(m, m)}" for d, t, m in self.columns]
+
+
+def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """Read results JSON files, refusing files that are not ``plstitch.results/v1``."""
+    out = []
+    for path in paths:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise EvaluationError(f"{path}: not a readable results JSON ({exc}).") from exc
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise EvaluationError(f"{path}: schema is not {SCHEMA!r}; produce it with a plstitch command.")
+        data["_path"] = str(path)
+        out.append(data)
+    if not out:
+        raise EvaluationError("No results files given; pass e.g. results/*.json.")
+    return out
+
+
+def model_label(result: dict[str, Any]) -> str:
+    """Row name of a result: the model spec, else the feature store / prediction folder name."""
+    spec = (result.get("model") or {}).get("spec")
+    if spec:
+        return str(spec)
+    if result.get("features"):
+        return Path(result["features"]).name
+    pred_dir = (result.get("protocol") or {}).get("pred_dir")
+    return Path(pred_dir).name if pred_dir else Path(result.get("_path", "?")).stem
+
+
+def build_table(results: Sequence[dict[str, Any]], metrics: Sequence[str] | None = None) -> ComparisonTable:
+    """Arrange results into a table; `metrics` overrides each dataset's headline metrics."""
+    table = ComparisonTable()
+    for res in results:
+        row = model_label(res)
+        if row not in table.rows:
+            table.rows.append(row)
+        task = res.get("task", "?")
+        if task == "cv":
+            task = f"cv-{(res.get('protocol') or {}).get('inner', '?')}"
+        dataset = str(res.get("dataset") or "?")
+        names = metrics or res.get("headline_metrics") or default_metrics(dataset)
+        for metric in names:
+            value = (res.get("metrics") or {}).get(metric)
+            if value is None:
+                continue
+            col = (dataset, task, metric)
+            if col not in table.columns:
+                table.columns.append(col)
+            std = (res.get("metrics_std") or {}).get(metric)
+            table.values[(row, col)] = (float(value), None if std is None else float(std))
+    return table
+
+
+def to_markdown(table: ComparisonTable) -> str:
+    """GitHub markdown table."""
+    lines = ["| Model | " + " | ".join(table.headers()) + " |", "|---" * (len(table.columns) + 1) + "|"]
+    for row in table.rows:
+        cells = [table.cell(row, c, bold=("**", "**")) for c in table.columns]
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _tex(text: str) -> str:
+    for a, b in (("\\", "\\textbackslash{}"), ("_", "\\_"), ("%", "\\%"), ("&", "\\&"), ("#", "\\#")):
+        text = text.replace(a, b)
+    return text
+
+
+def to_latex(table: ComparisonTable) -> str:
+    """LaTeX tabular (booktabs) with a dataset header row spanning its metric columns."""
+    groups: list[tuple[str, int]] = []
+    for d, t, _m in table.columns:
+        name = f"{d} ({t})"
+        if groups and groups[-1][0] == name:
+            groups[-1] = (name, groups[-1][1] + 1)
+        else:
+            groups.append((name, 1))
+    lines = [
+        "\\begin{tabular}{l" + "c" * len(table.columns) + "}",
+        "\\toprule",
+        "Model & " + " & ".join(f"\\multicolumn{{{n}}}{{c}}{{{_tex(g)}}}" for g, n in groups) + " \\\\",
+        " & " + " & ".join(_tex(METRIC_LABELS.get(m, m)) for _d, _t, m in table.columns) + " \\\\",
+        "\\midrule",
+    ]
+    for row in table.rows:
+        cells = [table.cell(row, c, pm=" $\\pm$ ", bold=("\\textbf{", "}")) for c in table.columns]
+        lines.append(_tex(row) + " & " + " & ".join(cells) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def to_rich(table: ComparisonTable, title: str | None = None) -> Table:
+    """A rich Table for the terminal."""
+    out = Table(title=title)
+    out.add_column("Model")
+    for header in table.headers():
+        out.add_column(header, justify="right")
+    for row in table.rows:
+        out.add_row(row, *(table.cell(row, c, bold=("[bold]", "[/bold]")) for c in table.columns))
+    return out
+
+
+def metrics_table(results: dict[str, Any], title: str | None = None) -> Table:
+    """A two-column rich table (metric, value) of one result, headline metrics first."""
+    out = Table(title=title)
+    out.add_column("metric")
+    out.add_column("value", justify="right")
+    metrics = results.get("metrics") or {}
+    std = results.get("metrics_std") or {}
+    head = [m for m in results.get("headline_metrics", []) if m in metrics]
+    for name in head + [m for m in metrics if m not in head]:
+        value = metrics[name]
+        text = "-" if value is None else f"{value:.2f}"
+        if name in std and std[name] is not None:
+            text += f" ± {std[name]:.2f}"
+        out.add_row(f"[bold]{name}[/bold]" if name in head else name, text)
+    return out

@@ -1,0 +1,308 @@
+"""Model cards: render `README.md` with `huggingface_hub.ModelCard` from results JSON or the paper's numbers.
+
+Evaluation results become `model-index` metadata (`EvalResult`), which the Hub shows and tools parse.
+Metric types are `<protocol>_<metric>` (e.g. `knn_accuracy`, `linear_macro_f1_video`) so that a linear-probe
+and a k-NN accuracy on the same dataset stay distinct.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from plstitch_eval.errors import ConfigError
+from plstitch_eval.utils.io import write_text_atomic
+
+MODEL_CARDS_DIR = Path(__file__).resolve().parents[1] / "model_cards"
+TEMPLATE_PATH = MODEL_CARDS_DIR / "modelcard_template.md"
+PAPER_RESULTS_PATH = MODEL_CARDS_DIR / "paper_results.json"
+RESULTS_SCHEMA = "plstitch.results/v1"
+TASK_TYPE = "video-classification"
+
+_DATASET_NAMES = {
+    "cholec80": "Cholec80",
+    "m2cai16": "M2CAI16",
+    "autolaparo": "AutoLaparo",
+    "gtea": "GTEA",
+    "breakfast": "Breakfast",
+    "synthetic": "Synthetic (plstitch procedural test data)",
+}
+_SURGICAL = {"cholec80", "m2cai16", "autolaparo", "synthetic"}
+_PROTOCOLS = {
+    "knn": "k-NN",
+    "linear": "Linear probe",
+    "cv": "Cross-validated linear probe",
+    "score": "Scored",
+}
+
+
+@dataclass
+class CardInfo:
+    """Everything a card states; `eval_results` go to `model-index`, `reported` rows to a labelled table."""
+
+    model_name: str
+    title: str
+    description: str
+    architecture: str
+    feature: str
+    preprocessing: str
+    usage: str
+    license: str = "mit"
+    pretraining_data: str = "see below"
+    training_data: str = ""
+    training_config: dict[str, Any] | None = None
+    eval_results: list[EvalResult] = field(default_factory=list)
+    reported: list[dict[str, Any]] = field(default_factory=list)
+    reported_note: str = ""
+    eval_note: str = "Measured with plstitch on frozen features; values in percent (test split)."
+    no_results_note: str = (
+        "No evaluation results were attached to this export (pass `--results results/*.json`)."
+    )
+    source: str | None = None
+    provenance: dict[str, str] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    base_model: str | None = None
+
+
+def load_paper_results(path: str | Path = PAPER_RESULTS_PATH) -> dict[str, Any]:
+    """The paper's reported numbers, BibTeX and reference-model list (`model_cards/paper_results.json`)."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"Cannot read the paper results file {path}: {exc}") from exc
+
+
+def dataset_display_name(dataset: str) -> str:
+    """Pretty name of a dataset key (`cholec80` -> `Cholec80`); unknown names pass through."""
+    return _DATASET_NAMES.get(dataset.lower(), dataset)
+
+
+def _task_name(dataset: str) -> str:
+    return "Surgical phase recognition" if dataset.lower() in _SURGICAL else "Temporal action segmentation"
+
+
+def load_results_files(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """Read results JSON files (`plstitch.results/v1`); a file of another schema raises `ConfigError`."""
+    results = []
+    for path in paths:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"Cannot read results file {path}: {exc}") from exc
+        if not isinstance(data, dict) or data.get("schema") != RESULTS_SCHEMA:
+            found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise ConfigError(
+                f"{path}: key 'schema' is {found!r}, expected {RESULTS_SCHEMA!r}; pass results written by "
+                "`plstitch knn/linear/cv/score`."
+            )
+        for key in ("task", "dataset", "metrics"):
+            if key not in data:
+                raise ConfigError(f"{path}: results JSON lacks the key {key!r}.")
+        results.append(data)
+    return results
+
+
+def eval_results_from_results(results: Sequence[dict[str, Any]]) -> list[EvalResult]:
+    """One `EvalResult` per metric of each results JSON; metric type `<task>_<metric>`, values in percent."""
+    out = []
+    for result in results:
+        task, dataset = str(result["task"]), str(result["dataset"])
+        protocol = _PROTOCOLS.get(task, task)
+        hyper = result.get("protocol") or {}
+        detail = f" (k={hyper['k']})" if task == "knn" and "k" in hyper else ""
+        args = {k: v for k, v in hyper.items() if isinstance(v, str | int | float | bool)}
+        for metric, value in result["metrics"].items():
+            if not isinstance(value, int | float):
+                continue
+            out.append(
+                EvalResult(
+                    task_type=TASK_TYPE,
+                    task_name=f"{_task_name(dataset)}, frozen features",
+                    dataset_type=dataset.lower(),
+                    dataset_name=dataset_display_name(dataset),
+                    dataset_split="test",
+                    metric_type=f"{task}_{metric}",
+                    metric_name=f"{protocol}{detail} {metric}",
+                    metric_value=round(float(value), 4),
+                    metric_args=args or None,
+                )
+            )
+    return out
+
+
+def eval_results_from_paper(rows: Sequence[dict[str, Any]], paper: dict[str, Any]) -> list[EvalResult]:
+    """`EvalResult`s for the paper's rows, each with `source_name` saying it is reported by the paper."""
+    names = load_paper_results().get("metric_names", {})
+    out = []
+    for row in rows:
+        for metric, value in row["metrics"].items():
+            out.append(
+                EvalResult(
+                    task_type=TASK_TYPE,
+                    task_name=f"{_task_name(row['dataset'])}, frozen features",
+                    dataset_type=row["dataset"].lower(),
+                    dataset_name=row["dataset"],
+                    dataset_split="test",
+                    metric_type=metric,
+                    metric_name=names.get(metric, metric),
+                    metric_value=float(value),
+                    source_name=f"Reported by the PL-Stitch paper ({paper['venue']}), {row['table']}",
+                    source_url=paper["code_url"],
+                )
+            )
+    return out
+
+
+def _markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def eval_results_table(results: Sequence[EvalResult]) -> str:
+    """Markdown table: dataset, metric, value, source."""
+    return _markdown_table(
+        ["Dataset", "Metric", "Value (%)", "Source"],
+        (
+            (
+                r.dataset_name,
+                r.metric_name or r.metric_type,
+                f"{r.metric_value:.2f}",
+                r.source_name or "plstitch",
+            )
+            for r in results
+        ),
+    )
+
+
+def reported_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown table of paper rows: method, pretraining data, dataset, metric, value, table."""
+    names = load_paper_results().get("metric_names", {})
+    return _markdown_table(
+        ["Method (as in the paper)", "Pretraining data", "Dataset", "Metric", "Value (%)", "Paper table"],
+        (
+            (
+                row["method"],
+                row["pretraining_data"],
+                row["dataset"],
+                names.get(m, m),
+                f"{v:.1f}",
+                row["table"],
+            )
+            for row in rows
+            for m, v in row["metrics"].items()
+        ),
+    )
+
+
+def render_card(info: CardInfo, template_path: str | Path = TEMPLATE_PATH) -> ModelCard:
+    """Fill `model_cards/modelcard_template.md` with `info`; `model-index` metadata from `eval_results`."""
+    paper = load_paper_results()["paper"]
+    card_data = ModelCardData(
+        model_name=info.model_name,
+        license=info.license,
+        library_name="timm",
+        tags=sorted(
+            {"pl-stitch", "self-supervised", "procedural-video", "image-feature-extraction", *info.tags}
+        ),
+        pipeline_tag="image-feature-extraction",
+        base_model=info.base_model,
+        eval_results=info.eval_results or None,
+    )
+    return ModelCard.from_template(
+        card_data,
+        template_path=str(template_path),
+        title=info.title,
+        description=info.description,
+        architecture=info.architecture,
+        feature=info.feature,
+        preprocessing=info.preprocessing,
+        license=info.license,
+        source=info.source,
+        provenance=info.provenance,
+        usage=info.usage,
+        pretraining_data=info.pretraining_data,
+        training_data=info.training_data or "See the training configuration.",
+        training_config=json.dumps(info.training_config, indent=2, default=str)
+        if info.training_config
+        else "",
+        eval_table=eval_results_table(info.eval_results) if info.eval_results else "",
+        eval_note=info.eval_note,
+        no_results_note=info.no_results_note,
+        reported_table=reported_table(info.reported) if info.reported else "",
+        reported_note=info.reported_note,
+        citation=paper["bibtex"],
+        extra_citation_note=""
+        if info.title.startswith("PL-Stitch")
+        else " and the original work of this model",
+    )
+
+
+def _reference_info(model: dict[str, Any], data: dict[str, Any]) -> CardInfo:
+    """CardInfo for an official checkpoint or registry baseline, numbers labelled as reported by the paper."""
+    method, datasets = model.get("paper_method"), model.get("datasets")
+    rows = [
+        row
+        for row in data["rows"]
+        if method and row["method"] == method and (datasets is None or row["dataset"] in datasets)
+    ]
+    describes = bool(model.get("numbers_describe_this_checkpoint"))
+    if model.get("repo_id") and not model.get("filename"):
+        spec = f"hf-hub:{model['repo_id']}"
+        usage = f'import timm\nmodel = timm.create_model("{spec}", pretrained=True, num_classes=0)'
+    else:
+        usage = f'from plstitch_eval.hub import load_encoder\nencoder = load_encoder("{model["name"]}")'
+    source = None
+    if model.get("repo_id"):
+        source = f"`{model['repo_id']}`" + (f" / `{model['filename']}`" if model.get("filename") else "")
+    tables = ", ".join(sorted({row["table"] for row in rows}))
+    venue = data["paper"]["venue"]
+    note = f"Numbers **as reported by the PL-Stitch paper** ({venue}, {tables}), not re-measured by plstitch."
+    if model.get("note"):
+        note += " " + model["note"]
+    is_convnext = "ConvNeXt" in model["architecture"]
+    return CardInfo(
+        model_name=model["name"],
+        title=model["title"],
+        description=model["description"],
+        architecture=model["architecture"],
+        feature="globally pooled features" if is_convnext else "CLS token after the final norm",
+        preprocessing="resize shorter side 256 (bicubic), centre crop 224, ImageNet mean/std",
+        usage=usage,
+        license=model["license"],
+        pretraining_data=model["pretraining_data"],
+        training_data=f"Pretraining data: {model['pretraining_data']}.",
+        eval_results=eval_results_from_paper(rows, data["paper"]) if describes else [],
+        eval_note=note,
+        no_results_note="plstitch has measured nothing for this checkpoint yet; the paper's numbers below "
+        "are for a different model and are shown for reference only.",
+        reported=[] if describes else rows,
+        reported_note=note,
+        source=source,
+        tags=["reference"],
+    )
+
+
+def render_reference_cards(out_dir: str | Path = MODEL_CARDS_DIR / "reference") -> list[Path]:
+    """Write one `<name>.md` card per official checkpoint and registry baseline; return the paths.
+
+    Only checkpoints the paper's numbers describe get `model-index` metadata; for the others the paper's
+    numbers (for the same method pretrained on other data) appear in a labelled table only.
+    """
+    data = load_paper_results()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for model in data["reference_models"]:
+        card = render_card(_reference_info(model, data))
+        path = out_dir / f"{model['name']}.md"
+        write_text_atomic(path, str(card))
+        paths.append(path)
+    return paths

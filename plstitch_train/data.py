@@ -1,0 +1,205 @@
+"""Training frames: decode every video ONCE (PyAV / frame folders) into a uint8 `.npy` cache, then build items.
+
+`FrameStore` holds one memory-mapped [T, H, W, 3] array per video (shorter side `frame_size`, sampled at the
+training fps); `TrainDataset` turns a `SampleSpec` into augmented tensors with an RNG seeded by the spec alone,
+so items do not depend on worker count, rank or resume point.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from plstitch_eval.data.video import read_frames
+from plstitch_eval.errors import DataError
+from plstitch_eval.utils.console import logger
+from plstitch_eval.utils.io import atomic_path
+from plstitch_train.augment import clip_transform, global_crop_transforms
+from plstitch_train.masking import BlockMaskGenerator
+from plstitch_train.sampling import SampleSpec
+
+VIDEO_EXTENSIONS = {".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv"}
+IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
+
+
+@dataclass(frozen=True)
+class VideoSource:
+    """A training video: a file or a folder of frames (`folder_fps` = its frame rate, None for files)."""
+
+    name: str
+    source: Path
+    folder_fps: float | None = None
+
+
+def discover_videos(folder: str | os.PathLike, folder_fps: float) -> list[VideoSource]:
+    """Every video file and every folder of images directly inside `folder` (recursively for nested folders)."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise DataError(f"--data {root}: not a folder; point it at a folder of videos or frame folders.")
+    found: list[VideoSource] = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.suffix.lower() in VIDEO_EXTENSIONS:
+            found.append(VideoSource(str(path.relative_to(root).with_suffix("")), path))
+        elif path.is_dir() and any(
+            p.suffix.lower() in IMAGE_EXTENSIONS for p in path.iterdir() if p.is_file()
+        ):
+            found.append(VideoSource(str(path.relative_to(root)), path, folder_fps))
+    if not found:
+        raise DataError(
+            f"--data {root}: no video files ({', '.join(sorted(VIDEO_EXTENSIONS))}) or frame folders found."
+        )
+    return found
+
+
+def dataset_videos(name: str, root: str | None, split: str | None) -> list[VideoSource]:
+    """The videos of a registered dataset's split (same adapters as extraction)."""
+    from plstitch_eval.data.datasets import get_dataset
+
+    adapter = get_dataset(name, root)
+    records = adapter.videos(split)
+    if not records:
+        raise DataError(f"Dataset {name!r} (root {root}) has no videos in split {split!r}.")
+    native_fps = getattr(adapter, "native_fps", None)
+    return [
+        VideoSource(r.name, Path(r.source), native_fps if Path(r.source).is_dir() else None) for r in records
+    ]
+
+
+def _cache_file(video: VideoSource, fps: float, frame_size: int, cache_dir: Path) -> Path:
+    """Cache path keyed by the source's path, size and mtime and the decode settings."""
+    stat = video.source.stat()
+    key = f"{video.source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{fps}|{frame_size}|{video.folder_fps}"
+    digest = hashlib.sha1(key.encode()).hexdigest()[:16]
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in video.name)[-60:]
+    return cache_dir / f"{safe}-{digest}.npy"
+
+
+def decode_video(video: VideoSource, fps: float, frame_size: int, cache_dir: Path) -> Path:
+    """Decode `video` at `fps` with shorter side `frame_size` into a uint8 [T,H,W,3] `.npy` (once; cached)."""
+    target = _cache_file(video, fps, frame_size, cache_dir)
+    if target.is_file():
+        return target
+    frames = [
+        f.image for f in read_frames(video.source, fps=fps, size=frame_size, folder_fps=video.folder_fps)
+    ]
+    if not frames:
+        raise DataError(f"{video.source}: no frames decoded at {fps} fps.")
+    with atomic_path(target) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, np.stack(frames))
+    return target
+
+
+class FrameStore:
+    """Decoded training videos, one memory-mapped uint8 [T, H, W, 3] array each; `reverse_time` flips them."""
+
+    def __init__(
+        self, names: list[str], arrays: list[np.ndarray], fps: float, reverse_time: bool = False
+    ) -> None:
+        self.names, self.fps, self.reverse_time = names, fps, reverse_time
+        self._arrays = arrays
+
+    @classmethod
+    def build(
+        cls,
+        videos: list[VideoSource],
+        fps: float,
+        frame_size: int,
+        cache_dir: Path,
+        min_frames: int = 1,
+        reverse_time: bool = False,
+    ) -> FrameStore:
+        """Decode (or reuse) every video; videos shorter than `min_frames` are skipped with a warning."""
+        names, arrays = [], []
+        for video in videos:
+            array = np.load(decode_video(video, fps, frame_size, cache_dir), mmap_mode="r")
+            if len(array) < min_frames:
+                logger.warning(
+                    "Skipping %s: %d frames at %s fps < clip length %d.",
+                    video.name,
+                    len(array),
+                    fps,
+                    min_frames,
+                )
+                continue
+            names.append(video.name)
+            arrays.append(array)
+        if not arrays:
+            raise DataError(
+                f"No training video has at least {min_frames} frames at {fps} fps; raise --fps or lower --clip-len."
+            )
+        return cls(names, arrays, fps, reverse_time)
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    @property
+    def lengths(self) -> list[int]:
+        """Frames per video."""
+        return [len(a) for a in self._arrays]
+
+    def frames(self, video: int, indices: list[int] | np.ndarray) -> np.ndarray:
+        """uint8 [n, H, W, 3] frames at `indices` (of the time-reversed video when `reverse_time`)."""
+        array = self._arrays[video]
+        idx = np.asarray(indices, dtype=np.int64)
+        if self.reverse_time:
+            idx = len(array) - 1 - idx
+        return np.ascontiguousarray(array[idx])
+
+
+class TrainDataset(Dataset):
+    """`SampleSpec` -> {"clip" [k,3,S,S], "crops" [2,3,S,S], "context" [3,3,S,S], "masks" [3,h,w] bool}.
+
+    Only the parts the enabled branches need are built. Crops are the two iBOT global views of the current
+    frame; context is (past, current, future) with one shared clip augmentation; masks 0-1 belong to the crops,
+    mask 2 to the current frame of the jigsaw branch.
+    """
+
+    def __init__(
+        self,
+        store: FrameStore,
+        img_size: int,
+        grid: tuple[int, int],
+        mask_ratio: float = 0.3,
+        need_clip: bool = True,
+        need_mim: bool = True,
+        need_jigsaw: bool = True,
+    ) -> None:
+        self.store = store
+        self.need_clip, self.need_mim, self.need_jigsaw = need_clip, need_mim, need_jigsaw
+        self.clip_tf = clip_transform(img_size)
+        self.crop_tfs = global_crop_transforms(img_size)
+        self.masker = BlockMaskGenerator(grid=grid, ratio=mask_ratio)
+        self.grid = grid
+
+    def __len__(self) -> int:  # items are addressed by SampleSpec, not by position
+        return 0
+
+    def __getitem__(self, spec: SampleSpec) -> dict[str, torch.Tensor]:
+        item: dict[str, torch.Tensor] = {}
+        mask_rng = np.random.default_rng(spec.seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(spec.seed)
+            if self.need_clip:
+                item["clip"] = self.clip_tf(_chw(self.store.frames(spec.video, list(spec.clip))))
+            current = None
+            if self.need_mim:
+                current = _chw(self.store.frames(spec.video, [spec.current]))[0]
+                item["crops"] = torch.stack([tf(current) for tf in self.crop_tfs])
+            if self.need_jigsaw:
+                triplet = self.store.frames(spec.video, [spec.past, spec.current, spec.future])
+                item["context"] = self.clip_tf(_chw(triplet))
+        masks = [self.masker(mask_rng) for _ in range(3)] if (self.need_mim or self.need_jigsaw) else []
+        if masks:
+            item["masks"] = torch.stack(masks).bool()
+        return item
+
+
+def _chw(frames: np.ndarray) -> torch.Tensor:
+    """uint8 [n,H,W,3] ndarray -> uint8 [n,3,H,W] tensor."""
+    return torch.from_numpy(frames).permute(0, 3, 1, 2).contiguous()

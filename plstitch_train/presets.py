@@ -1,0 +1,190 @@
+"""Training configuration (`TrainConfig`) and named presets (`paper-vitb16`, `ablation-vits16`, `tiny-cpu`).
+
+Every number of REFERENCE section 1 lives here so one change moves it everywhere; the CLI only overrides fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from plstitch_eval.errors import ConfigError
+
+OBJECTIVES = ("pl", "pairwise", "permutation")
+_TUPLE_FIELDS = ("context_seconds", "clip_length_bounds", "clips_per_video")
+
+
+@dataclass
+class TrainConfig:
+    """All settings of one pretraining run; JSON-serialisable through `to_dict` / `from_dict`."""
+
+    # --- data
+    dataset: str | None = None  # dataset adapter name (with `root`, `split`)
+    root: str | None = None
+    split: str | None = "train"
+    data: str | None = None  # any folder of videos / frame folders
+    cache_dir: str | None = None  # decoded-frame cache; default <out>/frame_cache
+    fps: float = 1.0  # frames per second decoded for training
+    frame_size: int = 256  # shorter side of cached frames (pixels)
+    reverse_time: bool = False
+    # --- sampling
+    clip_len: int = 8
+    min_step: int = 1
+    max_step: int = 20
+    clip_length_bounds: tuple[int, int] = (240, 960)  # video lengths (frames) where the clip count steps up
+    clips_per_video: tuple[int, int, int] = (60, 200, 300)  # < low, low..high, > high frames
+    context_seconds: tuple[float, float] = (1.5, 2.5)
+    # --- model
+    arch: str = "vit_base_patch16_224"
+    model_args: dict[str, Any] = field(default_factory=dict)
+    img_size: int = 224
+    drop_path: float = 0.1
+    init: str | None = None  # encoder spec for load_encoder (e.g. ibot-vitb16)
+    ibot_out_dim: int = 8192
+    ibot_hidden_dim: int = 2048
+    ibot_bottleneck_dim: int = 256
+    temporal_dim: int = 384
+    temporal_layers: int = 6
+    temporal_heads: int = 8
+    temporal_ff: int = 1536
+    temporal_dropout: float = 0.1
+    jigsaw_heads: int = 0  # 0 = authors' rule (12 when D=768 else 8)
+    mask_ratio: float = 0.3
+    # --- objective
+    objective: str = "pl"
+    lambda_vid: float = 1.0
+    lambda_mim: float = 1.0
+    lambda_jigsaw: float = 0.4
+    jigsaw_start_epoch: float = 6.0
+    jigsaw_ramp_epochs: float = 1.0
+    student_temp: float = 0.1
+    teacher_temp: float = 0.04
+    warmup_teacher_temp: float = 0.04
+    teacher_patch_temp: float = 0.07
+    warmup_teacher_patch_temp: float = 0.04
+    warmup_teacher_temp_epochs: int = 10
+    # --- optimisation
+    epochs: int = 100
+    max_steps: int | None = None  # cap on optimizer steps; the schedules span min(epochs, max_steps)
+    batch_size: int = 240  # global batch (all processes, all accumulation micro-steps)
+    accum_steps: int = 1
+    base_lr: float = 4e-4  # scaled by batch_size / 256
+    min_lr: float = 1e-6
+    warmup_epochs: float = 10.0
+    weight_decay: float = 0.04
+    weight_decay_end: float = 0.4
+    momentum_teacher: float = 0.996
+    clip_grad: float = 3.0
+    freeze_last_layer_epochs: int = 1
+    # --- run
+    seed: int = 0
+    device: str = "auto"
+    precision: str = "auto"
+    num_workers: int = 4
+    checkpoint_every: int = 500
+    log_every: int = 10
+
+    def validate(self) -> TrainConfig:
+        """Check values that would fail late; returns self."""
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"objective {self.objective!r} unknown; use one of {', '.join(OBJECTIVES)}.")
+        if self.clip_len < 2:
+            raise ConfigError(f"clip_len must be >= 2 (got {self.clip_len}).")
+        if not 1 <= self.min_step <= self.max_step:
+            raise ConfigError(f"need 1 <= min_step <= max_step (got {self.min_step}, {self.max_step}).")
+        low, high = self.context_seconds
+        if not 0 < low <= high:
+            raise ConfigError(f"context_seconds must be 0 < MIN <= MAX (got {low}, {high}).")
+        if min(self.lambda_vid, self.lambda_mim, self.lambda_jigsaw) < 0:
+            raise ConfigError("lambda_vid, lambda_mim and lambda_jigsaw must be >= 0 (0 disables a branch).")
+        if self.lambda_vid == self.lambda_mim == self.lambda_jigsaw == 0:
+            raise ConfigError("All loss weights are 0: enable at least one of --lambda-vid/-mim/-jigsaw.")
+        if self.batch_size < 1 or self.accum_steps < 1:
+            raise ConfigError("batch_size and accum_steps must be >= 1.")
+        if (self.dataset is None) == (self.data is None):
+            raise ConfigError("Give exactly one data source: --data DIR, or --dataset NAME with --root.")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types (tuples become lists) - safe for torch.load(weights_only=True)."""
+        out = dataclasses.asdict(self)
+        for key in _TUPLE_FIELDS:
+            out[key] = list(out[key])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Inverse of `to_dict`; unknown keys are an error naming the key."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"Unknown training settings {unknown}; known: {sorted(known)}.")
+        data = dict(data)
+        for key in _TUPLE_FIELDS:
+            if key in data:
+                data[key] = tuple(data[key])
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        """A copy with `changes` applied (None values are ignored, so CLI defaults do not override)."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def _paper_vitb16() -> TrainConfig:
+    return TrainConfig()
+
+
+def _ablation_vits16() -> TrainConfig:
+    return TrainConfig(
+        arch="vit_small_patch16_224", epochs=30, warmup_epochs=3.0, warmup_teacher_temp_epochs=3
+    )
+
+
+def _tiny_cpu() -> TrainConfig:
+    return TrainConfig(
+        fps=2.0,
+        frame_size=72,
+        clip_len=4,
+        max_step=4,
+        clips_per_video=(16, 32, 48),
+        context_seconds=(0.5, 1.5),
+        arch="vit_tiny_patch16_224",
+        model_args={"patch_size": 8, "embed_dim": 64, "depth": 4, "num_heads": 4},
+        img_size=64,
+        drop_path=0.0,
+        ibot_out_dim=256,
+        ibot_hidden_dim=128,
+        ibot_bottleneck_dim=64,
+        temporal_dim=64,
+        temporal_layers=2,
+        temporal_heads=4,
+        temporal_ff=128,
+        temporal_dropout=0.0,
+        jigsaw_heads=4,
+        jigsaw_start_epoch=1.0,
+        jigsaw_ramp_epochs=1.0,
+        epochs=4,
+        batch_size=16,
+        base_lr=2e-3,
+        min_lr=1e-5,
+        warmup_epochs=0.5,
+        warmup_teacher_temp_epochs=1,
+        momentum_teacher=0.99,
+        freeze_last_layer_epochs=0,
+        device="cpu",
+        precision="fp32",
+        num_workers=0,
+        checkpoint_every=50,
+        log_every=5,
+    )
+
+
+PRESETS = {"paper-vitb16": _paper_vitb16, "ablation-vits16": _ablation_vits16, "tiny-cpu": _tiny_cpu}
+
+
+def get_preset(name: str) -> TrainConfig:
+    """A fresh `TrainConfig` for preset `name`."""
+    if name not in PRESETS:
+        raise ConfigError(f"Unknown preset {name!r}; choose one of {', '.join(PRESETS)}.")
+    return PRESETS[name]()

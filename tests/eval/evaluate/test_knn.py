@@ -1,0 +1,110 @@
+"""k-NN against a brute-force numpy version of the DINO protocol written here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plstitch_eval.errors import ConfigError, EvaluationError
+from plstitch_eval.knn import knn_predict, knn_predict_multi
+
+
+def brute_knn(train, labels, queries, k, temperature, weighting, num_classes):
+    """Textbook weighted k-NN: cosine similarities, full sort, top-k votes, argmax (lowest id on ties)."""
+    train = train / np.linalg.norm(train, axis=1, keepdims=True)
+    queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    k = min(k, len(train))
+    preds, all_votes = [], []
+    for q in queries:
+        sims = train @ q
+        top = np.argsort(-sims, kind="stable")[:k]
+        votes = np.zeros(num_classes)
+        for j in top:
+            if weighting == "exp":
+                votes[labels[j]] += np.exp(sims[j] / temperature)
+            elif weighting == "similarity":
+                votes[labels[j]] += sims[j]
+            else:
+                votes[labels[j]] += 1.0
+        best = max(range(num_classes), key=lambda c: (votes[c], -c))  # highest vote, then lowest id
+        preds.append(best)
+        all_votes.append(votes)
+    return np.array(preds), np.array(all_votes)
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(1)
+    train = rng.normal(size=(300, 12)).astype(np.float32)
+    labels = rng.integers(0, 5, 300)
+    queries = rng.normal(size=(40, 12)).astype(np.float32)
+    return train, labels, queries
+
+
+@pytest.mark.parametrize("weighting", ["exp", "similarity", "uniform"])
+@pytest.mark.parametrize("k", [1, 7, 20])
+def test_matches_brute_force(data, weighting, k):
+    train, labels, queries = data
+    want, want_votes = brute_knn(train, labels, queries, k, 0.07, weighting, 5)
+    got, votes = knn_predict(
+        train, labels, queries, k=k, weighting=weighting, num_classes=5, chunk_size=7, return_scores=True
+    )
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(votes, want_votes, rtol=1e-4, atol=1e-6)
+
+
+def test_torch_backend_equals_faiss(data):
+    train, labels, queries = data
+    a = knn_predict(train, labels, queries, k=10, backend="faiss")
+    b = knn_predict(train, labels, queries, k=10, backend="torch", chunk_size=9)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_several_k_from_one_search(data):
+    train, labels, queries = data
+    multi = knn_predict_multi(train, labels, queries, ks=[1, 5, 50], temperature=0.1)
+    for k in (1, 5, 50):
+        np.testing.assert_array_equal(multi[k], knn_predict(train, labels, queries, k=k, temperature=0.1))
+
+
+@pytest.mark.parametrize("weighting", ["exp", "similarity", "uniform"])
+def test_k_larger_than_train_set_uses_all_neighbours(weighting):
+    rng = np.random.default_rng(2)
+    train = rng.normal(size=(6, 4)).astype(np.float32)
+    labels = np.array([0, 1, 1, 2, 2, 2])
+    queries = rng.normal(size=(5, 4)).astype(np.float32)
+    want, want_votes = brute_knn(train, labels, queries, 100, 0.07, weighting, 3)
+    got, votes = knn_predict(train, labels, queries, k=100, weighting=weighting, return_scores=True)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(votes, want_votes, rtol=1e-5)
+    if weighting == "uniform":
+        np.testing.assert_array_equal(votes, np.tile([1.0, 2.0, 3.0], (5, 1)))  # never a -1 index
+
+
+@pytest.mark.parametrize("weighting", ["exp", "similarity", "uniform"])
+def test_vote_tie_goes_to_lowest_class(weighting):
+    train = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], np.float32)
+    labels = np.array([3, 1, 0])
+    # Both neighbours at k=2 are identical vectors with classes 3 and 1: equal votes -> class 1.
+    assert knn_predict(train, labels, np.array([[2.0, 0.0]], np.float32), k=2, weighting=weighting)[0] == 1
+
+
+def test_num_classes_sizes_votes(data):
+    train, labels, queries = data
+    _, votes = knn_predict(train, labels, queries, k=3, num_classes=9, return_scores=True)
+    assert votes.shape == (40, 9)
+    assert (votes[:, 5:] == 0).all()
+
+
+def test_bad_inputs_are_clear_errors(data):
+    train, labels, queries = data
+    bad = queries.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(EvaluationError, match="row 3"):
+        knn_predict(train, labels, bad)
+    with pytest.raises(EvaluationError, match="labels"):
+        knn_predict(train, labels[:-1], queries)
+    with pytest.raises(EvaluationError, match="12-d"):
+        knn_predict(train, labels, queries[:, :5])
+    with pytest.raises(ConfigError, match="weighting"):
+        knn_predict(train, labels, queries, weighting="cosine")

@@ -1,0 +1,227 @@
+"""Export a tiny training run; plain timm must reload it with features identical to the teacher's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from safetensors.torch import load_file
+from timm.models.vision_transformer import VisionTransformer
+from typer.testing import CliRunner
+
+from plstitch_eval.cli import app
+from plstitch_eval.errors import ConfigError, PublishError
+from plstitch_eval.hub.data_config import DataConfig
+from plstitch_eval.hub.temporal_head import TemporalHead, load_temporal_head, save_temporal_head
+from plstitch_eval.hub.timm_format import save_timm_dir
+from plstitch_train.export import ExportOptions, export_model, git_commit
+
+TRAIN_CONFIG = {"dataset": "synthetic", "fps": 1.0, "clip_len": 8, "epochs": 1, "lr": 4e-4, "embed_dim": 32}
+EXPECTED_FILES = {
+    "config.json",
+    "model.safetensors",
+    "temporal_head.safetensors",
+    "temporal_head.json",
+    "plstitch.json",
+    "README.md",
+}
+
+
+def tiny_vit() -> VisionTransformer:
+    return VisionTransformer(
+        img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=0
+    ).eval()
+
+
+def make_run_dir(
+    root: Path, perturb_checkpoint: bool = False
+) -> tuple[Path, VisionTransformer, TemporalHead]:
+    """A run directory in the trainer's layout; returns (run_dir, last.ckpt's teacher, last.ckpt's head).
+
+    last.ckpt holds the trainer's `model` state dict (`teacher.backbone.vit.*`, `student.temporal_head.*`, ...).
+    """
+    run = root / "run"
+    teacher = tiny_vit()
+    head = TemporalHead(in_dim=32, hidden_dim=16, n_layers=1, n_heads=2, ff_dim=32).eval()
+    save_timm_dir(teacher, run / "backbone", DataConfig.for_size(32))
+    save_temporal_head(head, run / "backbone")
+    if perturb_checkpoint:  # the checkpoint differs from backbone/: exporting last.ckpt must take its weights
+        teacher, head = tiny_vit(), TemporalHead(in_dim=32, hidden_dim=16, n_layers=1, n_heads=2, ff_dim=32)
+        teacher.load_state_dict({k: v + 0.01 for k, v in run_backbone_state(run).items()})
+        head.eval()
+    state = teacher.state_dict()
+    model_state = {
+        **{f"teacher.backbone.vit.{k}": v.clone() for k, v in state.items()},
+        "teacher.backbone.masked_embed": torch.zeros(1, 32),
+        "teacher.ibot_head.mlp.0.weight": torch.randn(64, 32),
+        **{f"student.backbone.vit.{k}": v + 1.0 for k, v in state.items()},
+        "student.backbone.masked_embed": torch.zeros(1, 32),
+        **{f"student.temporal_head.{k}": v.clone() for k, v in head.state_dict().items()},
+    }
+    checkpoint = {"format": 1, "config": TRAIN_CONFIG, "step": 2, "model": model_state, "optimizer": {}}
+    torch.save(checkpoint, run / "last.ckpt")
+    (run / "train_config.json").write_text(json.dumps(TRAIN_CONFIG), encoding="utf-8")
+    (run / "log.jsonl").write_text(
+        '{"epoch": 0, "step": 1, "loss": 2.5}\n{"epoch": 1, "step": 2, "loss": 2.0}\n'
+    )
+    return run, teacher, head
+
+
+def run_backbone_state(run: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(run / "backbone" / "model.safetensors"))
+
+
+def make_results(path: Path, task: str = "knn", dataset: str = "cholec80") -> Path:
+    results = {
+        "schema": "plstitch.results/v1",
+        "task": task,
+        "dataset": dataset,
+        "features": "store",
+        "model": {"spec": "run", "provenance": {}},
+        "protocol": {"k": 20, "temperature": 0.07},
+        "metrics": {"accuracy": 71.25, "macro_f1_pooled": 60.5, "macro_f1_video": 58.0},
+        "per_video": {},
+        "predictions": {"video41": [0, 1, 1]},
+        "plstitch_version": "0.1.0",
+        "created": "2026-11-22T23:00:00+00:00",
+    }
+    path.write_text(json.dumps(results), encoding="utf-8")
+    return path
+
+
+def cls_after_norm(model: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
+    """Textbook frame feature: the CLS token of the final-normed token sequence."""
+    with torch.no_grad():
+        return model.forward_features(images)[:, 0]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, VisionTransformer, TemporalHead, Path]:
+    root = tmp_path_factory.mktemp("export")
+    run, teacher, head = make_run_dir(root)
+    results = make_results(root / "knn.json")
+    out = export_model(run, root / "exported" / "tiny-plstitch", [results])
+    return out, teacher, head, run
+
+
+def test_export_folder_loads_with_plain_timm_and_matches_teacher(exported) -> None:
+    out, teacher, _, _ = exported
+    assert {p.name for p in out.iterdir()} == EXPECTED_FILES
+    loaded = timm.create_model(f"local-dir:{out}", pretrained=True).eval()
+    images = torch.randn(3, 3, 32, 32)
+    expected = cls_after_norm(teacher, images)
+    assert torch.equal(cls_after_norm(loaded, images), expected)
+    with torch.no_grad():
+        assert torch.equal(loaded(images), expected)  # num_classes=0: the model's output is the feature
+
+
+def test_export_config_is_timm_schema(exported) -> None:
+    out = exported[0]
+    config = json.loads((out / "config.json").read_text())
+    assert config["num_features"] == 32
+    assert config["model_args"]["embed_dim"] == 32 and config["model_args"]["depth"] == 2
+    cfg = config["pretrained_cfg"]
+    assert cfg["input_size"] == [3, 32, 32]
+    assert cfg["interpolation"] == "bicubic"
+    assert cfg["crop_pct"] == pytest.approx(32 / DataConfig.for_size(32).resize_size)  # crop / resize side
+    assert cfg["mean"] == pytest.approx([0.485, 0.456, 0.406]) and cfg["std"] == pytest.approx(
+        [0.229, 0.224, 0.225]
+    )
+    assert timm.models.is_model(config["architecture"])
+
+
+def test_export_records_config_version_commit_and_head(exported) -> None:
+    out, _, head, _ = exported
+    meta = json.loads((out / "plstitch.json").read_text())
+    assert meta["training_config"] == TRAIN_CONFIG
+    assert meta["data_summary"]["dataset"] == "synthetic" and meta["data_summary"]["fps"] == 1.0
+    assert meta["data_summary"]["last_log"] == {"epoch": 1, "step": 2, "loss": 2.0}
+    commit = meta["git_commit"]
+    assert commit == "unknown" or (len(commit) == 40 and all(c in "0123456789abcdef" for c in commit))
+    assert meta["plstitch_version"]
+    assert meta["results"][0]["metrics"]["accuracy"] == 71.25 and "predictions" not in meta["results"][0]
+    assert set(meta["files"]) == EXPECTED_FILES - {"plstitch.json"}
+    loaded_head = load_temporal_head(out)
+    frames = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        assert torch.equal(loaded_head(frames), head(frames))
+
+
+def test_export_from_checkpoint_takes_the_checkpoint_weights(tmp_path: Path) -> None:
+    run, teacher, head = make_run_dir(tmp_path, perturb_checkpoint=True)
+    out = export_model(run / "last.ckpt", tmp_path / "out")
+    loaded = timm.create_model(f"local-dir:{out}", pretrained=True).eval()
+    images = torch.randn(2, 3, 32, 32)
+    assert torch.equal(cls_after_norm(loaded, images), cls_after_norm(teacher, images))
+    frames = torch.randn(1, 4, 32)
+    with torch.no_grad():
+        assert torch.equal(load_temporal_head(out)(frames), head(frames))
+    meta = json.loads((out / "plstitch.json").read_text())
+    assert meta["source"]["kind"] == "checkpoint"
+    assert "masked_embed" in meta["source"]["dropped_keys"]
+    assert any(k.startswith("ibot_head.") for k in meta["source"]["dropped_keys"])
+
+
+def test_export_checkpoint_without_backbone_dir_infers_the_vit(tmp_path: Path) -> None:
+    run, teacher, _ = make_run_dir(tmp_path)
+    lone = tmp_path / "elsewhere" / "last.ckpt"
+    lone.parent.mkdir()
+    checkpoint = torch.load(run / "last.ckpt", weights_only=True)
+    checkpoint["config"] = {**TRAIN_CONFIG, "model_args": {"num_heads": 2}}
+    torch.save(checkpoint, lone)
+    out = export_model(lone, tmp_path / "out")
+    loaded = timm.create_model(f"local-dir:{out}", pretrained=True).eval()
+    images = torch.randn(2, 3, 32, 32)
+    assert torch.equal(cls_after_norm(loaded, images), cls_after_norm(teacher, images))
+    assert not (out / "temporal_head.safetensors").exists()
+
+
+def test_failed_export_leaves_nothing(tmp_path: Path) -> None:
+    run, _, _ = make_run_dir(tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": "other/v0"}))
+    with pytest.raises(ConfigError, match="bad.json"):
+        export_model(run, tmp_path / "out" / "model", [bad])
+    leftovers = list((tmp_path / "out").glob("*model*")) if (tmp_path / "out").exists() else []
+    assert leftovers == []
+
+
+def test_export_refuses_existing_folder_unless_overwrite(exported, tmp_path: Path) -> None:
+    _, _, _, run = exported
+    out = tmp_path / "existing"
+    out.mkdir()
+    (out / "stale.txt").write_text("old")
+    with pytest.raises(PublishError, match="already exists"):
+        export_model(run, out)
+    export_model(run, out, options=ExportOptions(overwrite=True))
+    assert {p.name for p in out.iterdir()} == EXPECTED_FILES
+    assert not list(tmp_path.glob(".existing*"))
+
+
+def test_export_cli(exported, tmp_path: Path) -> None:
+    _, teacher, _, run = exported
+    results = make_results(tmp_path / "linear.json", task="linear", dataset="gtea")
+    out = tmp_path / "cli-out"
+    result = CliRunner().invoke(
+        app, ["export", str(run), "--out", str(out), "--results", str(results), "--repo-id", "me/tiny"]
+    )
+    assert result.exit_code == 0, result.output
+    assert str(out) in result.stdout
+    readme = (out / "README.md").read_text()
+    assert "hf-hub:me/tiny" in readme and "linear_accuracy" in readme
+    images = torch.randn(1, 3, 32, 32)
+    loaded = timm.create_model(f"local-dir:{out}", pretrained=True).eval()
+    assert torch.equal(cls_after_norm(loaded, images), cls_after_norm(teacher, images))
+
+
+def test_export_missing_source_is_one_line_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1
+    assert "does not exist" in result.output and "Traceback" not in result.output
+
+
+def test_git_commit_outside_a_checkout_is_unknown(tmp_path: Path) -> None:
+    assert git_commit(tmp_path) == "unknown"

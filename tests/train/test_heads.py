@@ -1,0 +1,232 @@
+"""Heads: shapes, equivariance, padding, weight norm, and the temporal head's save/load."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from plstitch_eval.errors import CheckpointError, ConfigError
+from plstitch_eval.hub import temporal_head as hub_temporal_head
+from plstitch_train.heads import (
+    IBOTHead,
+    JigsawHead,
+    PermutationHead,
+    TemporalHead,
+    convert_ibot_head_state_dict,
+    default_jigsaw_heads,
+    load_temporal_head,
+    save_temporal_head,
+)
+from plstitch_train.losses import plackett_luce_loss
+
+
+def tiny_temporal_head(in_dim: int = 24) -> TemporalHead:
+    return TemporalHead(in_dim, hidden_dim=32, n_layers=2, n_heads=4, ff_dim=64, dropout=0.1)
+
+
+# --- temporal head ---
+
+
+def test_temporal_head_is_the_hub_class_with_reference_defaults() -> None:
+    assert TemporalHead is hub_temporal_head.TemporalHead
+    head = TemporalHead(768)
+    layer = head.encoder.layers[0]
+    assert len(head.encoder.layers) == 6
+    assert head.input_proj[0].out_features == 384 and isinstance(head.input_proj[1], nn.GELU)
+    assert layer.self_attn.num_heads == 8 and layer.linear1.out_features == 1536
+    assert layer.norm_first is False and layer.activation_relu_or_gelu == 1  # post-norm, ReLU
+    assert layer.dropout.p == 0.1 and layer.self_attn.batch_first
+    assert [m.out_features for m in head.scorer if isinstance(m, nn.Linear)] == [192, 1]
+    assert not any("pos" in name for name, _ in head.named_parameters())  # no temporal position embedding
+
+
+def test_temporal_head_shapes_and_permutation_equivariance() -> None:
+    head = tiny_temporal_head().eval()
+    frames = torch.randn(3, 7, 24)
+    scores = head(frames)
+    assert scores.shape == (3, 7)
+    perm = torch.randperm(7)
+    with torch.no_grad():
+        torch.testing.assert_close(head(frames[:, perm]), scores[:, perm], rtol=1e-5, atol=1e-5)
+
+
+def test_temporal_head_padding_mask_matches_unpadded() -> None:
+    head = tiny_temporal_head().eval()
+    frames = torch.randn(1, 5, 24)
+    padded = torch.cat([frames, torch.randn(1, 3, 24)], dim=1)
+    mask = torch.tensor([[True] * 5 + [False] * 3])
+    with torch.no_grad():
+        torch.testing.assert_close(head(padded, mask=mask)[:, :5], head(frames), rtol=1e-5, atol=1e-5)
+
+
+def test_temporal_head_learns_to_rank_in_a_few_steps() -> None:
+    torch.manual_seed(0)
+    head = TemporalHead(4, hidden_dim=16, n_layers=1, n_heads=2, ff_dim=32)
+    times = torch.rand(16, 6).sort(dim=1).values  # feature = time: a head can learn to rank by it
+    frames = torch.cat([times.unsqueeze(-1), torch.randn(16, 6, 3) * 0.1], dim=-1)
+    optimizer = torch.optim.Adam(head.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(25):
+        loss = plackett_luce_loss(head(frames))
+        losses.append(loss.item())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert losses[-1] < 0.6 * losses[0]
+
+
+def test_temporal_head_save_load_roundtrip(tmp_path) -> None:
+    head = tiny_temporal_head().eval()
+    save_temporal_head(head, tmp_path / "backbone")
+    config = json.loads((tmp_path / "backbone" / "temporal_head.json").read_text())
+    assert config == {
+        "in_dim": 24,
+        "hidden_dim": 32,
+        "n_layers": 2,
+        "n_heads": 4,
+        "ff_dim": 64,
+        "dropout": 0.1,
+    }
+    loaded = load_temporal_head(tmp_path / "backbone")
+    assert not loaded.training
+    frames = torch.randn(2, 6, 24)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(frames), head(frames))
+
+
+def test_temporal_head_mismatched_load_raises(tmp_path) -> None:
+    save_temporal_head(tiny_temporal_head(), tmp_path)
+    config_path = tmp_path / "temporal_head.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "hidden_dim": 64}))
+    with pytest.raises(CheckpointError, match="shape mismatch"):
+        load_temporal_head(tmp_path)
+    config_path.write_text(json.dumps({**config, "n_layers": 3}))
+    with pytest.raises(CheckpointError, match="missing"):
+        load_temporal_head(tmp_path)
+    config_path.write_text(json.dumps({**config, "bogus": 1}))
+    with pytest.raises(CheckpointError, match="temporal_head.json"):
+        load_temporal_head(tmp_path)
+    config_path.write_text(json.dumps(config))
+    weights = load_file(str(tmp_path / "temporal_head.safetensors"))
+    save_file({**weights, "extra.weight": torch.zeros(1)}, str(tmp_path / "temporal_head.safetensors"))
+    with pytest.raises(CheckpointError, match="unexpected"):
+        load_temporal_head(tmp_path)
+    with pytest.raises(CheckpointError, match="not found"):
+        load_temporal_head(tmp_path / "nowhere")
+
+
+# --- jigsaw head ---
+
+
+def test_jigsaw_head_defaults() -> None:
+    assert default_jigsaw_heads(768) == 12
+    assert default_jigsaw_heads(384) == 8
+    assert default_jigsaw_heads(36) == 6  # 8 does not divide 36
+    assert JigsawHead(48).n_heads == 8
+    with pytest.raises(ConfigError, match="divide"):
+        JigsawHead(48, n_heads=5)
+
+
+def test_jigsaw_head_shapes_and_query_equivariance() -> None:
+    head = JigsawHead(32).eval()
+    queries, context = torch.randn(2, 9, 32), torch.randn(2, 20, 32)
+    scores = head(queries, context)
+    assert scores.shape == (2, 9)
+    perm = torch.randperm(9)
+    with torch.no_grad():
+        torch.testing.assert_close(head(queries[:, perm], context), scores[:, perm], rtol=1e-5, atol=1e-5)
+
+
+def test_jigsaw_head_padding_matches_unpadded() -> None:
+    head = JigsawHead(32).eval()
+    queries, context = torch.randn(1, 5, 32), torch.randn(1, 12, 32)
+    padded_queries = torch.cat([queries, torch.randn(1, 3, 32)], dim=1)
+    padded_context = torch.cat([context, torch.randn(1, 4, 32)], dim=1)
+    query_mask = torch.tensor([[True] * 5 + [False] * 3])
+    context_mask = torch.tensor([[True] * 12 + [False] * 4])
+    with torch.no_grad():
+        expected = head(queries, context)
+        got = head(padded_queries, padded_context, query_mask=query_mask, context_mask=context_mask)
+        torch.testing.assert_close(got[:, :5], expected, rtol=1e-5, atol=1e-5)
+        empty = head(padded_queries, padded_context, query_mask=torch.zeros(1, 8, dtype=torch.bool))
+        assert torch.isfinite(empty).all()  # a sample without masked patches does not produce NaNs
+
+
+def test_jigsaw_head_uses_context() -> None:
+    head = JigsawHead(16).eval()
+    queries = torch.randn(1, 4, 16)
+    with torch.no_grad():
+        assert not torch.allclose(head(queries, torch.randn(1, 6, 16)), head(queries, torch.randn(1, 6, 16)))
+
+
+# --- iBOT head ---
+
+
+def test_ibot_head_shapes_and_weight_norm() -> None:
+    head = IBOTHead(24, out_dim=40, patch_out_dim=40, hidden_dim=32, bottleneck_dim=8)
+    cls_out, patch_out = head(torch.randn(3, 1 + 5, 24))
+    assert cls_out.shape == (3, 40) and patch_out.shape == (3, 5, 40)
+    assert [m.out_features for m in head.mlp if isinstance(m, nn.Linear)] == [32, 32, 8]
+    assert sum(isinstance(m, nn.GELU) for m in head.mlp) == 2
+    magnitude = head.last_layer.parametrizations.weight.original0
+    assert not magnitude.requires_grad and torch.all(magnitude == 1)
+    torch.testing.assert_close(
+        head.last_layer.weight.norm(dim=1), torch.ones(40)
+    )  # unit rows when g fixed to 1
+    # output = normalised bottleneck @ unit-norm rows: every logit is a cosine in [-1, 1]
+    assert cls_out.abs().max() <= 1 + 1e-5
+    assert set(map(id, head.last_layer_parameters())) == set(map(id, head.last_layer.parameters()))
+
+
+def test_ibot_head_cls_and_patch_share_mlp_and_last_layer() -> None:
+    head = IBOTHead(16, out_dim=12, patch_out_dim=12, hidden_dim=20, bottleneck_dim=6)
+    tokens = torch.randn(2, 4, 16)
+    cls_out, patch_out = head(tokens)
+    manual = head.last_layer(F.normalize(head.mlp(tokens[:, 2]), dim=-1))
+    torch.testing.assert_close(patch_out[:, 1], manual)
+    torch.testing.assert_close(head(tokens[:, [2, 0]])[0], manual)  # the same token as CLS: same projection
+
+
+def test_ibot_head_separate_patch_layer_and_freezing() -> None:
+    head = IBOTHead(16, out_dim=12, patch_out_dim=20, hidden_dim=20, bottleneck_dim=6, shared_head=False)
+    _, patch_out = head(torch.randn(2, 4, 16))
+    assert patch_out.shape == (2, 3, 20)
+    assert len(head.last_layer_parameters()) == 4
+    free = IBOTHead(16, out_dim=12, patch_out_dim=12, hidden_dim=20, bottleneck_dim=6, norm_last_layer=False)
+    assert free.last_layer.parametrizations.weight.original0.requires_grad
+    sum(x.sum() for x in free(torch.randn(2, 3, 16))).backward()
+    free.cancel_last_layer_gradients()
+    assert all(p.grad is None for p in free.last_layer_parameters())
+    assert free.mlp[0].weight.grad is not None
+    with pytest.raises(ConfigError, match="shared_head"):
+        IBOTHead(16, out_dim=12, patch_out_dim=20)
+
+
+def test_convert_legacy_weight_norm_keys() -> None:
+    head = IBOTHead(16, out_dim=12, patch_out_dim=12, hidden_dim=20, bottleneck_dim=6)
+    legacy = {}
+    for key, value in head.state_dict().items():
+        key = key.replace("parametrizations.weight.original0", "weight_g")
+        legacy[key.replace("parametrizations.weight.original1", "weight_v")] = value * 1.5
+    fresh = IBOTHead(16, out_dim=12, patch_out_dim=12, hidden_dim=20, bottleneck_dim=6)
+    fresh.load_state_dict(convert_ibot_head_state_dict(legacy), strict=True)
+    torch.testing.assert_close(fresh.mlp[0].weight, head.mlp[0].weight * 1.5)
+
+
+# --- permutation head ---
+
+
+def test_permutation_head() -> None:
+    head = PermutationHead(8, 4)
+    assert head(torch.randn(5, 4, 8)).shape == (5, math.factorial(4))
+    with pytest.raises(ConfigError, match="clip_len"):
+        PermutationHead(8, 9)
+    with pytest.raises(ConfigError, match="expects"):
+        head(torch.randn(5, 3, 8))

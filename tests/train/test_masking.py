@@ -1,0 +1,107 @@
+"""Block-wise mask generator: counts, rectangles, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from plstitch_eval.errors import ConfigError
+from plstitch_train.masking import BlockMaskGenerator, _Draws
+
+
+def test_defaults_follow_reference() -> None:
+    generator = BlockMaskGenerator()
+    assert generator.grid == (14, 14)
+    assert generator.min_num_patches == 16  # (min(H, W) // 3) ** 2
+    assert generator.max_aspect == pytest.approx(1 / 0.3)
+    mask = generator(0)
+    assert mask.dtype == torch.bool and mask.shape == (14, 14)
+
+
+def test_ratio_within_expected_range_over_many_draws() -> None:
+    generator = BlockMaskGenerator(ratio=0.3)
+    counts = np.array([int(generator(torch.Generator().manual_seed(i)).sum()) for i in range(300)])
+    target = 0.3 * 196
+    assert counts.max() <= int(target)  # never overshoots the target count
+    assert counts.min() >= 0.6 * target  # the algorithm gets close: blocks fill the remaining budget
+    assert abs(counts.mean() - target) < 0.08 * target
+
+
+def test_ratio_range_is_drawn_per_mask() -> None:
+    generator = BlockMaskGenerator(ratio=(0.1, 0.5))
+    counts = np.array([int(generator(seed).sum()) for seed in range(300)])
+    assert counts.max() <= int(0.5 * 196)
+    assert counts.min() < 0.2 * 196 and counts.max() > 0.4 * 196  # the ratio really varies
+    assert BlockMaskGenerator(ratio=0.0)(0).sum() == 0
+
+
+def test_each_block_is_a_filled_rectangle() -> None:
+    generator = BlockMaskGenerator(grid=(10, 12), ratio=0.5)
+    draws = _Draws(np.random.default_rng(5))
+    for _ in range(40):
+        mask = np.zeros(generator.grid, dtype=bool)
+        remaining = 0.5 * 120
+        while True:
+            before = mask.copy()
+            added = generator._place_block(mask, remaining, draws)
+            if added == 0:
+                assert (mask == before).all()
+                break
+            new = mask & ~before
+            assert new.sum() == added and 0 < added <= remaining
+            rows, cols = np.nonzero(new)
+            box = mask[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1]
+            assert box.all()  # the new cells lie inside one rectangle that is now fully masked
+            assert box.shape[0] < 10 and box.shape[1] < 12
+            remaining -= added
+
+
+def test_deterministic_with_a_seed_or_generator() -> None:
+    generator = BlockMaskGenerator()
+    assert torch.equal(generator(123), generator(123))
+    assert torch.equal(
+        generator(torch.Generator().manual_seed(7)), generator(torch.Generator().manual_seed(7))
+    )
+    assert torch.equal(generator(np.random.default_rng(9)), generator(np.random.default_rng(9)))
+    different = [generator(seed) for seed in range(5)]
+    assert any(not torch.equal(different[0], other) for other in different[1:])
+    torch.manual_seed(3)
+    first = generator()
+    torch.manual_seed(3)
+    assert torch.equal(first, generator())
+
+
+def test_batch_helper() -> None:
+    generator = BlockMaskGenerator(grid=(6, 8), ratio=0.4)
+    masks = generator.batch(16, generator=11)
+    assert masks.shape == (16, 6, 8) and masks.dtype == torch.bool
+    assert torch.equal(masks, generator.batch(16, generator=11))
+    assert len({tuple(m.flatten().tolist()) for m in masks}) > 1  # independent draws, not one mask repeated
+    assert (masks.flatten(1).sum(1) <= int(0.4 * 48)).all()
+    assert generator.batch(0).shape == (0, 6, 8)
+
+
+def test_max_num_patches_caps_each_block(monkeypatch) -> None:
+    generator = BlockMaskGenerator(grid=(14, 14), ratio=0.3, min_num_patches=4, max_num_patches=6)
+    added_per_block = []
+    place_block = BlockMaskGenerator._place_block
+
+    def recording(self, mask, remaining, draws):
+        added_per_block.append(place_block(self, mask, remaining, draws))
+        return added_per_block[-1]
+
+    monkeypatch.setattr(BlockMaskGenerator, "_place_block", recording)
+    total = int(generator(0).sum())
+    assert max(added_per_block) <= 6 and len(added_per_block) >= 58 // 6
+    assert total == sum(added_per_block) and 0.6 * 58.8 <= total <= 58
+
+
+def test_tiny_grid_and_bad_settings() -> None:
+    generator = BlockMaskGenerator(grid=(4, 4), ratio=0.3)
+    assert generator.min_num_patches == 1
+    assert 1 <= int(generator(0).sum()) <= 4
+    with pytest.raises(ConfigError, match="ratio"):
+        BlockMaskGenerator(ratio=1.5)
+    with pytest.raises(ConfigError, match="grid"):
+        BlockMaskGenerator(grid=(0, 4))

@@ -1,0 +1,142 @@
+"""push-to-hub with HfApi.create_repo / upload_folder patched: exact folder uploaded, no token leaks."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from huggingface_hub import HfApi, constants
+from safetensors.torch import load_file, save_file
+from typer.testing import CliRunner
+
+from plstitch_eval.cli import app
+from plstitch_eval.errors import PublishError
+from plstitch_train.export import export_model
+from plstitch_train.publish import list_upload_files, push_to_hub
+from tests.train.test_export import EXPECTED_FILES, make_results, make_run_dir
+
+SECRET = "hf_TESTsecretTOKEN0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def exported_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("publish")
+    run, _, _ = make_run_dir(root)
+    return export_model(run, root / "tiny-plstitch", [make_results(root / "knn.json")])
+
+
+@pytest.fixture
+def folder(exported_dir: Path, tmp_path: Path) -> Path:
+    """A private copy per test, so tests may add or break files."""
+    return Path(shutil.copytree(exported_dir, tmp_path / "tiny-plstitch"))
+
+
+@pytest.fixture
+def hub_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
+    """Record HfApi network calls; upload_folder snapshots the files it would send."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def create_repo(self: HfApi, **kwargs: Any) -> str:
+        calls.append(("create_repo", {**kwargs, "api_token": self.token}))
+        return f"https://huggingface.co/{kwargs['repo_id']}"
+
+    def upload_folder(self: HfApi, **kwargs: Any) -> Any:
+        root = Path(kwargs["folder_path"])
+        sent = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        calls.append(("upload_folder", {**kwargs, "api_token": self.token, "sent": sent}))
+        return "https://huggingface.co/me/tiny/commit/0123"
+
+    def unexpected(self: HfApi, **kwargs: Any) -> None:
+        raise AssertionError(f"unexpected network call with {kwargs}")
+
+    monkeypatch.setattr(HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+    monkeypatch.setattr(HfApi, "create_branch", unexpected)
+    return calls
+
+
+@pytest.fixture
+def no_login(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No token in the environment and an empty login cache (real huggingface_hub lookup)."""
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    token_path = tmp_path / "hf_home" / "token"
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(token_path))
+    return token_path
+
+
+def test_push_uploads_exactly_the_exported_folder(folder, hub_calls, monkeypatch, caplog) -> None:
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    caplog.set_level(logging.DEBUG)
+    result = CliRunner().invoke(
+        app, ["push-to-hub", str(folder), "--repo-id", "me/tiny", "--private", "--commit-message", "first"]
+    )
+    assert result.exit_code == 0, result.output
+    assert [name for name, _ in hub_calls] == ["create_repo", "upload_folder"]
+    repo = hub_calls[0][1]
+    assert repo["repo_id"] == "me/tiny" and repo["private"] is True and repo["exist_ok"] is True
+    upload = hub_calls[1][1]
+    assert Path(upload["folder_path"]) == folder
+    assert upload["revision"] == "main" and upload["commit_message"] == "first"
+    assert set(upload["allow_patterns"]) == EXPECTED_FILES
+    assert set(upload["sent"]) == EXPECTED_FILES
+    assert upload["sent"]["model.safetensors"] == (folder / "model.safetensors").read_bytes()
+    assert repo["api_token"] == SECRET and upload["api_token"] == SECRET
+    assert SECRET not in result.output and SECRET not in caplog.text
+    assert "commit/0123" in result.stdout
+
+
+def test_token_from_the_login_cache(folder, hub_calls, no_login) -> None:
+    no_login.parent.mkdir(parents=True)
+    no_login.write_text(SECRET)
+    result = push_to_hub(folder, "me/tiny")
+    assert result.commit_url and not result.dry_run
+    assert hub_calls[1][1]["api_token"] == SECRET
+
+
+def test_dry_run_lists_files_and_uploads_nothing(folder, hub_calls, no_login) -> None:
+    result = CliRunner().invoke(app, ["push-to-hub", str(folder), "--repo-id", "me/tiny", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert hub_calls == []
+    for item in list_upload_files(folder):
+        assert item.path in result.stdout
+    weights_kib = (folder / "model.safetensors").stat().st_size / 1024
+    assert f"{weights_kib:.1f} KiB" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["model.pth", "extra/optimizer.ckpt", "weights.bin"])
+def test_pickle_files_are_refused(folder, hub_calls, name) -> None:
+    target = folder / name
+    target.parent.mkdir(exist_ok=True)
+    torch.save({"w": torch.zeros(1)}, target)
+    with pytest.raises(PublishError, match=name.split("/")[-1]):
+        push_to_hub(folder, "me/tiny", token=SECRET)
+    result = CliRunner().invoke(app, ["push-to-hub", str(folder), "--repo-id", "me/tiny", "--dry-run"])
+    assert result.exit_code == 1 and "pickle" in result.output
+    assert hub_calls == []
+
+
+def test_missing_token_names_the_fix(folder, hub_calls, no_login) -> None:
+    with pytest.raises(PublishError, match="hf auth login.*HF_TOKEN"):
+        push_to_hub(folder, "me/tiny")
+    assert hub_calls == []
+
+
+def test_folder_that_does_not_load_is_refused(folder, hub_calls) -> None:
+    state = load_file(str(folder / "model.safetensors"))
+    state.pop("norm.weight")
+    save_file(state, str(folder / "model.safetensors"))
+    with pytest.raises(PublishError, match="does not load|does not match"):
+        push_to_hub(folder, "me/tiny", token=SECRET)
+    assert hub_calls == []
+
+
+def test_bad_repo_id_and_missing_folder(folder, tmp_path) -> None:
+    with pytest.raises(PublishError, match="ORG/NAME"):
+        push_to_hub(folder, "no-org", dry_run=True)
+    with pytest.raises(PublishError, match="not a folder"):
+        push_to_hub(tmp_path / "missing", "me/tiny", dry_run=True)

@@ -1,0 +1,93 @@
+"""Trainer: exact resume, output that load_encoder reads, checkpoints readable with weights_only, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from plstitch_eval.errors import TrainingError
+from plstitch_train.model import PLStitchModel
+from plstitch_train.presets import TrainConfig
+from plstitch_train.trainer import CHECKPOINT_NAME, load_checkpoint, train
+from tests.train.conftest import tiny_config
+
+STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def full_run(video_dir: Path, frame_cache: Path, tmp_path_factory: pytest.TempPathFactory):
+    """An uninterrupted 4-step run (2 epochs of 2 steps) with every branch on."""
+    config = tiny_config(video_dir, frame_cache, max_steps=STEPS)
+    return config, train(config, tmp_path_factory.mktemp("full"))
+
+
+def _model_state(run_dir: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(run_dir / CHECKPOINT_NAME)["model"]
+
+
+def test_resume_reproduces_uninterrupted_run_exactly(full_run, tmp_path: Path) -> None:
+    config, result = full_run
+    assert result.step == STEPS == result.total_steps
+    stopped = train(config, tmp_path, stop_after=1)  # "killed" after one step, mid-epoch
+    assert stopped.step == 1 and not (tmp_path / "backbone").exists()
+    resumed = train(resume=tmp_path / CHECKPOINT_NAME)
+    assert resumed.step == STEPS
+    expected, got = _model_state(result.out_dir), _model_state(tmp_path)
+    assert expected.keys() == got.keys()
+    for key in expected:
+        assert torch.equal(expected[key], got[key]), key
+    # the resumed run logged the same losses for the steps it ran
+    for before, after in zip(result.history[1:], resumed.history, strict=True):
+        assert before["loss"] == after["loss"]
+
+
+def test_checkpoint_holds_everything_and_loads_weights_only(full_run) -> None:
+    _, result = full_run
+    checkpoint = torch.load(result.out_dir / CHECKPOINT_NAME, map_location="cpu", weights_only=True)
+    assert {"config", "model", "optimizer", "scaler", "rng", "sampler", "step"} <= checkpoint.keys()
+    assert checkpoint["step"] == STEPS
+    assert checkpoint["sampler"] == {"epoch": 2, "batch": 0, "seed": 0}
+    assert set(checkpoint["rng"][0]) >= {"torch", "numpy", "python"}
+    assert TrainConfig.from_dict(checkpoint["config"]).max_steps == STEPS
+    log = [json.loads(line) for line in (result.out_dir / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(1, STEPS + 1))
+    assert {"vid", "mim", "jigsaw", "lr", "samples_per_s"} <= log[0].keys()
+    saved = json.loads((result.out_dir / "train_config.json").read_text())
+    assert saved == checkpoint["config"]
+
+
+def test_output_loads_with_load_encoder_and_matches_teacher(full_run) -> None:
+    from plstitch_eval.hub import load_encoder
+
+    config, result = full_run
+    model = PLStitchModel(config.replace(init=None))
+    model.load_state_dict(_model_state(result.out_dir))
+    teacher = model.teacher["backbone"].eval()
+    images = torch.randn(3, 3, config.img_size, config.img_size)
+    with torch.no_grad():
+        expected = teacher(images)[:, 0]
+    for spec in (result.out_dir, result.out_dir / "backbone"):
+        encoder = load_encoder(str(spec))
+        assert encoder.feature_dim == expected.shape[1]
+        with torch.no_grad():
+            torch.testing.assert_close(encoder(images), expected, rtol=1e-5, atol=1e-5)
+    from plstitch_eval.hub.temporal_head import load_temporal_head
+
+    head = load_temporal_head(result.out_dir / "backbone")
+    assert torch.equal(head.scorer[0].weight, model.student["temporal_head"].scorer[0].weight)
+
+
+def test_resume_rejects_a_file_that_is_not_a_checkpoint(tmp_path: Path) -> None:
+    bogus = tmp_path / CHECKPOINT_NAME
+    torch.save({"hello": torch.zeros(1)}, bogus)
+    with pytest.raises(TrainingError, match="not a plstitch training checkpoint"):
+        train(resume=bogus)
+
+
+def test_non_finite_loss_raises_training_error(video_dir: Path, frame_cache: Path, tmp_path: Path) -> None:
+    config = tiny_config(video_dir, frame_cache, base_lr=1e38, clip_grad=0.0, lambda_mim=0.0, lambda_jigsaw=0.0)
+    with pytest.raises(TrainingError, match="Non-finite loss"):
+        train(config, tmp_path)
