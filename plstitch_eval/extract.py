@@ -1,7 +1,8 @@
 """Frozen feature extraction: dataset adapter -> decoding workers -> encoder -> feature store.
 
-DataLoader workers each decode whole videos sequentially (resize on decode, centre crop, uint8) while the
-main process runs batched forwards; normalisation happens on the device. Each video is written atomically
+DataLoader workers each decode whole videos sequentially and prepare uint8 model crops (resize with the
+model's interpolation, or on decode with `resize_on_decode`; centre crop) while the main process runs batched
+forwards; normalisation happens on the device. Each video is written atomically
 as soon as its last frame is encoded, so a killed run leaves a consistent store that a rerun resumes.
 Under `torchrun` (RANK/WORLD_SIZE set) rank r takes videos[r::world_size] and rank 0 writes the manifest.
 
@@ -13,9 +14,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ from plstitch_eval.utils.console import console, logger, progress_bar
 from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision
 
 SUMMARY_ROWS = 30  # per-video rows shown in the end-of-run table; failures are always shown
+DIST_TIMEOUT = timedelta(hours=24)
 
 
 # --------------------------------------------------------------------------------------------- results
@@ -145,7 +148,9 @@ _INTERPOLATION = {
 
 def prepare_frame(image: np.ndarray, plan: FramePlan) -> torch.Tensor:
     """uint8 HWC frame -> uint8 [3,H,W] crop: resize the shorter side (unless done on decode), centre crop."""
-    chw = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)
+    with warnings.catch_warnings():  # PIL arrays are read-only; we only read them (resize/crop copy)
+        warnings.simplefilter("ignore", UserWarning)
+        chw = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)
     if not plan.resize_on_decode and min(chw.shape[1:]) != plan.resize:
         chw = tvf.resize(chw, [plan.resize], interpolation=_INTERPOLATION[plan.interpolation], antialias=True)
     height, width = chw.shape[1:]
@@ -287,7 +292,8 @@ def init_distributed(device: torch.device) -> DistInfo:
     owned = False
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend=backend)
+        # ranks with shorter shards wait at the final gather; the default 30 min timeout would kill them
+        dist.init_process_group(backend=backend, timeout=DIST_TIMEOUT)
         owned = True
     return DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, owned=owned)
 
@@ -484,11 +490,15 @@ def extract_features(
         raise ConfigError(f"--batch-size must be >= 1, got {batch_size}.")
     start = time.perf_counter()
     torch_device = resolve_device(device)
+    if (
+        torch_device.type == "cuda"
+        and torch_device.index is None
+        and int(os.environ.get("WORLD_SIZE", "1")) > 1
+    ):
+        torch_device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))  # one GPU per rank
+        torch.cuda.set_device(torch_device)
     dist_info = init_distributed(torch_device)
     try:
-        if torch_device.type == "cuda" and dist_info.active and torch_device.index is None:
-            torch_device = torch.device("cuda", dist_info.local_rank)
-            torch.cuda.set_device(torch_device)
         summary = _extract(
             _resolve_dataset(dataset, root),
             _resolve_encoder(encoder, torch_device),

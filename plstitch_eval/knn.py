@@ -70,6 +70,7 @@ def _search_torch(
     import torch
 
     dev = torch.device(device)
+    chunk_size = max(1, min(chunk_size, 2**28 // max(len(train), 1)))  # similarity block <= 1 GiB
     bank = torch.from_numpy(train).to(dev, non_blocking=True)
     sims = np.empty((len(queries), k), dtype=np.float32)
     idx = np.empty((len(queries), k), dtype=np.int64)

@@ -36,11 +36,23 @@ def _as_label_lists(
     preds: Sequence[np.ndarray] | np.ndarray,
     gts: Sequence[np.ndarray] | np.ndarray,
     videos: Sequence[str] | None = None,
-) -> tuple[list[np.ndarray], list[np.ndarray], list[str]]:
-    """Validate per-video label arrays (a single array counts as one video) and return int64 lists."""
+    bg_classes: Iterable = (),
+) -> tuple[list[np.ndarray], list[np.ndarray], list[str], list[int]]:
+    """Validate per-video label arrays (one flat array = one video); return int64 lists and background ids.
+
+    String labels (MS-TCN ground-truth files) are mapped to ids by sorted name, background names likewise.
+    """
     if isinstance(preds, np.ndarray) and preds.ndim == 1:
         preds, gts = [preds], [np.asarray(gts)]
-    preds, gts = list(preds), list(gts)
+    if len(preds) and np.ndim(preds[0]) == 0:  # one video given as a plain list of labels
+        preds, gts = [np.asarray(preds)], [np.asarray(gts)]
+    preds, gts = [np.asarray(x) for x in preds], [np.asarray(x) for x in gts]
+    bg = list(bg_classes)
+    if any(x.dtype.kind not in "iub" for x in preds + gts if x.size):
+        vocab = np.unique(np.concatenate([x.astype(str) for x in preds + gts]))
+        preds = [np.searchsorted(vocab, x.astype(str)) for x in preds]
+        gts = [np.searchsorted(vocab, x.astype(str)) for x in gts]
+        bg = [int(np.searchsorted(vocab, str(b))) for b in bg if str(b) in set(vocab.tolist())]
     names = list(videos) if videos is not None else [f"#{i}" for i in range(len(gts))]
     if len(preds) != len(gts) or len(names) != len(gts):
         raise EvaluationError(
@@ -57,13 +69,13 @@ def _as_label_lists(
             )
         out_p.append(p.astype(np.int64, copy=False))
         out_g.append(g.astype(np.int64, copy=False))
-    return out_p, out_g, names
+    return out_p, out_g, names, [int(b) for b in bg]
 
 
 # ----------------------------------------------------------------------------------------- frame metrics
 def frame_accuracy(preds, gts) -> float:
     """Percentage of labelled frames (gt >= 0) predicted correctly, pooled over all videos."""
-    p, g, _ = _as_label_lists(preds, gts)
+    p, g, _, _ = _as_label_lists(preds, gts)
     p, g = np.concatenate(p) if p else np.zeros(0, int), np.concatenate(g) if g else np.zeros(0, int)
     keep = g >= 0
     if not keep.any():
@@ -96,7 +108,7 @@ def _macro_from_confusion(conf: np.ndarray) -> dict[str, np.ndarray]:
 
 def confusion_matrices(preds, gts, num_classes: int | None = None) -> np.ndarray:
     """Per-video confusion matrices [V, C, C] (rows = GT, cols = prediction), frames with gt < 0 dropped."""
-    p, g, names = _as_label_lists(preds, gts)
+    p, g, names, _ = _as_label_lists(preds, gts)
     lengths = np.array([len(x) for x in g], dtype=np.int64)
     flat_p = np.concatenate(p) if p else np.zeros(0, np.int64)
     flat_g = np.concatenate(g) if g else np.zeros(0, np.int64)
@@ -116,7 +128,7 @@ def frame_metrics(preds, gts, num_classes: int | None = None, videos: Sequence[s
 
     Returns ``{"metrics": {...}, "per_video": {video: {"accuracy", "macro_f1", ...}}}``.
     """
-    p, g, names = _as_label_lists(preds, gts, videos)
+    p, g, names, _ = _as_label_lists(preds, gts, videos)
     for name, gt in zip(names, g, strict=True):
         if not (gt >= 0).any():
             raise EvaluationError(
@@ -188,8 +200,9 @@ def segment_counts(
     last_end: str = "exclusive",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-video TP, FP, FN at one IoU threshold with MS-TCN's greedy best-IoU matching."""
-    p, g, _ = _as_label_lists(preds, gts)
-    bg = list(bg_classes)
+    if not 0 < overlap <= 1:
+        raise EvaluationError(f"IoU threshold must be in (0, 1], got {overlap}.")
+    p, g, _, bg = _as_label_lists(preds, gts, bg_classes=bg_classes)
     pv, pl, ps, pe = _segments(p, bg, last_end)
     gv, gl, gs, ge = _segments(g, bg, last_end)
     n_videos = len(g)
@@ -281,8 +294,7 @@ def edit_scores(
     preds_list, gts_list, bg_classes: Iterable[int] = (), last_end: str = "exclusive"
 ) -> np.ndarray:
     """Per-video Edit score in percent: (1 - lev(P, Y) / max(|P|, |Y|)) * 100 over segment labels."""
-    p, g, _ = _as_label_lists(preds_list, gts_list)
-    bg = list(bg_classes)
+    p, g, _, bg = _as_label_lists(preds_list, gts_list, bg_classes=bg_classes)
     pv, pl, _, _ = _segments(p, bg, last_end)
     gv, gl, _, _ = _segments(g, bg, last_end)
     n = len(g)
@@ -307,8 +319,7 @@ def segment_metrics(
     last_end: str = "exclusive",
 ) -> dict:
     """Edit and F1@k (keys ``edit``, ``f1@10`` ...), pooled as MS-TCN does, plus per-video values."""
-    p, g, names = _as_label_lists(preds_list, gts_list, videos)
-    bg = list(bg_classes)
+    p, g, names, bg = _as_label_lists(preds_list, gts_list, videos, bg_classes)
     edits = edit_scores(p, g, bg, last_end)
     metrics: dict[str, float] = {"edit": float(np.mean(edits)) if len(edits) else float("nan")}
     per_video: dict[str, dict[str, float]] = {

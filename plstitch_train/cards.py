@@ -16,6 +16,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from plstitch_eval.errors import ConfigError
+from plstitch_eval.hub.registry import get_model_entry
 from plstitch_eval.utils.io import write_text_atomic
 
 MODEL_CARDS_DIR = Path(__file__).resolve().parents[1] / "model_cards"
@@ -67,6 +68,7 @@ class CardInfo:
     provenance: dict[str, str] = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
     base_model: str | None = None
+    model_citation: str = ""
 
 
 def load_paper_results(path: str | Path = PAPER_RESULTS_PATH) -> dict[str, Any]:
@@ -239,9 +241,7 @@ def render_card(info: CardInfo, template_path: str | Path = TEMPLATE_PATH) -> Mo
         reported_table=reported_table(info.reported) if info.reported else "",
         reported_note=info.reported_note,
         citation=paper["bibtex"],
-        extra_citation_note=""
-        if info.title.startswith("PL-Stitch")
-        else " and the original work of this model",
+        model_citation=info.model_citation,
     )
 
 
@@ -254,39 +254,50 @@ def _reference_info(model: dict[str, Any], data: dict[str, Any]) -> CardInfo:
         if method and row["method"] == method and (datasets is None or row["dataset"] in datasets)
     ]
     describes = bool(model.get("numbers_describe_this_checkpoint"))
-    if model.get("repo_id") and not model.get("filename"):
-        spec = f"hf-hub:{model['repo_id']}"
-        usage = f'import timm\nmodel = timm.create_model("{spec}", pretrained=True, num_classes=0)'
+    entry = get_model_entry(model["name"])  # weights location, license and citation live in the registry
+    usage = f'from plstitch_eval.hub import load_encoder\nencoder = load_encoder("{entry.name}")'
+    if entry.converter == "timm" and entry.repo_id:
+        spec = f"hf-hub:{entry.repo_id}"
+        usage += "\n# or plain timm\nimport timm\n"
+        usage += f'model = timm.create_model("{spec}", pretrained=True, num_classes=0)'
+    if entry.data_config is None:
+        preprocessing = "as in the source's timm config"
     else:
-        usage = f'from plstitch_eval.hub import load_encoder\nencoder = load_encoder("{model["name"]}")'
-    source = None
-    if model.get("repo_id"):
-        source = f"`{model['repo_id']}`" + (f" / `{model['filename']}`" if model.get("filename") else "")
+        cfg = entry.data_config
+        preprocessing = (
+            f"resize shorter side {cfg.resize_size} ({cfg.interpolation}), centre crop {cfg.crop_size[0]}, "
+            f"mean {list(cfg.mean)}, std {list(cfg.std)}"
+        )
     tables = ", ".join(sorted({row["table"] for row in rows}))
     venue = data["paper"]["venue"]
     note = f"Numbers **as reported by the PL-Stitch paper** ({venue}, {tables}), not re-measured by plstitch."
     if model.get("note"):
         note += " " + model["note"]
-    is_convnext = "ConvNeXt" in model["architecture"]
+    missing = "plstitch has measured nothing for this checkpoint yet; "
+    if rows:
+        missing += "the paper's numbers below are for a different model and are shown for reference only."
+    else:
+        missing += "the paper reports no numbers for it."
     return CardInfo(
         model_name=model["name"],
         title=model["title"],
         description=model["description"],
         architecture=model["architecture"],
-        feature="globally pooled features" if is_convnext else "CLS token after the final norm",
-        preprocessing="resize shorter side 256 (bicubic), centre crop 224, ImageNet mean/std",
+        feature=f"{entry.feature_dim}-d "
+        + ("globally pooled features" if entry.converter == "convnext" else "CLS token after the final norm"),
+        preprocessing=preprocessing,
         usage=usage,
-        license=model["license"],
+        license=entry.license.lower(),
         pretraining_data=model["pretraining_data"],
         training_data=f"Pretraining data: {model['pretraining_data']}.",
         eval_results=eval_results_from_paper(rows, data["paper"]) if describes else [],
         eval_note=note,
-        no_results_note="plstitch has measured nothing for this checkpoint yet; the paper's numbers below "
-        "are for a different model and are shown for reference only.",
+        no_results_note=missing,
         reported=[] if describes else rows,
         reported_note=note,
-        source=source,
+        source=f"`{entry.source}`",
         tags=["reference"],
+        model_citation="" if model.get("paper_method") == "PL-Stitch" else entry.citation,
     )
 
 

@@ -11,6 +11,7 @@ from plstitch_eval.utils.console import console
 
 
 def export(
+    ctx: typer.Context,
     source: Annotated[Path, typer.Argument(help="Training run directory or its checkpoint (last.ckpt).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to create (timm format + README.md).")],
     results: Annotated[
@@ -23,11 +24,19 @@ def export(
     repo_id: Annotated[str | None, typer.Option(help="ORG/NAME used in the card's usage snippet.")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
 ) -> None:
-    """Export a trained backbone as a folder plain timm loads, with temporal head, metadata and model card."""
+    """Export a trained backbone as a folder plain timm loads, with temporal head, metadata and model card.
+
+    `--results results/*.json` works as the shell expands it: the extra file names count as results too.
+    """
+    from plstitch_eval.errors import ConfigError
     from plstitch_train.export import ExportOptions, export_model
 
+    if ctx.args and not results:
+        raise ConfigError(f"Unexpected arguments {ctx.args}; pass results files after --results.")
+    results = [*(results or []), *(Path(arg) for arg in ctx.args)]
+
     options = ExportOptions(model_name=model_name, license=card_license, repo_id=repo_id, overwrite=overwrite)
-    folder = export_model(source, out, results or [], options)
+    folder = export_model(source, out, results, options)
     console.print(
         f"Exported to {folder}; load it with timm.create_model('local-dir:{folder}', pretrained=True)"
     )
@@ -60,5 +69,5 @@ def push_to_hub(
 
 def register(app: typer.Typer) -> None:
     """Add `export` and `push-to-hub` to the top-level app."""
-    app.command("export")(export)
+    app.command("export", context_settings={"allow_extra_args": True})(export)
     app.command("push-to-hub")(push_to_hub)

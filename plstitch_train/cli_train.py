@@ -11,6 +11,7 @@ import typer
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import logger
+from plstitch_train.presets import TrainConfig
 
 _PRESET_HELP = "Preset: paper-vitb16, ablation-vits16 or tiny-cpu."
 
@@ -21,6 +22,9 @@ def train(
     root: Annotated[Path | None, typer.Option("--root", help="Dataset folder.")] = None,
     split: Annotated[str | None, typer.Option("--split", help="Dataset split to train on.")] = None,
     preset: Annotated[str, typer.Option("--preset", help=_PRESET_HELP)] = "paper-vitb16",
+    config_file: Annotated[
+        Path | None, typer.Option("--config", help="Start from a train_config.json instead of --preset.")
+    ] = None,
     init: Annotated[str | None, typer.Option("--init", help="Initial backbone: any encoder spec.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Run folder.")] = None,
     resume: Annotated[
@@ -92,7 +96,8 @@ def train(
             raise ConfigError("--out is required (the run folder), unless --resume is given.")
         if context_seconds is not None and None in context_seconds:
             context_seconds = None
-        config = get_preset(preset).replace(
+        base = _read_config(config_file) if config_file is not None else get_preset(preset)
+        config = base.replace(
             data=_str(data),
             dataset=dataset,
             root=_str(root),
@@ -121,6 +126,14 @@ def train(
     summary["final"] = {k: v for k, v in last.items() if k in ("loss", "vid", "mim", "jigsaw")}
     if int(os.environ.get("RANK", "0")) == 0:
         typer.echo(json.dumps(summary))
+
+
+def _read_config(path: Path) -> TrainConfig:
+    """A TrainConfig from a train_config.json (e.g. one a previous run wrote)."""
+    try:
+        return TrainConfig.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"--config {path}: cannot read a training config: {exc}") from exc
 
 
 def _str(path: Path | None) -> str | None:

@@ -298,7 +298,9 @@ def _card_info(
         ),
         usage=usage,
         license=options.license,
-        pretraining_data=str(summary.get("dataset", "see the training configuration")),
+        pretraining_data=str(
+            summary.get("dataset") or summary.get("data") or "see the training configuration"
+        ),
         training_data=training_data,
         training_config=train_config or None,
         eval_results=eval_results_from_results(results),

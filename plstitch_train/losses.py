@@ -109,7 +109,7 @@ def pairwise_ranking_loss(
     k = ranked.shape[1]
     upper = torch.ones(k, k, dtype=torch.bool, device=ranked.device).triu(1)
     pair_valid = upper & valid.unsqueeze(2) & valid.unsqueeze(1)
-    hinge = torch.clamp(margin - diff, min=0) * pair_valid
+    hinge = torch.where(pair_valid, torch.clamp(margin - diff, min=0), torch.zeros_like(diff))
     n_pairs = pair_valid.sum((1, 2))
     if reduction == "mean_items":
         return hinge.sum() / n_pairs.sum().clamp(min=1)
@@ -183,7 +183,7 @@ def permutation_classification_loss(
     n_classes = logits.shape[-1]
     if math.factorial(_inverse_factorial(n_classes)) != n_classes:
         raise ConfigError(f"permutation logits must have k! classes, got {n_classes}")
-    return F.cross_entropy(logits.float(), target_perm_index.to(logits.device).long(), reduction=reduction)
+    return F.cross_entropy(_upcast(logits), target_perm_index.to(logits.device).long(), reduction=reduction)
 
 
 def _inverse_factorial(n: int) -> int:
@@ -194,6 +194,11 @@ def _inverse_factorial(n: int) -> int:
 
 
 # --- iBOT loss ---
+
+
+def _upcast(x: Tensor) -> Tensor:
+    """Half/bfloat16 -> float32 for softmax and centring; float32/64 unchanged."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
 def teacher_temperature_schedule(
@@ -297,20 +302,19 @@ class IBOTLoss(nn.Module):
                 f"{student_patch.shape[1]} patches"
             )
         temp, temp_patch = self.temperatures(epoch)
-        s_cls = (student_cls.float() / self.student_temp).chunk(n_views)
-        s_patch = (student_patch.float() / self.student_temp).chunk(n_views)
-        t_cls = F.softmax((teacher_cls.float() - self.center) / temp, dim=-1).detach().chunk(n_views)
+        s_cls = (_upcast(student_cls) / self.student_temp).chunk(n_views)
+        s_patch = (_upcast(student_patch) / self.student_temp).chunk(n_views)
+        t_cls = F.softmax((_upcast(teacher_cls) - self.center) / temp, dim=-1).detach().chunk(n_views)
         t_patch = (
-            F.softmax((teacher_patch.float() - self.center2) / temp_patch, dim=-1).detach().chunk(n_views)
+            F.softmax((_upcast(teacher_patch) - self.center2) / temp_patch, dim=-1).detach().chunk(n_views)
         )
         masks = student_masks.flatten(1).to(student_patch.device).float().chunk(n_views)
         if student_local_cls is not None:
-            s_cls = s_cls + (student_local_cls.float() / self.student_temp).chunk(
+            s_cls = s_cls + (_upcast(student_local_cls) / self.student_temp).chunk(
                 student_local_cls.shape[0] // (rows // n_views)
             )
 
-        cls_total = student_cls.new_zeros((), dtype=torch.float32)
-        patch_total = student_cls.new_zeros((), dtype=torch.float32)
+        cls_total = patch_total = torch.zeros((), dtype=s_cls[0].dtype, device=student_cls.device)
         n_cls_terms = n_patch_terms = 0
         for a in range(n_views):
             for b in range(len(s_cls)):
@@ -333,8 +337,8 @@ class IBOTLoss(nn.Module):
     def update_center(self, teacher_cls: Tensor, teacher_patch: Tensor) -> None:
         """EMA of the teacher's mean CLS output and mean (over patches, then images) patch output."""
         world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-        cls_sum = teacher_cls.float().sum(0, keepdim=True)
-        patch_sum = teacher_patch.float().mean(1).sum(0, keepdim=True).unsqueeze(1)
+        cls_sum = _upcast(teacher_cls).sum(0, keepdim=True)
+        patch_sum = _upcast(teacher_patch).mean(1).sum(0, keepdim=True).unsqueeze(1)
         if world > 1:
             dist.all_reduce(cls_sum)
             dist.all_reduce(patch_sum)

@@ -13,6 +13,7 @@ from pathlib import Path
 import timm
 import torch
 from huggingface_hub import HfApi, get_token
+from huggingface_hub.errors import HfHubHTTPError
 from safetensors.torch import load_file
 
 from plstitch_eval.errors import PlstitchError, PublishError
@@ -132,18 +133,26 @@ def push_to_hub(
     check_folder_loads(folder)
     if dry_run:
         return PushResult(repo_id, revision, files, None, dry_run=True)
-    api = HfApi(token=resolve_token(token))
-    api.create_repo(repo_id=repo_id, repo_type="model", private=private, exist_ok=True)
-    if revision != "main":
-        api.create_branch(repo_id=repo_id, branch=revision, repo_type="model", exist_ok=True)
-    commit = api.upload_folder(
-        repo_id=repo_id,
-        folder_path=str(folder),
-        repo_type="model",
-        revision=revision,
-        commit_message=commit_message or f"Upload PL-Stitch model ({len(files)} files)",
-        allow_patterns=[item.path for item in files],
-    )
+    token = resolve_token(token)
+    api = HfApi(token=token)
+    try:
+        api.create_repo(repo_id=repo_id, repo_type="model", private=private, exist_ok=True)
+        if revision != "main":
+            api.create_branch(repo_id=repo_id, branch=revision, repo_type="model", exist_ok=True)
+        commit = api.upload_folder(
+            repo_id=repo_id,
+            folder_path=str(folder),
+            repo_type="model",
+            revision=revision,
+            commit_message=commit_message or f"Upload PL-Stitch model ({len(files)} files)",
+            allow_patterns=[item.path for item in files],
+        )
+    except (HfHubHTTPError, OSError, ValueError) as exc:
+        message = str(exc).replace(token, "***")
+        raise PublishError(
+            f"Upload of {folder} to {repo_id}@{revision} failed: {message}. Check that the token has write "
+            "access to the organisation and that you are online."
+        ) from None
     commit_url = getattr(commit, "commit_url", None) or str(commit)
     logger.info("Uploaded %d files to %s@%s", len(files), repo_id, revision)
     return PushResult(repo_id, revision, files, commit_url, dry_run=False)

@@ -126,7 +126,7 @@ def restore_rng(state: dict[str, Any], device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
-def _seed_everything(seed: int) -> None:
+def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)
     random.seed(seed)
@@ -265,7 +265,7 @@ def _run(
         write_json_atomic(out_dir / CONFIG_NAME, config.to_dict())
     store = _frame_store(config, out_dir, info)
 
-    _seed_everything(config.seed)  # identical initial weights on every rank
+    seed_everything(config.seed)  # identical initial weights on every rank
     model = PLStitchModel(config).to(device)
     probe_grid = model.student["backbone"].grid_size
     dataset = TrainDataset(
@@ -314,7 +314,7 @@ def _run(
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
 
     step = 0
-    _seed_everything(config.seed + 1 + info.rank)  # drop path / dropout differ per rank
+    seed_everything(config.seed + 1 + info.rank)  # drop path / dropout differ per rank
     if checkpoint is not None:
         step = _restore(checkpoint, model, optimizer, scaler, sampler, info, device)
 

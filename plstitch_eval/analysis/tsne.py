@@ -25,6 +25,7 @@ class TsneConfig:
     split: str = "test"
     max_points: int = 5000
     seed: int = 0
+    threads: int = 0
     out: Path = Path("figs")
     name: str = "tsne"
 
@@ -99,6 +100,8 @@ def plot_tsne(
 
 def run_tsne(config: TsneConfig) -> tuple[Path, Path, dict[str, Any]]:
     """Sample frames of a store split, cluster and embed them, draw and save the panels."""
+    from threadpoolctl import threadpool_limits
+
     from plstitch_eval.metrics import clustering_scores
     from plstitch_eval.utils.console import logger
 
@@ -107,11 +110,13 @@ def run_tsne(config: TsneConfig) -> tuple[Path, Path, dict[str, Any]]:
     feats, labels, videos, class_names = load_points(config.features, config.split)
     idx = subsample(len(feats), config.max_points, config.seed)
     feats, labels = feats[idx], labels[idx]
-    scores = clustering_scores(feats, labels, seed=config.seed)
-    embeddings = {}
-    for p in config.perplexities:
-        logger.info("t-SNE of %d points, perplexity %g", len(feats), p)
-        embeddings[float(p)] = embed(feats, p, config.seed)
+    # OpenMP spin-waiting makes Barnes-Hut t-SNE many times slower on busy machines; let the user cap threads
+    with threadpool_limits(limits=config.threads or None):
+        scores = clustering_scores(feats, labels, seed=config.seed)
+        embeddings = {}
+        for p in config.perplexities:
+            logger.info("t-SNE of %d points, perplexity %g", len(feats), p)
+            embeddings[float(p)] = embed(feats, p, config.seed)
     title = f"t-SNE of {Path(config.features).name} ({config.split}, {len(feats)} frames)"
     fig = plot_tsne(embeddings, labels, class_names, scores, title)
     data = {

@@ -173,6 +173,7 @@ def tsne(
         int, typer.Option("--max-points", help="Random sample of frames (0 = all).")
     ] = 5000,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    threads: Annotated[int, typer.Option("--threads", help="CPU threads for t-SNE/k-means (0 = all).")] = 0,
     out: OutOpt = Path("figs"),
     name: NameOpt = None,
 ) -> None:
@@ -185,6 +186,7 @@ def tsne(
         split=split,
         max_points=max_points,
         seed=seed,
+        threads=threads,
         out=out,
         name=name or "tsne",
     )

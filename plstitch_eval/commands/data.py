@@ -29,7 +29,7 @@ def datasets() -> None:
         module_doc = (__import__(cls.__module__, fromlist=["_"]).__doc__ or "").strip().splitlines()
         table.add_row(
             name,
-            str(len(cls.class_names)),
+            str(len(cls.class_names)) if cls.class_names else "from its files",
             f"{cls.native_fps:g}",
             f"{cls.default_eval_fps:g}",
             ", ".join(cls.split_schemes),
@@ -109,24 +109,32 @@ def extract(
     from plstitch_eval.extract import extract_features, print_summary
     from plstitch_eval.hub import load_encoder
 
-    adapter = get_dataset(dataset, root=root)
     encoder = load_encoder(model or default_model(dataset), revision=revision, trust_pickle=trust_pickle)
-    summary = extract_features(
-        adapter,
-        encoder,
-        out,
-        fps=fps,
-        batch_size=batch_size,
-        num_workers=num_workers,
-        device=device,
-        precision=precision,
-        overwrite=overwrite,
-        fail_fast=fail_fast,
-        videos=[v.strip() for v in videos.split(",") if v.strip()] if videos else None,
-        split=split,
-        split_scheme=split_scheme,
-        resize_on_decode=resize_on_decode,
-    )
+    adapter = get_dataset(dataset, root=root)
+    try:
+        summary = extract_features(
+            adapter,
+            encoder,
+            out,
+            fps=fps,
+            batch_size=batch_size,
+            num_workers=num_workers,
+            device=device,
+            precision=precision,
+            overwrite=overwrite,
+            fail_fast=fail_fast,
+            videos=[v.strip() for v in videos.split(",") if v.strip()] if videos else None,
+            split=split,
+            split_scheme=split_scheme,
+            resize_on_decode=resize_on_decode,
+        )
+    except KeyboardInterrupt:
+        console.print(
+            f"[yellow]interrupted:[/yellow] {out} holds every video finished so far; "
+            "rerun the same command to resume.",
+            highlight=False,
+        )
+        raise typer.Exit(code=130) from None
     if summary.rank != 0:
         raise typer.Exit(code=0 if summary.ok else 1)
     print_summary(summary)

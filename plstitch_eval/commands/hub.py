@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -20,9 +20,12 @@ def register(app: typer.Typer) -> None:
 
 
 def models(
-    as_json: Annotated[bool, typer.Option("--json", help="Print the registry as JSON instead of a table.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the registry as JSON instead of a table.")
+    ] = False,
     cache_dir: Annotated[
-        Optional[Path], typer.Option("--cache-dir", help="Hugging Face cache to check (default: HF_HUB_CACHE).")
+        Path | None,
+        typer.Option("--cache-dir", help="Hugging Face cache to check (default: HF_HUB_CACHE)."),
     ] = None,
 ) -> None:
     """List the named encoders: architecture, feature dim, source, license and whether they are cached."""
@@ -59,10 +62,12 @@ def models(
 
 
 def download(
-    name: Annotated[str, typer.Argument(help="Registry name (see `plstitch models`) or hf-hub:ORG/NAME[/FILE].")],
-    revision: Annotated[Optional[str], typer.Option("--revision", help="Branch, tag or commit.")] = None,
+    name: Annotated[
+        str, typer.Argument(help="Registry name (see `plstitch models`) or hf-hub:ORG/NAME[/FILE].")
+    ],
+    revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit.")] = None,
     cache_dir: Annotated[
-        Optional[Path], typer.Option("--cache-dir", help="Hugging Face cache dir (default: HF_HUB_CACHE).")
+        Path | None, typer.Option("--cache-dir", help="Hugging Face cache dir (default: HF_HUB_CACHE).")
     ] = None,
 ) -> None:
     """Fetch a model's weights into the Hugging Face cache so it later loads offline."""
@@ -71,5 +76,12 @@ def download(
     files = download_model(name, revision=revision, cache_dir=cache_dir)
     for hub_file in files:
         console.print(f"[green]cached[/green] {hub_file.repo_id}/{hub_file.filename} @ {hub_file.commit}")
-    typer.echo(json.dumps({"name": name, "files": [str(f.path) for f in files],
-                           "commit": files[0].commit if files else None}))
+    typer.echo(
+        json.dumps(
+            {
+                "name": name,
+                "files": [str(f.path) for f in files],
+                "commit": files[0].commit if files else None,
+            }
+        )
+    )

@@ -1,0 +1,1 @@
+"""Data: video decoding (`video`), dataset adapters (`datasets`) and the synthetic dataset (`synthetic`)."""

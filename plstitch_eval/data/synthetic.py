@@ -1,13 +1,14 @@
 """A deterministic synthetic procedural dataset in the Cholec80 layout (real MP4s, no download).
 
-Each video runs through the 7 Cholec80 phases in order with random durations. Temporal order matters by design:
-phases 1/2 (CalotTriangleDissection / ClippingCutting) and 5/6 (CleaningCoagulation / GallbladderRetraction) are
-drawn from the *same* appearance distribution, so a single frame cannot tell them apart by the tool; only a slowly
-evolving global state - an organ that shrinks and a tissue colour that drifts with the procedure's progress -
-reveals where in the procedure a frame lies. Camera jitter, pixel noise, flicker and per-video colours/positions
-keep frame-wise shortcuts out. Frames are synthesised with vectorised numpy, encoded with libx264 (mpeg4 if
-unavailable) at 25 fps, and cached in ``$PLSTITCH_CACHE`` (else ``$XDG_CACHE_HOME/plstitch``, else
-``~/.cache/plstitch``) under ``synthetic-v1-<hash of parameters>``, written to a temporary folder then renamed.
+Each video runs through the 7 Cholec80 phases in order with random durations. Temporal order matters by
+design: phases 1/2 (CalotTriangleDissection / ClippingCutting) and 5/6 (CleaningCoagulation /
+GallbladderRetraction) are drawn from the *same* appearance distribution, so a single frame cannot tell them
+apart by the tool; only a slowly evolving global state - an organ that shrinks and a tissue colour that drifts
+with the procedure's progress - reveals where in the procedure a frame lies. Camera jitter, pixel noise,
+flicker and per-video colours/positions keep frame-wise shortcuts out. Frames are synthesised with vectorised
+numpy, encoded with libx264 (mpeg4 if unavailable) at 25 fps, and cached in ``$PLSTITCH_CACHE`` (else
+``$XDG_CACHE_HOME/plstitch``, else ``~/.cache/plstitch``) under ``synthetic-v1-<hash of parameters>``, written
+to a temporary folder then renamed.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ PHASES = [
 PHASE_SHARES = np.array([0.06, 0.30, 0.14, 0.22, 0.08, 0.12, 0.08])
 TOOL_OF_PHASE = [None, "grasper", "grasper", "hook", "grasper", "irrigator", "irrigator"]
 PARAMS_FILE = "params.json"
-CHUNK = 256  # frames rendered at once
+CHUNK = 64  # frames rendered at once
 JITTER = 3  # max camera shake in pixels
 NOISE_BANK = 61  # pre-drawn noise frames, picked at random per frame
 BAG_COLOUR = np.array([230, 220, 180], np.float32)
@@ -181,6 +182,8 @@ class _Scene:
         self.organ_centre = rng.uniform(0.35, 0.65, 2) * size
         self.organ_distance = np.hypot(xx - self.organ_centre[0], yy - self.organ_centre[1])
         self.organ_radius = rng.uniform(0.22, 0.3) * size
+        low, high = self.organ_centre.min() - self.organ_radius, self.organ_centre.max() + self.organ_radius
+        self.organ_box = slice(max(0, int(low) - JITTER - 2), min(size, int(high) + JITTER + 3))  # y and x
         self.organ_colour = rng.uniform([60, 120, 50], [110, 170, 90]).astype(np.float32)
         bag_centre = self.organ_centre + np.array([0.15 * size, -0.1 * size])
         self.bag = np.clip(0.5 - (np.hypot(xx - bag_centre[0], yy - bag_centre[1]) - 0.16 * size), 0, 1)
@@ -198,35 +201,48 @@ class _Scene:
         """Composite background, organ, bag and tool for frames `ids`, add noise; uint8 RGB."""
         size = self.size
         offsets = np.arange(size)
-        rows = (offsets[None, :] + JITTER + self.jitter[ids, 1, None])[:, :, None]
-        cols = (offsets[None, :] + JITTER + self.jitter[ids, 0, None])[:, None, :]
-        u = self.progress[ids, None, None, None]
-        image = self.background[rows, cols] + u * self.drift
+        image = np.empty((len(ids), size, size, 3), np.float32)
+        distance = np.empty((len(ids), size, size), np.float32)
+        bag = np.empty((len(ids), size, size), np.float32)
+        for b, (dx, dy) in enumerate(self.jitter[ids] + JITTER):  # camera shake = shifted crop
+            image[b] = self.background[dy : dy + size, dx : dx + size]
+            distance[b] = self.organ_distance[dy : dy + size, dx : dx + size]
+            bag[b] = self.bag[dy : dy + size, dx : dx + size]
+        image += self.progress[ids, None, None, None] * self.drift
         radius = self.organ_radius * (1.0 - 0.55 * self.progress[ids])
-        organ = np.clip(0.5 - (self.organ_distance[rows, cols] - radius[:, None, None]), 0.0, 1.0)
-        image = _blend(image, organ, self.organ_colour)
+        box = self.organ_box
+        organ = np.clip(0.5 - (distance[:, box, box] - radius[:, None, None]), 0.0, 1.0)
+        image[:, box, box] = _blend(image[:, box, box], organ, self.organ_colour)
         phases = self.phases[ids]
         packaging = np.flatnonzero(phases == 4)
         if len(packaging):
-            image[packaging] = _blend(
-                image[packaging], self.bag[rows[packaging], cols[packaging]], BAG_COLOUR
-            )
+            image[packaging] = _blend(image[packaging], bag[packaging], BAG_COLOUR)
         tools = np.array([TOOL_OF_PHASE[p] or "" for p in phases])
         for tool, (colour, width) in TOOL_LOOKS.items():
             sel = np.flatnonzero(tools == tool)
             if not len(sel):
                 continue
-            x = (offsets[None, None, :] + self.jitter[ids[sel], 0, None, None]).astype(np.float32)
-            y = (offsets[None, :, None] + self.jitter[ids[sel], 1, None, None]).astype(np.float32)
             tips = self.tool_tip[ids[sel]]
-            part = _blend(image[sel], _segment(x, y, self.tool_base[tool], tips, width), colour)
+            ys, xs = _box(self.tool_base[tool], tips, width + JITTER + 3, size)
+            x = (offsets[None, None, xs] + self.jitter[ids[sel], 0, None, None]).astype(np.float32)
+            y = (offsets[None, ys, None] + self.jitter[ids[sel], 1, None, None]).astype(np.float32)
+            part = image[sel, ys, xs]
+            part = _blend(part, _segment(x, y, self.tool_base[tool], tips, width), colour)
             if tool == "hook":  # bright cautery tip
                 spark = np.clip(2.5 - np.hypot(x - tips[:, 0, None, None], y - tips[:, 1, None, None]), 0, 1)
                 part = _blend(part, spark, SPARK_COLOUR)
-            image[sel] = part
+            image[sel, ys, xs] = part
         image *= self.flicker[ids, None, None, None]
         image += self.noise_bank[self.noise_pick[ids]]
         return np.clip(image, 0, 255).astype(np.uint8)
+
+
+def _box(start: np.ndarray, ends: np.ndarray, margin: float, size: int) -> tuple[slice, slice]:
+    """(rows, cols) slices of the image covering segments from `start` to every end, plus `margin`."""
+    points = np.vstack([start[None], ends])
+    low = np.clip(np.floor(points.min(axis=0) - margin), 0, size).astype(int)
+    high = np.clip(np.ceil(points.max(axis=0) + margin) + 1, 0, size).astype(int)
+    return slice(low[1], high[1]), slice(low[0], high[0])
 
 
 def _segment(x: np.ndarray, y: np.ndarray, start: np.ndarray, ends: np.ndarray, width: float) -> np.ndarray:
@@ -245,7 +261,7 @@ def _blend(image: np.ndarray, alpha: np.ndarray, colour: np.ndarray) -> np.ndarr
 
 
 class _Encoder:
-    """Write uint8 RGB frames to an MP4 at a constant rate (libx264 single-threaded for reproducible bytes)."""
+    """Write uint8 RGB frames to an MP4 at a constant rate (single-threaded x264: reproducible bytes)."""
 
     def __init__(self, path: Path, size: int, fps: int) -> None:
         self.container = av.open(str(path), mode="w")

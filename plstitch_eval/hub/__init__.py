@@ -1,4 +1,4 @@
-"""Encoder hub: load PL-Stitch and baseline encoders (registry names, Hub repos, local folders/files) safely."""
+"""Encoder hub: load PL-Stitch and baseline encoders (registry names, Hub repos, local files) safely."""
 
 from plstitch_eval.hub.convert import convnext_from_state_dict, vit_from_state_dict
 from plstitch_eval.hub.data_config import DataConfig, EvalTransform, preprocess_batch

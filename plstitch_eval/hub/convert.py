@@ -64,7 +64,8 @@ def unwrap_state_dict(checkpoint: Any, which: str = "teacher") -> dict[str, torc
                 obj = tensors  # a state dict with a few non-tensor extras next to it
                 break
             raise CheckpointError(
-                f"No state dict found under {'/'.join(path) or '<root>'}; keys there: {sorted(map(str, obj))[:20]}. "
+                f"No state dict found under {'/'.join(path) or '<root>'}; "
+                f"keys there: {sorted(map(str, obj))[:20]}. "
                 f"Expected one of {(which, *CONTAINER_KEYS)} or a dict of tensors."
             )
         path.append(key)
@@ -101,15 +102,24 @@ def _strip_leading(key: str, prefixes: tuple[str, ...]) -> str:
 
 
 def _strip_all(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Remove wrapper prefixes; if some keys sit under `backbone.`, only those are renamed (heads are kept)."""
+    has_backbone = any(_backbone_prefixed(k) for k in state)
     out: dict[str, torch.Tensor] = {}
     for key, tensor in state.items():
-        new = _strip_leading(key, STRIP_PREFIXES)
+        keep = has_backbone and not _backbone_prefixed(key)
+        new = key if keep else _strip_leading(key, STRIP_PREFIXES)
         if new in out:
             raise CheckpointError(
                 f"Keys collide after removing prefixes: {key!r} and another key map to {new!r}."
             )
         out[new] = tensor
     return out
+
+
+def _backbone_prefixed(key: str) -> bool:
+    """True for `backbone.x` under any chain of wrapper prefixes (`module.teacher.backbone.x`)."""
+    wrappers = tuple(p for p in STRIP_PREFIXES if p != "backbone.")
+    return _strip_leading(key, wrappers).startswith("backbone.")
 
 
 def _top(key: str) -> str:
@@ -156,7 +166,8 @@ def infer_vit_args(state: Mapping[str, torch.Tensor], num_heads: int | None = No
     block_ids = {int(m.group(1)) for k in state if (m := re.match(r"blocks\.(\d+)\.", k))}
     if not block_ids:
         raise CheckpointError(
-            f"ViT checkpoint has no 'blocks.N.*' keys; its keys start with {sorted({_top(k) for k in state})}."
+            "ViT checkpoint has no 'blocks.N.*' keys; "
+            f"its keys start with {sorted({_top(k) for k in state})}."
         )
     has_cls = "cls_token" in state
     num_patches = state["pos_embed"].shape[1] - (1 if has_cls else 0)
@@ -210,7 +221,9 @@ def check_expected(inferred: dict[str, Any], expected: Mapping[str, Any] | None,
     }
     if wrong:
         detail = ", ".join(f"{k}: found {got}, expected {want}" for k, (got, want) in wrong.items())
-        raise CheckpointError(f"{source} does not have the expected architecture ({detail}). Nothing was loaded.")
+        raise CheckpointError(
+            f"{source} does not have the expected architecture ({detail}). Nothing was loaded."
+        )
 
 
 def _as_tuple(value: Any) -> Any:
@@ -226,8 +239,9 @@ def vit_from_state_dict(
 ) -> tuple[VisionTransformer, list[str]]:
     """A timm ViT (LayerNorm eps 1e-6, no classifier) sized from `state_dict` and loaded strictly.
 
-    Accepts a raw training checkpoint too (containers and prefixes are removed). Heads = embed_dim / 64 (at least
-    1) unless `num_heads` is given or recorded in the checkpoint (`model_args`/`config`/`args`).
+    Accepts a raw training checkpoint too (containers and prefixes are removed).
+    Heads = embed_dim / 64 (at least 1) unless `num_heads` is given or recorded in the checkpoint
+    (`model_args`/`config`/`args`).
     Returns (model in eval mode, dropped training-only keys).
     """
     num_heads = num_heads or find_num_heads(state_dict)
@@ -338,7 +352,6 @@ def model_from_checkpoint(
 
     `expected` (e.g. {"depth": 12, "embed_dim": 768}) pins sizes that shapes alone cannot prove.
     """
-    state = unwrap_state_dict(checkpoint, which)
-    if is_convnext_state(state):
-        return convnext_from_state_dict(state, which, source, expected)
-    return vit_from_state_dict(state, which, num_heads or find_num_heads(checkpoint), source, expected)
+    if is_convnext_state(unwrap_state_dict(checkpoint, which)):  # unwrapping is cheap: no tensor copies
+        return convnext_from_state_dict(checkpoint, which, source, expected)
+    return vit_from_state_dict(checkpoint, which, num_heads, source, expected)

@@ -18,7 +18,9 @@ def hub_files_of(spec: str) -> tuple[str, list[str], str | None, str]:
         entry = MODELS[spec]
         if entry.repo_id is None:
             where = entry.local_path or (f"${entry.path_env}" if entry.path_env else "a local path")
-            raise ConfigError(f"Model {spec!r} is not on the Hugging Face Hub; its weights come from {where}.")
+            raise ConfigError(
+                f"Model {spec!r} is not on the Hugging Face Hub; its weights come from {where}."
+            )
         return entry.repo_id, _entry_files(entry), None, _RETRY_HINT
     if spec.startswith("hf-hub:"):
         repo_id, filename, revision = parse_hf_spec(spec)

@@ -1,4 +1,4 @@
-"""`load_encoder(spec)` -> a frozen `Encoder`: CLS features, eval preprocessing and provenance in one object."""
+"""`load_encoder(spec)` -> a frozen `Encoder`: CLS features, eval preprocessing and provenance together."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from plstitch_eval.utils.device import resolve_device
 
 
 class Encoder(nn.Module):
-    """A frozen image encoder in eval mode: `forward(x[B,3,H,W]) -> [B,D]` (CLS after the final norm for ViTs).
+    """A frozen image encoder in eval mode: `forward(x[B,3,H,W]) -> [B,D]` (ViTs: CLS after the final norm).
 
     Holds the timm module (`.model`), its eval preprocessing (`.data_config`, `.transform`,
     `.preprocess_batch`) and where the weights came from (`.provenance`).
@@ -45,14 +45,14 @@ class Encoder(nn.Module):
         return next(self.model.parameters()).device
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Frame features [B, D]: the CLS token after the final LayerNorm (ViT), pooled+normed features else."""
+        """Frame features [B, D]: CLS token after the final LayerNorm (ViT), else pooled + normed features."""
         features = self.model.forward_features(x)
         if self.is_vit:
             return features[:, 0]
         return self.model.forward_head(features, pre_logits=True)
 
     def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
-        """All tokens after the final norm [B, 1+N, D] (CLS first, then patches in raster order); ViTs only."""
+        """All tokens after the final norm [B, 1+N, D] (CLS, then patches in raster order); ViTs only."""
         if not self.is_vit:
             raise ConfigError(f"forward_tokens needs a ViT; {self.provenance.get('spec')} is not one.")
         return self.model.forward_features(x)
@@ -74,7 +74,7 @@ def load_encoder(
     which: str = "teacher",
     trust_pickle: bool = False,
 ) -> Encoder:
-    """Load a frozen encoder from a registry name, `hf-hub:ORG/NAME[/FILE]`, a timm folder, a run dir or a file.
+    """Load a frozen encoder: registry name, `hf-hub:ORG/NAME[/FILE]`, timm folder, run dir or checkpoint.
 
     Every backbone tensor is loaded or it raises (`CheckpointError`); pickles load with `weights_only=True`
     unless `trust_pickle`; offline, only the HF cache is used (`ModelNotFoundError` names the fix).
@@ -101,8 +101,8 @@ def _build(
     if path.exists():
         return _from_path(spec, path, which, trust_pickle, None)
     raise ModelNotFoundError(
-        f"{spec!r} is neither a registry model ({', '.join(sorted(MODELS))}), an hf-hub:ORG/NAME[/FILE] spec, "
-        "nor an existing path. Run `plstitch models` for the list."
+        f"{spec!r} is neither a registry model ({', '.join(sorted(MODELS))}), "
+        "an hf-hub:ORG/NAME[/FILE] spec, nor an existing path. Run `plstitch models` for the list."
     )
 
 
@@ -159,8 +159,8 @@ def _from_path(
         folder = path / "backbone" if timm_format.is_timm_dir(path / "backbone") else path
         if not timm_format.is_timm_dir(folder):
             raise ModelNotFoundError(
-                f"{path} is a folder without {timm_format.CONFIG_NAME} + {timm_format.WEIGHTS_NAME} (timm format) "
-                "or backbone/ (training run); pass the checkpoint file instead."
+                f"{path} is a folder without {timm_format.CONFIG_NAME} + {timm_format.WEIGHTS_NAME} "
+                "(timm format) or backbone/ (training run); pass the checkpoint file instead."
             )
         model, data_config = timm_format.load_timm_dir(folder, **(entry.model_args if entry else {}))
         return model, data_config, _provenance(spec, folder / timm_format.WEIGHTS_NAME, None)
@@ -185,13 +185,22 @@ def _from_checkpoint(
 
 
 def _checkpoint_data_config(model: nn.Module, entry: ModelEntry | None) -> DataConfig:
-    """The entry's preprocessing if it fits the model's input size, else DINO eval scaled to that size."""
-    size = int(model.patch_embed.img_size[0]) if hasattr(model, "patch_embed") else 224
+    """The entry's preprocessing if it fits the model's input size, else DINO eval scaled to that size.
+
+    ViTs have a fixed input size (their position embedding); CNNs take the entry's config as it is.
+    """
     config = entry.data_config if entry is not None else None
+    if not hasattr(model, "patch_embed"):
+        return config or DataConfig.for_size(224)
+    size = int(model.patch_embed.img_size[0])
     if config is None or config.input_size[1] != size:
         if config is not None:
-            logger.warning("%s expects %d px inputs, not %d; scaling its preprocessing.", entry.name, size,
-                           config.input_size[1])
+            logger.warning(
+                "%s expects %d px inputs, not %d; scaling its preprocessing.",
+                entry.name,
+                size,
+                config.input_size[1],
+            )
         return DataConfig.for_size(size, interpolation=config.interpolation if config else "bicubic")
     return config
 

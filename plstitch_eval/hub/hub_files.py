@@ -35,7 +35,7 @@ class HubFile:
 
 
 def parse_hf_spec(spec: str) -> tuple[str, str | None, str | None]:
-    """`hf-hub:ORG/NAME[@REV]` or `hf-hub:ORG/NAME[@REV]/FILE` -> (repo_id, filename or None, revision or None)."""
+    """`hf-hub:ORG/NAME[@REV]` or `hf-hub:ORG/NAME[@REV]/FILE` -> (repo_id, filename|None, revision|None)."""
     rest = spec.removeprefix("hf-hub:")
     parts = rest.split("/", 2)
     if len(parts) < 2 or not all(parts[:2]):
@@ -61,7 +61,7 @@ def fetch_file(
     cache_dir: str | Path | None = None,
     fix_hint: str | None = None,
 ) -> HubFile:
-    """Download (or find in the cache when offline) one file of a model repo; `ModelNotFoundError` if neither."""
+    """Download (or find in the cache when offline) one file of a model repo, else `ModelNotFoundError`."""
     try:
         local = huggingface_hub.hf_hub_download(
             repo_id, filename, revision=revision, cache_dir=str(cache_dir) if cache_dir else None
@@ -71,7 +71,8 @@ def fetch_file(
         cache = cache_dir or huggingface_hub.constants.HF_HUB_CACHE
         hint = fix_hint or f"`plstitch download hf-hub:{repo_id}/{filename}`"
         raise ModelNotFoundError(
-            f"File {filename!r} of Hub repo {repo_id!r} at revision {revision or 'main'!r} is not in the cache "
+            f"File {filename!r} of Hub repo {repo_id!r} at revision {revision or 'main'!r} "
+            "is not in the cache "
             f"{cache} and could not be fetched{offline}: {type(exc).__name__}. Fix: run {hint} on a machine "
             "with network (same cache dir), or pass a local path to the weights."
         ) from exc

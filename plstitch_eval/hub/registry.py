@@ -1,8 +1,8 @@
 """Named encoders: where the weights live, how to convert them, how to preprocess, license and citation.
 
 Adding a model is one `register(ModelEntry(...))` call. Sources: a timm-format Hub repo (`repo_id`, no
-`filename`), a raw checkpoint file in a Hub repo (`repo_id` + `filename`), or a local folder/file (`local_path`,
-relative paths resolve against the repository root so a tiny model can ship with the code).
+`filename`), a raw checkpoint file in a Hub repo (`repo_id` + `filename`), or a local folder/file
+(`local_path`; relative paths resolve against the repository root so a tiny model can ship with the code).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from plstitch_eval.hub.data_config import DataConfig
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DINO_EVAL = DataConfig(input_size=(3, 224, 224), resize_size=256, crop_pct=0.875, interpolation="bicubic")
 
-PL_STITCH_CITATION = "PL-Stitch: self-supervised Plackett-Luce ranking for procedural video representation learning. CVPR 2026."
+PL_STITCH_CITATION = "PL-Stitch: self-supervised Plackett-Luce ranking for procedural video. CVPR 2026."
 VIT_B16 = {"embed_dim": 768, "depth": 12, "num_heads": 12, "patch_size": (16, 16)}
 DINO_CITATION = "Caron et al. Emerging Properties in Self-Supervised Vision Transformers. ICCV 2021."
 
@@ -37,7 +37,9 @@ class ModelEntry:
     local_path: str | None = None
     path_env: str | None = None
     model_args: dict[str, Any] = field(default_factory=dict)  # timm.create_model overrides (timm folders)
-    expected: dict[str, Any] | None = None  # sizes a raw checkpoint must have (shapes cannot show a lost block)
+    expected: dict[str, Any] | None = (
+        None  # sizes a raw checkpoint must have (shapes cannot show a lost block)
+    )
     license: str = "unknown"
     citation: str = ""
     description: str = ""
@@ -92,7 +94,7 @@ for _dataset in ("lemon", "breakfast", "gtea"):
             feature_dim=768,
             data_config=DINO_EVAL,
             converter="vit",
-        expected=VIT_B16,
+            expected=VIT_B16,
             repo_id="visurg/PL-Stitch",
             filename=f"pl_{_dataset}.pth",
             license="MIT",
@@ -162,9 +164,11 @@ register(
         feature_dim=1536,
         data_config=DINO_EVAL,
         converter="convnext",
-        expected={"depths": [3, 3, 27, 3], "dims": [192, 384, 768, 1536]},
+        expected={
+            "depths": [3, 3, 27, 3]
+        },  # widths inferred: REFERENCE says Large (1536-d), paper table says B
         repo_id="visurg/LemonFM",
-        filename="LemonFM.pth",
+        filename="LemonFM.pth",  # unverified file name; a local path works too
         license="MIT",
         citation="LEMON: a large endoscopic monocular video dataset and foundation model (LemonFM).",
         description="LemonFM torchvision ConvNeXt-Large teacher (keys under 'teacher', prefix 'backbone.').",
@@ -179,7 +183,7 @@ register(
         converter="vit",
         expected=VIT_B16,
         repo_id="egeozsoy/EndoViT",
-        filename="pytorch_model.bin",
+        filename="pytorch_model.bin",  # unverified repo/file name
         license="CC-BY-NC-4.0",
         citation="Batic et al. EndoViT: pretraining vision transformers on a large collection of endoscopic "
         "images. IJCARS 2024.",

@@ -18,7 +18,7 @@ CHECKPOINT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin", ".ckpt")
 
 
 def _harmless_globals() -> list[Any]:
-    """Plain-data classes that DINO/iBOT-style checkpoints pickle next to the weights (args, numpy scalars)."""
+    """Plain-data classes DINO/iBOT-style checkpoints pickle next to the weights (args, numpy scalars)."""
     allowed: list[Any] = [argparse.Namespace]
     try:
         import numpy as np
@@ -55,7 +55,8 @@ def load_checkpoint(path: str | Path, *, trust_pickle: bool = False) -> Any:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UnsafeCheckpointError(
             f"Refused to load {path}: it is a pickle that needs code execution ({first_line}). "
-            "Convert it to safetensors, or pass --trust-pickle (trust_pickle=True) only if you trust its source."
+            "Convert it to safetensors, or pass --trust-pickle (trust_pickle=True) "
+            "only if you trust its source."
         ) from exc
     except (RuntimeError, EOFError, OSError) as exc:
         raise CheckpointError(f"Cannot read checkpoint {path}: {exc}") from exc

@@ -94,7 +94,7 @@ def save_timm_dir(
     data_config: DataConfig,
     extra_files: dict[str, str | Path] | None = None,
 ) -> Path:
-    """Write `config.json` + `model.safetensors` (atomically) so `timm.create_model("local-dir:DIR")` loads it.
+    """Write `config.json` + `model.safetensors` atomically so `timm.create_model("local-dir:DIR")` loads it.
 
     `extra_files` maps a file name inside `out_dir` to a source path that is copied there (e.g. a model card).
     """

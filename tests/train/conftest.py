@@ -50,7 +50,7 @@ def frame_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def tiny_config(video_dir: Path, cache: Path, **changes: object) -> TrainConfig:
-    """The tiny-cpu preset shrunk further: 32 px frames, a 2-block ViT, 4-frame clips, 8 items per video."""
+    """The tiny-cpu preset shrunk further: 32 px frames, a 2-block ViT, 4-frame clips, 4 items per video."""
     config = get_preset("tiny-cpu").replace(
         data=str(video_dir),
         cache_dir=str(cache),
@@ -58,7 +58,7 @@ def tiny_config(video_dir: Path, cache: Path, **changes: object) -> TrainConfig:
         frame_size=36,
         clip_len=4,
         max_step=3,
-        clips_per_video=(8, 8, 8),
+        clips_per_video=(4, 4, 4),
         context_seconds=(0.5, 1.0),
         model_args={"patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 2},
         img_size=32,

@@ -115,7 +115,7 @@ def test_reference_cards_label_paper_numbers(tmp_path: Path) -> None:
     }
 
     dino = ModelCard.load(paths["dino-vitb16"])  # paper numbers are for LEMON-pretrained DINO: no model-index
-    assert dino.data.eval_results is None
+    assert dino.data.eval_results is None and dino.data.license == "apache-2.0"
     assert "not for this ImageNet checkpoint" in dino.text and "| DINO | LEMON | Cholec80 |" in dino.text
 
 

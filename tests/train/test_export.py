@@ -41,7 +41,7 @@ def make_run_dir(
 ) -> tuple[Path, VisionTransformer, TemporalHead]:
     """A run directory in the trainer's layout; returns (run_dir, last.ckpt's teacher, last.ckpt's head).
 
-    last.ckpt holds the trainer's `model` state dict (`teacher.backbone.vit.*`, `student.temporal_head.*`, ...).
+    last.ckpt holds the trainer's `model` state (`teacher.backbone.vit.*`, `student.temporal_head.*`, ...).
     """
     run = root / "run"
     teacher = tiny_vit()
@@ -203,12 +203,16 @@ def test_export_refuses_existing_folder_unless_overwrite(exported, tmp_path: Pat
 
 def test_export_cli(exported, tmp_path: Path) -> None:
     _, teacher, _, run = exported
-    results = make_results(tmp_path / "linear.json", task="linear", dataset="gtea")
+    linear = make_results(tmp_path / "linear.json", task="linear", dataset="gtea")
+    knn = make_results(tmp_path / "knn.json", task="knn", dataset="gtea")
     out = tmp_path / "cli-out"
-    result = CliRunner().invoke(
-        app, ["export", str(run), "--out", str(out), "--results", str(results), "--repo-id", "me/tiny"]
-    )
+    args = ["export", str(run), "--out", str(out), "--repo-id", "me/tiny", "--results", str(linear), str(knn)]
+    result = CliRunner().invoke(app, args)  # as the shell expands `--results results/*.json`
     assert result.exit_code == 0, result.output
+    assert [r["file"] for r in json.loads((out / "plstitch.json").read_text())["results"]] == [
+        "linear.json",
+        "knn.json",
+    ]
     assert str(out) in result.stdout
     readme = (out / "README.md").read_text()
     assert "hf-hub:me/tiny" in readme and "linear_accuracy" in readme
@@ -221,7 +225,38 @@ def test_export_missing_source_is_one_line_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["export", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
     assert result.exit_code == 1
     assert "does not exist" in result.output and "Traceback" not in result.output
+    stray = CliRunner().invoke(app, ["export", str(tmp_path / "nope"), "stray", "--out", str(tmp_path / "o")])
+    assert stray.exit_code == 1 and "Unexpected arguments" in stray.output
 
 
 def test_git_commit_outside_a_checkout_is_unknown(tmp_path: Path) -> None:
     assert git_commit(tmp_path) == "unknown"
+
+
+def test_real_tiny_training_run_exports_loads_and_dry_run_pushes(video_dir, frame_cache, tmp_path) -> None:
+    """Done-when of the issue: a tiny-cpu run is exported, loaded by plain timm, carded and pushable."""
+    from plstitch_train.publish import push_to_hub
+    from plstitch_train.trainer import train
+    from tests.train.conftest import tiny_config
+
+    result = train(tiny_config(video_dir, frame_cache, epochs=1), tmp_path / "run")
+    results = make_results(tmp_path / "knn.json")
+    from_run = export_model(result.out_dir, tmp_path / "from-run", [results])
+    from_ckpt = export_model(result.out_dir / "last.ckpt", tmp_path / "from-ckpt")
+
+    # independent reference: the teacher tensors of last.ckpt put into a ViT built by hand
+    state = torch.load(result.out_dir / "last.ckpt", weights_only=True)["model"]
+    prefix = "teacher.backbone.vit."
+    teacher = tiny_vit()
+    teacher.load_state_dict(
+        {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}, strict=True
+    )
+    images = torch.randn(2, 3, 32, 32)
+    expected = cls_after_norm(teacher, images)
+    for folder in (from_run, from_ckpt):
+        loaded = timm.create_model(f"local-dir:{folder}", pretrained=True).eval()
+        assert torch.equal(cls_after_norm(loaded, images), expected)
+        assert (folder / "temporal_head.safetensors").is_file()
+    meta = json.loads((from_run / "plstitch.json").read_text())
+    assert meta["training_config"]["clip_len"] == 4 and meta["data_summary"]["fps"] == 4.0
+    assert push_to_hub(from_run, "me/tiny", dry_run=True).files

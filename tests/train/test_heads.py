@@ -72,13 +72,13 @@ def test_temporal_head_learns_to_rank_in_a_few_steps() -> None:
     frames = torch.cat([times.unsqueeze(-1), torch.randn(16, 6, 3) * 0.1], dim=-1)
     optimizer = torch.optim.Adam(head.parameters(), lr=1e-2)
     losses = []
-    for _ in range(25):
+    for _ in range(15):
         loss = plackett_luce_loss(head(frames))
         losses.append(loss.item())
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    assert losses[-1] < 0.6 * losses[0]
+    assert losses[-1] < 0.75 * losses[0]
 
 
 def test_temporal_head_save_load_roundtrip(tmp_path) -> None:

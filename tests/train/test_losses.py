@@ -157,6 +157,17 @@ def test_pairwise_matches_double_loop(margin: float) -> None:
     torch.testing.assert_close(pairwise_ranking_loss(scores, margin=margin, reduction="none"), full)
 
 
+def test_padding_values_never_leak() -> None:
+    scores = torch.tensor([[2.0, float("nan"), 0.5, float("inf")]], requires_grad=True)
+    mask = torch.tensor([[True, False, True, False]])
+    for loss_fn in (plackett_luce_loss, pairwise_ranking_loss):
+        loss = loss_fn(scores, mask=mask)
+        assert torch.isfinite(loss)
+        torch.testing.assert_close(loss, loss_fn(scores.detach()[:, [0, 2]]))
+        (grad,) = torch.autograd.grad(loss, scores)
+        assert torch.isfinite(grad).all() and (grad[~mask] == 0).all()
+
+
 def test_pairwise_zero_when_ordered_with_margin() -> None:
     scores = torch.tensor([[4.0, 2.5, 1.0, -1.0]])
     assert pairwise_ranking_loss(scores).item() == 0.0
@@ -306,6 +317,20 @@ def test_ibot_gradients_reach_student_only() -> None:
     assert s_cls.grad.abs().sum() > 0 and s_patch.grad.abs().sum() > 0
     assert t_cls.grad is None
     assert (s_patch.grad[~masks] == 0).all()  # only masked patches are distilled
+
+
+def test_ibot_gradcheck_float64() -> None:
+    s_cls, s_patch, t_cls, t_patch, masks = (
+        x.double() if x.is_floating_point() else x
+        for x in make_ibot_inputs(batch=2, n_patches=3, patch_dim=4)
+    )
+    s_cls.requires_grad_(True)
+    s_patch.requires_grad_(True)
+    loss_fn = IBOTLoss(5, 4)
+    assert torch.autograd.gradcheck(
+        lambda a, b: loss_fn(a, b, t_cls, t_patch, masks, epoch=0, update_center=False)["total"],
+        (s_cls, s_patch),
+    )
 
 
 def test_ibot_accepts_2d_masks_and_skips_center_update() -> None:

@@ -7,9 +7,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import httpx2  # huggingface_hub's HTTP client (for a realistic error object)
 import pytest
+import timm
 import torch
 from huggingface_hub import HfApi, constants
+from huggingface_hub.errors import HfHubHTTPError
 from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
 
@@ -140,3 +143,38 @@ def test_bad_repo_id_and_missing_folder(folder, tmp_path) -> None:
         push_to_hub(folder, "no-org", dry_run=True)
     with pytest.raises(PublishError, match="not a folder"):
         push_to_hub(tmp_path / "missing", "me/tiny", dry_run=True)
+
+
+def test_hub_errors_become_one_line_without_the_token(folder, monkeypatch) -> None:
+    def failing_create_repo(self: HfApi, **kwargs: Any) -> None:
+        request = httpx2.Request("POST", "https://huggingface.co/api/repos/create")
+        response = httpx2.Response(401, request=request)
+        raise HfHubHTTPError(f"401 Client Error: invalid credentials {SECRET}", response=response)
+
+    monkeypatch.setattr(HfApi, "create_repo", failing_create_repo)
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    result = CliRunner().invoke(app, ["push-to-hub", str(folder), "--repo-id", "me/tiny"])
+    assert result.exit_code == 1
+    assert "401 Client Error" in result.output and "write access" in result.output
+    assert SECRET not in result.output
+
+
+def test_uploaded_files_load_with_timm_hf_hub(folder, hub_calls, monkeypatch, tmp_path) -> None:
+    """Put exactly what upload_folder received into an offline Hub cache; plain timm loads it by repo id."""
+    push_to_hub(folder, "me/tiny", token=SECRET)
+    sent = hub_calls[1][1]["sent"]
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    cache = tmp_path / "hub"
+    snapshot = cache / "models--me--tiny" / "snapshots" / commit
+    for name, data in sent.items():
+        (snapshot / name).parent.mkdir(parents=True, exist_ok=True)
+        (snapshot / name).write_bytes(data)
+    (cache / "models--me--tiny" / "refs").mkdir()
+    (cache / "models--me--tiny" / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    from_hub = timm.create_model("hf-hub:me/tiny", pretrained=True).eval()
+    local = timm.create_model(f"local-dir:{folder}", pretrained=True).eval()
+    images = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(from_hub(images), local(images))

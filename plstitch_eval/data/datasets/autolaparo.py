@@ -1,4 +1,4 @@
-"""AutoLaparo task 1 (phase): `frames/NN/XXXX.jpg` at 1 fps (1-indexed) + `labels/label_NN.txt`.
+"""AutoLaparo task 1 (phase): `frames/NN/XXXX.jpg` (1 fps) or `videos/NN.mp4`, plus `labels/label_NN.txt`.
 
 Label files hold a header line, then `<frame index> <phase id>` rows. Whether phase ids are 0- or 1-based is
 *unverified*; `label_base="auto"` (the default) detects it over all files in `resolve_label_base`.
@@ -7,11 +7,13 @@ Label files hold a header line, then `<frame index> <phase id>` rows. Whether ph
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
 import numpy as np
 
 from plstitch_eval.data.datasets.annotations import read_index_label_table
-from plstitch_eval.data.datasets.base import DatasetAdapter, VideoRecord, by_number
+from plstitch_eval.data.datasets.base import DatasetAdapter, VideoRecord, by_number, find_source
 from plstitch_eval.data.datasets.registry import register_dataset
 from plstitch_eval.errors import ConfigError, DataError
 
@@ -27,11 +29,14 @@ AUTOLAPARO_PHASES = [
 FRAMES_DIR = "frames"
 LABELS_DIR = "labels"
 LABEL_FILE = "label_{}.txt"
+LABEL_PATTERN = re.compile(r"^label_(?P<name>\d+)\.txt$")
+LABEL_FPS = 1.0  # one label per second
+FRAMES_FPS = 1.0  # the released frame folders hold one frame per second
 DEFAULT_LABEL_BASE = 1  # used when the ids seen fit both conventions
 
 
 def resolve_label_base(all_ids: list[np.ndarray], n_classes: int, label_base: int | str) -> int:
-    """0 or 1: the configured base, or detected (a 0 means 0-based; an id equal to n_classes means 1-based)."""
+    """0 or 1: the configured base, or detected (an id 0 means 0-based; an id n_classes means 1-based)."""
     if label_base in (0, 1):
         return int(label_base)
     if label_base != "auto":
@@ -55,29 +60,31 @@ class AutoLaparo(DatasetAdapter):
 
     name = "autolaparo"
     class_names = AUTOLAPARO_PHASES
-    native_fps = 1.0
+    native_fps = 25.0  # of the videos; frame folders and labels are at 1 fps
     default_eval_fps = 1.0
     split_schemes = ("10-4-7",)
 
     def __init__(
-        self, root: str | os.PathLike, fps: float | None = None, label_base: int | str = "auto"
+        self,
+        root: str | os.PathLike,
+        fps: float | None = None,
+        label_base: int | str = "auto",
+        video_dir: str = "videos",
     ) -> None:
         super().__init__(root, fps)
-        self.label_base = label_base
+        self.label_base, self.video_dir = label_base, video_dir
 
     def _load(self) -> list[VideoRecord]:
-        frames_root, labels_root = self.root / FRAMES_DIR, self.root / LABELS_DIR
-        for folder in (frames_root, labels_root):
-            if not folder.is_dir():
-                raise DataError(
-                    f"{folder}: missing; AutoLaparo needs {FRAMES_DIR}/NN/ and {LABELS_DIR}/label_NN.txt"
-                )
+        labels_root = self.root / LABELS_DIR
+        if not labels_root.is_dir():
+            raise DataError(
+                f"{labels_root}: missing; AutoLaparo needs {LABELS_DIR}/{LABEL_FILE.format('NN')}"
+            )
         tables = {}
-        for folder in sorted(p for p in frames_root.iterdir() if p.is_dir()):
-            label_file = labels_root / LABEL_FILE.format(folder.name)
-            if not label_file.is_file():
-                raise DataError(f"{label_file}: label file for frames/{folder.name}/ is missing")
-            tables[folder.name] = (label_file, *read_index_label_table(label_file))
+        for label_file in sorted(labels_root.iterdir()):
+            match = LABEL_PATTERN.match(label_file.name)
+            if match:
+                tables[match["name"]] = (label_file, *read_index_label_table(label_file))
         base = resolve_label_base(
             [ids for _, _, ids in tables.values()], len(self.class_names), self.label_base
         )
@@ -90,8 +97,20 @@ class AutoLaparo(DatasetAdapter):
                     f"{label_file}:{int(bad[0]) + 2}: phase id {int(ids[bad[0]])} is outside "
                     f"{base}..{base + len(self.class_names) - 1}; check the file or label_base"
                 )
-            records.append(VideoRecord(name, frames_root / name, labels, self.native_fps, folder_fps=1.0))
+            source = self._source(name)
+            folder_fps = FRAMES_FPS if source.is_dir() else None
+            records.append(VideoRecord(name, source, labels, LABEL_FPS, folder_fps))
         return records
+
+    def _source(self, name: str) -> Path:
+        frames, videos = self.root / FRAMES_DIR, self.root / self.video_dir
+        source = find_source(name, [frames, videos])
+        if source is None:
+            raise DataError(
+                f"{frames / name}: frames (or {videos / name}.mp4) of video {name} are missing; "
+                "add them or set video_dir"
+            )
+        return source
 
     def _scheme_splits(self, scheme: str, names: list[str]) -> dict[str, list[str]]:
         return by_number(names, train=(1, 10), val=(11, 14), test=(15, 21))

@@ -141,7 +141,8 @@ class DatasetAdapter:
         key = self.split_schemes[0] if scheme in (None, "default") else str(scheme).replace("/", "-")
         if key not in self.split_schemes:
             raise ConfigError(
-                f"unknown split scheme '{scheme}' for '{self.name}'; use one of {', '.join(self.split_schemes)}"
+                f"unknown split scheme '{scheme}' for '{self.name}'; "
+                f"use one of {', '.join(self.split_schemes)}"
             )
         return key
 

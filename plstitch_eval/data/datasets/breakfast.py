@@ -1,4 +1,4 @@
-"""Breakfast in the MS-TCN layout: 1712 videos, 48 classes, 15 fps, four splits; `SIL` is scored as an action."""
+"""Breakfast in the MS-TCN layout: 1712 videos, 48 classes, 15 fps, 4 splits; `SIL` is scored as an action."""
 
 from __future__ import annotations
 

@@ -57,8 +57,8 @@ class Cholec80(DatasetAdapter):
         source = find_source(stem, [folder])
         if source is None:
             raise DataError(
-                f"{folder / (stem + '.mp4')}: video for {stem} is missing (looked for {stem}.* and {stem}/ in "
-                f"{folder}); add it or point --video-dir at the folder of videos"
+                f"{folder / (stem + '.mp4')}: video for {stem} is missing (looked for {stem}.* and "
+                f"{stem}/ in {folder}); add it or point --video-dir at the folder of videos"
             )
         return source
 

@@ -6,10 +6,10 @@ Layout::
     <root>/labels.csv          header `video,frame,label[,split]`; one row per annotated frame
     <root>/classes.txt         optional: one class name per line, fixing the class order
 
-`frame` counts annotation steps from 0 at `label_fps` (default 1: one label per second); rows of a video must
-list frames 0, 1, 2, ... in order. `label` is a class name; without `classes.txt` classes are numbered in order
-of first appearance. The optional `split` column (train/val/test, constant per video) gives the official split;
-without it every video is in "train" (use `kfold`).
+`frame` counts annotation steps from 0 at `label_fps` (default 1: one label per second); rows of a video
+must list frames 0, 1, 2, ... in order. `label` is a class name; without `classes.txt` classes are numbered
+in order of first appearance. The optional `split` column (train/val/test, constant per video) gives the
+official split; without it every video is in "train" (use `kfold`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""MS-TCN layout shared by GTEA and Breakfast: `groundTruth/<video>.txt`, `splits/*.splitN.bundle`, `mapping.txt`.
+"""MS-TCN layout of GTEA and Breakfast: `groundTruth/<video>.txt`, `splits/*.splitN.bundle`, `mapping.txt`.
 
 Raw videos come separately: `<video_dir>/<video>.mp4` (any common extension) or a frame folder
 `<frames_dir>/<video>/` read at `native_fps`.
@@ -56,8 +56,8 @@ class MsTcnDataset(DatasetAdapter):
         source = find_source(stem, [videos]) or find_source(stem, [frames])
         if source is None:
             raise DataError(
-                f"{videos / (stem + '.mp4')}: raw video for {stem} is missing (also looked for {frames / stem}/); "
-                "add the videos or frames, or set --video-dir / frames_dir"
+                f"{videos / (stem + '.mp4')}: raw video for {stem} is missing (also looked for "
+                f"{frames / stem}/); add the videos or frames, or set --video-dir / frames_dir"
             )
         return source, (self.native_fps if source.is_dir() else None)
 

@@ -45,7 +45,8 @@ def get_dataset(name: str, root: str | os.PathLike | None = None, **options: Any
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise ConfigError(
-            f"dataset '{name}' does not take option(s) {', '.join(unknown)}; it accepts: {', '.join(accepted)}"
+            f"dataset '{name}' does not take option(s) {', '.join(unknown)}; "
+            f"it accepts: {', '.join(accepted)}"
         )
     if root is None and params["root"].default is inspect.Parameter.empty:
         raise ConfigError(f"dataset '{name}' needs its folder: pass --root DIR")

@@ -1,4 +1,4 @@
-"""Tiny inputs for the figure commands: feature stores, timm ViT folders, a run with a temporal head, videos."""
+"""Tiny inputs for the figure commands: feature stores, timm ViT folders, a run with a temporal head."""
 
 from __future__ import annotations
 

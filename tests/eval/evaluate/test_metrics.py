@@ -74,7 +74,8 @@ def f1(tp, fp, fn):
 
 # ------------------------------------------------------------------------------------ hand-worked cases
 def test_hand_worked_segments():
-    # GT segments (bg 0 dropped): 1:[0,3) 2:[5,10). Pred: 1:[0,2) IoU 2/3, 2:[4,7) IoU 1/3, 1:[7,10) no overlap.
+    # GT segments (bg 0 dropped): 1:[0,3) 2:[5,10).
+    # Pred: 1:[0,2) IoU 2/3, 2:[4,7) IoU 1/3, 1:[7,10) no overlap.
     f = segmental_f1([PRED], [GT], overlaps=(0.1, 0.25, 0.5), bg_classes=[0])
     assert f[0.1] == pytest.approx(80.0)  # TP 2, FP 1, FN 0
     assert f[0.25] == pytest.approx(80.0)
@@ -99,7 +100,9 @@ def test_pooled_and_per_video_conventions_match_sklearn():
     g_all, p_all = np.concatenate(gts), np.concatenate(preds)
     for name, fn in (("precision", precision_score), ("recall", recall_score), ("f1", f1_score)):
         pooled = fn(g_all, p_all, average="macro", zero_division=0) * 100
-        per_video = np.mean([fn(g, p, average="macro", zero_division=0) * 100 for g, p in zip(gts, preds)])
+        per_video = np.mean(
+            [fn(g, p, average="macro", zero_division=0) * 100 for g, p in zip(gts, preds, strict=True)]
+        )
         assert m[f"macro_{name}_pooled"] == pytest.approx(pooled)
         assert m[f"macro_{name}_video"] == pytest.approx(per_video)
     assert m["macro_jaccard_pooled"] == pytest.approx(jaccard_score(g_all, p_all, average="macro") * 100)
@@ -115,7 +118,8 @@ def test_unlabelled_frames_are_ignored():
 
 def test_mstcn2_last_segment_end():
     gt, pred = np.array([1, 1, 1, 1]), np.array([0, 0, 1, 1])
-    # exclusive end (MS-TCN): pred 1:[2,4) vs GT 1:[0,4) -> IoU 1/2; MS-TCN2 ends at T-1: [2,3) vs [0,3) -> 1/3.
+    # Exclusive end (MS-TCN): pred 1:[2,4) vs GT 1:[0,4) -> IoU 1/2.
+    # MS-TCN2 ends the last segment at T-1: [2,3) vs [0,3) -> IoU 1/3.
     assert segmental_f1([pred], [gt], overlaps=(0.5,))[0.5] == pytest.approx(f1(1, 1, 0))
     assert segmental_f1([pred], [gt], overlaps=(0.5,), last_end="mstcn2")[0.5] == 0.0
 
@@ -147,9 +151,11 @@ def test_segments_match_mstcn_loop(seed):
     for last_end in ("exclusive", "mstcn2"):
         got = segmental_f1(preds, gts, (0.1, 0.25, 0.5), bg, last_end)
         for overlap in (0.1, 0.25, 0.5):
-            counts = np.sum([loop_counts(p, g, overlap, bg, last_end) for p, g in zip(preds, gts)], axis=0)
+            counts = np.sum(
+                [loop_counts(p, g, overlap, bg, last_end) for p, g in zip(preds, gts, strict=True)], axis=0
+            )
             assert got[overlap] == pytest.approx(f1(*counts))
-    want_edit = np.mean([loop_edit(p, g, bg) for p, g in zip(preds, gts)])
+    want_edit = np.mean([loop_edit(p, g, bg) for p, g in zip(preds, gts, strict=True)])
     assert edit_score(preds, gts, bg) == pytest.approx(want_edit)
 
 
@@ -168,3 +174,12 @@ def test_clustering_scores_separated_clusters():
     assert scores["ari"] == pytest.approx(100.0) and scores["nmi"] == pytest.approx(100.0)
     shuffled = clustering_scores(feats, rng.permutation(labels))
     assert shuffled["ari"] < 20
+
+
+def test_string_labels_as_in_mstcn_files():
+    names = np.array(["background", "take", "open", "pour"])
+    as_ids = segment_metrics([PRED], [GT], bg_classes=[0])["metrics"]
+    as_str = segment_metrics([list(names[PRED])], [list(names[GT])], bg_classes=["background"])["metrics"]
+    assert as_str == pytest.approx(as_ids)
+    single = segmental_f1(list(names[PRED]), list(names[GT]), overlaps=(0.5,), bg_classes=["background"])
+    assert single[0.5] == pytest.approx(40.0)

@@ -91,9 +91,11 @@ def test_interrupted_run_resumes_byte_identical(cholec_root, tiny_model_dir, tmp
         _run(cholec_root, tiny_model_dir, tmp_path / "resumed", num_workers=2, on_video_done=stop_after_first)
     partial = FeatureStore(tmp_path / "resumed")
     assert len(partial.videos()) == 1 and (tmp_path / "resumed" / "manifest.json").exists()
-    assert not list((tmp_path / "resumed").glob(".*.tmp"))  # no half-written file left behind
+    assert not list((tmp_path / "resumed").glob(".*.tmp"))  # the interrupted run left no temp file
     created = partial.manifest["created"]
 
+    # a kill during a write leaves only a hidden temp file, which is neither a video nor in the way
+    (tmp_path / "resumed" / ".video02.safetensors.abc123.tmp").write_bytes(b"half a file")
     summary = _run(cholec_root, tiny_model_dir, tmp_path / "resumed", num_workers=2)
     assert sorted(r.status for r in summary.results) == ["done", "done", "skipped"]
     assert _file_bytes(tmp_path / "resumed") == _file_bytes(tmp_path / "full")

@@ -30,7 +30,12 @@ def make_tiny_tv_convnext() -> ConvNeXt:
     """A random tiny torchvision ConvNeXt: 4 stages (timm's ConvNeXt has 4) of widths 8-32, depths 1/2/1/1."""
     torch.manual_seed(2)
     model = ConvNeXt(
-        [CNBlockConfig(8, 16, 1), CNBlockConfig(16, 24, 2), CNBlockConfig(24, 32, 1), CNBlockConfig(32, None, 1)],
+        [
+            CNBlockConfig(8, 16, 1),
+            CNBlockConfig(16, 24, 2),
+            CNBlockConfig(24, 32, 1),
+            CNBlockConfig(32, None, 1),
+        ],
         layer_scale=0.5,
         num_classes=10,
     )
@@ -57,7 +62,9 @@ def hf_cache(tmp_path, monkeypatch) -> Callable[..., tuple[Path, str]]:
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     counter = iter(range(1, 1000))
 
-    def add(repo_id: str, files: dict[str, Callable[[Path], None]], revision: str = "main") -> tuple[Path, str]:
+    def add(
+        repo_id: str, files: dict[str, Callable[[Path], None]], revision: str = "main"
+    ) -> tuple[Path, str]:
         commit = hashlib.sha1(f"{repo_id}-{next(counter)}".encode()).hexdigest()
         repo_dir = cache / f"models--{repo_id.replace('/', '--')}"
         (repo_dir / "refs").mkdir(parents=True, exist_ok=True)

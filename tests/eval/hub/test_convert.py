@@ -12,6 +12,7 @@ from tests.eval.hub.conftest import make_tiny_tv_convnext, make_tiny_vit
 
 def reference_vit_cls(state: dict, x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """Textbook pre-norm ViT forward from raw tensors (LayerNorm eps 1e-6), CLS after the final norm."""
+
     def ln(t, prefix):
         return F.layer_norm(t, t.shape[-1:], state[f"{prefix}.weight"], state[f"{prefix}.bias"], eps=1e-6)
 
@@ -39,11 +40,13 @@ def reference_vit_cls(state: dict, x: torch.Tensor, num_heads: int) -> torch.Ten
 
 def training_checkpoint(state: dict) -> dict:
     """A DINO/iBOT/PL-Stitch-style training dict: teacher/student with `module.backbone.` and heads."""
+
     def wrap(prefix):
         out = {f"{prefix}backbone.{k}": v.clone() for k, v in state.items()}
         out[f"{prefix}backbone.masked_embed"] = torch.zeros(1, 64)
         out[f"{prefix}head.mlp.0.weight"] = torch.randn(8, 64)
         out[f"{prefix}head.last_layer.weight_g"] = torch.randn(8, 1)
+        out[f"{prefix}encoder.norm.weight"] = torch.randn(64)  # a head named `encoder` must not clash
         return out
 
     student = wrap("module.")
@@ -77,7 +80,9 @@ def test_vit_layouts_match_reference(tiny, layout):
         "state_dict_prefixed": {"state_dict": {f"encoder.{k}": v for k, v in state.items()}},
         "flat_teacher_student": {f"teacher.{k}": v for k, v in state.items()}
         | {f"student.{k}": v + 1 for k, v in state.items()},
-        "mae_like": {"model": state | {"mask_token": torch.zeros(1, 1, 32), "decoder_embed.weight": torch.ones(2, 2)}},
+        "mae_like": {
+            "model": state | {"mask_token": torch.zeros(1, 1, 32), "decoder_embed.weight": torch.ones(2, 2)}
+        },
     }[layout]
     model, dropped = vit_from_state_dict(checkpoint, which="teacher")
     x = torch.randn(2, 3, 32, 32)
@@ -85,7 +90,12 @@ def test_vit_layouts_match_reference(tiny, layout):
         expected = reference_vit_cls(state, x, num_heads=1)
         assert torch.allclose(model.forward_features(x)[:, 0], expected, atol=1e-5)
     if layout == "training":
-        assert set(dropped) == {"masked_embed", "head.mlp.0.weight", "head.last_layer.weight_g"}
+        assert set(dropped) == {
+            "masked_embed",
+            "module.head.mlp.0.weight",
+            "module.head.last_layer.weight_g",
+            "module.encoder.norm.weight",
+        }
     if layout == "mae_like":
         assert set(dropped) == {"mask_token", "decoder_embed.weight"}
 

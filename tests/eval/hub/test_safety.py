@@ -44,7 +44,9 @@ def test_torch_saved_exploit_is_refused(tmp_path):
 
 def test_plain_data_extras_load_without_trust(tmp_path):
     path = tmp_path / "ok.pth"
-    torch.save({"teacher": {"w": torch.ones(2)}, "args": argparse.Namespace(arch="vit_base"), "epoch": 3}, path)
+    torch.save(
+        {"teacher": {"w": torch.ones(2)}, "args": argparse.Namespace(arch="vit_base"), "epoch": 3}, path
+    )
     loaded = load_checkpoint(path)
     assert loaded["args"].arch == "vit_base" and torch.equal(loaded["teacher"]["w"], torch.ones(2))
 
@@ -57,3 +59,19 @@ def test_safetensors_file_loads(tmp_path):
     x = torch.randn(1, 3, 32, 32)
     with torch.no_grad():
         assert torch.equal(encoder(x), model.forward_features(x)[:, 0])
+
+
+class Harmless:
+    """A custom class: needs code import to unpickle, so refused unless the user trusts the file."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def test_trust_pickle_is_the_only_override(tmp_path):
+    path = tmp_path / "custom.pt"
+    torch.save({"model": make_tiny_vit().state_dict(), "meta": Harmless(5)}, path)
+    with pytest.raises(UnsafeCheckpointError, match="custom.pt"):
+        load_encoder(str(path))
+    encoder = load_encoder(str(path), trust_pickle=True)
+    assert encoder.feature_dim == 64

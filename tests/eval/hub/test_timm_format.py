@@ -34,12 +34,16 @@ def test_convnext_folder_loads_with_plain_timm(tmp_path):
     out = save_timm_dir(model, tmp_path / "cnx", DataConfig.for_size(64), extra_files={})
     reloaded = timm.create_model(f"local-dir:{out}", pretrained=True).eval()
     x = torch.randn(1, 3, 64, 64)
-    assert torch.equal(reloaded.forward_head(reloaded.forward_features(x), pre_logits=True),
-                       model.forward_head(model.forward_features(x), pre_logits=True))
+    assert torch.equal(
+        reloaded.forward_head(reloaded.forward_features(x), pre_logits=True),
+        model.forward_head(model.forward_features(x), pre_logits=True),
+    )
 
 
 def test_extra_files_are_copied(tmp_path):
     card = tmp_path / "card.md"
     card.write_text("# tiny")
-    out = save_timm_dir(make_tiny_vit(), tmp_path / "vit", DataConfig.for_size(32), extra_files={"README.md": card})
+    out = save_timm_dir(
+        make_tiny_vit(), tmp_path / "vit", DataConfig.for_size(32), extra_files={"README.md": card}
+    )
     assert (out / "README.md").read_text() == "# tiny"

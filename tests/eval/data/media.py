@@ -1,0 +1,62 @@
+"""Writers of tiny real media for the data tests: MP4s whose frames encode their index, frame folders."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+from PIL import Image
+
+LEVELS = 16  # frame i: left half grey (i % 16), right half grey (i // 16), each level 16 apart (tolerant)
+
+
+def index_image(i: int, width: int = 32, height: int = 32) -> np.ndarray:
+    """A frame whose two flat halves encode `i` (0 <= i < 256) robustly to codec rounding and resizing."""
+    image = np.empty((height, width, 3), dtype=np.uint8)
+    image[:, : width // 2] = (i % LEVELS) * 16 + 8
+    image[:, width // 2 :] = (i // LEVELS) * 16 + 8
+    return image
+
+
+def decode_index(image: np.ndarray) -> int:
+    """Inverse of `index_image`, reading the middle of each half."""
+    width = image.shape[1]
+    low = float(image[:, width // 8 : 3 * width // 8].mean())
+    high = float(image[:, 5 * width // 8 : 7 * width // 8].mean())
+    return int(round((high - 8) / 16)) * LEVELS + int(round((low - 8) / 16))
+
+
+def write_index_video(
+    path: Path,
+    n_frames: int,
+    fps: int = 25,
+    size: tuple[int, int] = (32, 32),
+    pts_ms: Sequence[int] | None = None,
+) -> Path:
+    """Lossless (x264 qp 0) MP4 of `n_frames` index frames at `fps`, or at explicit `pts_ms` times (VFR)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width, stream.height = size
+        stream.pix_fmt = "yuv420p"
+        stream.options = {"qp": "0", "preset": "ultrafast", "bframes": "0", "threads": "1"}
+        if pts_ms is not None:
+            stream.codec_context.time_base = Fraction(1, 1000)
+        for i in range(n_frames):
+            frame = av.VideoFrame.from_ndarray(index_image(i, *size), format="rgb24")
+            if pts_ms is not None:
+                frame.pts, frame.time_base = pts_ms[i], Fraction(1, 1000)
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return path
+
+
+def write_index_frames(folder: Path, n_frames: int, pattern: str = "{:04d}.jpg", start: int = 1) -> Path:
+    """A frame folder of index images (png for exact levels, jpg tolerated by `decode_index`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n_frames):
+        Image.fromarray(index_image(i)).save(folder / pattern.format(i + start), quality=100)
+    return folder

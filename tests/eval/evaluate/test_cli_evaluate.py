@@ -1,0 +1,116 @@
+"""`plstitch knn|linear|cv|score|table` through Typer's test runner on a tiny store and MS-TCN files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from plstitch_eval.cli import app
+from plstitch_eval.protocols import read_label_file, video_key
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_knn_linear_cv_and_table(tiny_store, tmp_path):
+    store = tiny_store.root
+    knn = invoke("knn", "--features", store, "--k", 5, "--json", tmp_path / "knn.json")
+    assert "accuracy" in knn.stdout
+    lin_args = ("--lr", 0.1, "--wd", 0.0, "--epochs", 3, "--device", "cpu", "--json", tmp_path / "lin.json")
+    invoke("linear", "--features", store, *lin_args)
+    cv = invoke("cv", "--features", store, "--folds", 3, "--protocol", "knn", "--json", tmp_path / "cv.json")
+    assert "±" in cv.stdout
+    results = [json.loads((tmp_path / f"{n}.json").read_text()) for n in ("knn", "lin", "cv")]
+    assert [r["task"] for r in results] == ["knn", "linear", "cv"]
+    assert results[1]["protocol"]["chosen_lr"] == 0.1
+    assert set(results[2]["metrics_std"]) == set(results[2]["metrics"])
+
+    md = invoke(
+        "table", tmp_path / "knn.json", tmp_path / "lin.json", tmp_path / "cv.json", "--format", "markdown"
+    )
+    lines = md.stdout.strip().splitlines()
+    assert lines[0].startswith("| Model | gtea knn Acc | gtea knn Edit")
+    assert lines[2].startswith("| tiny-test-encoder |") and "±" in lines[2]
+    acc = results[0]["metrics"]["accuracy"]
+    assert f"{acc:.1f}" in lines[2]
+    tex = invoke("table", tmp_path / "knn.json", "--format", "latex")
+    assert "\\begin{tabular}" in tex.stdout and "\\multicolumn{5}{c}{gtea (knn)}" in tex.stdout
+    invoke("table", tmp_path / "knn.json", "--format", "rich", "--out", tmp_path / "t.md")
+    assert (tmp_path / "t.md").read_text().startswith("| Model |")
+
+
+def write_mstcn(tmp_path):
+    gt_dir, pred_dir = tmp_path / "groundTruth", tmp_path / "pred"
+    gt_dir.mkdir()
+    pred_dir.mkdir()
+    gt = {"S1_Cheese_C1": ["background", "background", "take", "take", "take", "open", "open", "background"]}
+    gt["S2_Tea_C1"] = ["take", "take", "pour", "pour", "pour"]
+    pred = {
+        "S1_Cheese_C1": ["background", "take", "take", "take", "take", "open", "background", "background"]
+    }
+    pred["S2_Tea_C1"] = ["take", "take", "pour", "take", "pour"]
+    for video, labels in gt.items():
+        (gt_dir / f"{video}.txt").write_text("\n".join(labels) + "\n")
+    # MS-TCN writes the header form without an extension; the other file is one label per line.
+    (pred_dir / "S1_Cheese_C1").write_text(
+        "### Frame level recognition: ###\n" + " ".join(pred["S1_Cheese_C1"])
+    )
+    (pred_dir / "S2_Tea_C1.txt").write_text("\n".join(pred["S2_Tea_C1"]) + "\n")
+    (tmp_path / "mapping.txt").write_text("0 background\n1 take\n2 open\n3 pour\n")
+    return gt_dir, pred_dir, gt, pred
+
+
+def test_score_reads_both_mstcn_forms(tmp_path):
+    gt_dir, pred_dir, gt, pred = write_mstcn(tmp_path)
+    assert read_label_file(pred_dir / "S1_Cheese_C1") == pred["S1_Cheese_C1"]
+    assert video_key(pred_dir / "S1_Cheese_C1") == video_key(gt_dir / "S1_Cheese_C1.txt") == "S1_Cheese_C1"
+    out = tmp_path / "score.json"
+    result = invoke(
+        "score",
+        "--pred",
+        pred_dir,
+        "--gt",
+        gt_dir,
+        "--bg",
+        "background",
+        "--mapping",
+        tmp_path / "mapping.txt",
+        "--json",
+        out,
+    )
+    assert "f1@50" in result.stdout
+    res = json.loads(out.read_text())
+    assert res["class_names"] == ["background", "take", "open", "pour"]
+    n_right = sum(a == b for v in gt for a, b in zip(gt[v], pred[v], strict=True))
+    assert res["metrics"]["accuracy"] == pytest.approx(100 * n_right / 13)
+    # Segments without background: video 1 GT take[2,5) open[5,7), pred take[1,5) IoU .75, open[5,6) IoU .5;
+    # video 2 GT take[0,2) pour[2,5), pred take[0,2) pour[2,3) take[3,4) pour[4,5) -> 2 TP@10, 2 FP, 0 FN.
+    assert res["metrics"]["f1@10"] == pytest.approx(100 * 2 * (4 / 6) * 1 / (4 / 6 + 1))
+    assert res["metrics"]["edit"] == pytest.approx((100 + 50) / 2)
+    assert res["predictions"]["S2_Tea_C1"] == [1, 1, 3, 1, 3]
+
+
+def test_score_length_mismatch_is_one_line_error(tmp_path):
+    gt_dir, pred_dir, _, _ = write_mstcn(tmp_path)
+    (pred_dir / "S2_Tea_C1.txt").write_text("take\npour\n")
+    result = runner.invoke(app, ["score", "--pred", str(pred_dir), "--gt", str(gt_dir)])
+    assert result.exit_code == 1
+    assert "S2_Tea_C1" in result.output and "Traceback" not in result.output
+
+
+def test_bad_store_and_options_are_one_line_errors(tmp_path, tiny_store):
+    result = runner.invoke(app, ["knn", "--features", str(tmp_path / "missing")])
+    assert result.exit_code == 1 and "not a feature store" in result.output
+    result = runner.invoke(app, ["knn", "--features", str(tiny_store.root), "--weighting", "cosine"])
+    assert result.exit_code == 1 and "weighting" in result.output
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text(json.dumps({"schema": "other"}))
+    result = runner.invoke(app, ["table", str(bad_json)])
+    assert result.exit_code == 1 and "schema" in result.output

@@ -1,0 +1,59 @@
+"""DDP: a 2-process gloo run under torchrun matches one process with the same global batch; CLI entry points."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from plstitch_train.model import PLStitchModel
+from plstitch_train.trainer import CHECKPOINT_NAME, seed_everything, load_checkpoint, train
+from tests.train.conftest import tiny_config
+
+STEPS = 2
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PLSTITCH_NO_LIVE="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    return env
+
+
+@pytest.mark.timeout(400)
+def test_two_process_gloo_run_matches_single_process(video_dir: Path, frame_cache: Path, tmp_path: Path) -> None:
+    config = tiny_config(video_dir, frame_cache, max_steps=STEPS, batch_size=4)
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(config.to_dict()))
+    single = train(config, tmp_path / "single")
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+        "-m", "plstitch_train", "--config", str(config_file), "--out", str(tmp_path / "ddp"),
+    ]
+    done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=380, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])  # only rank 0 prints
+    assert summary["step"] == STEPS
+    assert summary["final"]["loss"] == pytest.approx(single.history[-1]["loss"], rel=1e-4)
+    expected = load_checkpoint(single.out_dir / CHECKPOINT_NAME)
+    got = load_checkpoint(tmp_path / "ddp" / CHECKPOINT_NAME)
+    assert got["world_size"] == 2 and len(got["rng"]) == 2
+    for key, value in expected["model"].items():
+        torch.testing.assert_close(got["model"][key], value, rtol=1e-4, atol=1e-5, msg=key)
+    # training moved the weights, so the match is not between two untouched initialisations
+    seed_everything(config.seed)
+    fresh = PLStitchModel(config).state_dict()
+    key = "student.backbone.vit.blocks.0.attn.qkv.weight"
+    assert not torch.allclose(fresh[key], expected["model"][key], atol=1e-4)
+    assert (tmp_path / "ddp" / "backbone" / "model.safetensors").is_file()
+
+def test_python_m_entry_point_reports_errors_as_one_line(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "plstitch_train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path)]
+    done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 1
+    assert "error:" in done.stderr and "Traceback" not in done.stderr

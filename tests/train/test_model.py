@@ -1,0 +1,200 @@
+"""Model branches, backbone forward variants, jigsaw query selection, schedules, data items, and overfitting."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import default_collate
+
+from plstitch_train.data import FrameStore, TrainDataset, discover_videos
+from plstitch_train.model import PLStitchModel, ViTBackbone, build_vit, jigsaw_queries
+from plstitch_train.sampling import SampleSpec, TrainSampler
+from plstitch_train.schedules import cosine_schedule, ramp_weight
+from tests.train.conftest import tiny_config
+
+
+@pytest.fixture(scope="module")
+def config(video_dir: Path, frame_cache: Path):
+    return tiny_config(video_dir, frame_cache)
+
+
+@pytest.fixture(scope="module")
+def store(config) -> FrameStore:
+    videos = discover_videos(config.data, config.fps)
+    return FrameStore.build(videos, config.fps, config.frame_size, Path(config.cache_dir), config.clip_len)
+
+
+def _dataset(store: FrameStore, config) -> TrainDataset:
+    return TrainDataset(store, config.img_size, (4, 4), config.mask_ratio)
+
+
+def _batch(store: FrameStore, config, size: int = 4) -> dict[str, torch.Tensor]:
+    sampler = TrainSampler(store.lengths, batch_size=size, clip_len=config.clip_len, max_step=config.max_step,
+                           fps=config.fps, context_seconds=config.context_seconds, counts=(4, 4, 4))
+    return default_collate([_dataset(store, config)[spec] for spec in next(iter(sampler))])
+
+
+def test_backbone_equals_timm_forward_features(config) -> None:
+    backbone = ViTBackbone(build_vit(config, 0.0)).eval()
+    images = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(backbone(images), backbone.vit.forward_features(images))
+
+
+def test_masked_patches_ignore_their_pixels(config) -> None:
+    backbone = ViTBackbone(build_vit(config, 0.0)).eval()
+    torch.nn.init.normal_(backbone.masked_embed)
+    masks = torch.zeros(1, 4, 4, dtype=torch.bool)
+    masks[0, 1, 2] = True  # patch rows 8:16, cols 16:24
+    images = torch.randn(1, 3, 32, 32)
+    changed = images.clone()
+    changed[:, :, 8:16, 16:24] = 5.0
+    with torch.no_grad():
+        torch.testing.assert_close(backbone(images, masks), backbone(changed, masks))
+        assert not torch.allclose(backbone(images), backbone(changed))
+
+
+def test_without_position_embedding_patches_are_permutation_equivariant(config) -> None:
+    backbone = ViTBackbone(build_vit(config, 0.0)).eval()
+    images = torch.randn(1, 3, 32, 32)
+    # swap patch (0,0) with patch (3,3) in pixel space
+    swapped = images.clone()
+    swapped[..., 0:8, 0:8], swapped[..., 24:32, 24:32] = images[..., 24:32, 24:32], images[..., 0:8, 0:8]
+    with torch.no_grad():
+        plain, moved = backbone(images, pos_embed=False), backbone(swapped, pos_embed=False)
+        torch.testing.assert_close(moved[:, 0], plain[:, 0], rtol=1e-4, atol=1e-5)  # CLS unchanged
+        torch.testing.assert_close(moved[:, 1], plain[:, 16], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(moved[:, 16], plain[:, 1], rtol=1e-4, atol=1e-5)
+        assert not torch.allclose(backbone(swapped)[:, 0], backbone(images)[:, 0], atol=1e-5)  # PE sees order
+
+
+def test_jigsaw_queries_match_a_loop() -> None:
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randn(3, 16, 5, generator=generator)
+    masks = torch.rand(3, 4, 4, generator=generator) < 0.4
+    masks[1] = False
+    masks[1, 0, 3] = True
+    queries, valid = jigsaw_queries(tokens, masks)
+    for b in range(3):
+        positions = [i for i in range(16) if masks[b].flatten()[i]]  # raster order
+        assert valid[b].sum() == len(positions)
+        for slot, pos in enumerate(positions):
+            assert torch.equal(queries[b, slot], tokens[b, pos])
+
+
+@pytest.mark.parametrize(
+    ("changes", "heads", "losses"),
+    [
+        ({}, {"temporal_head", "ibot_head", "jigsaw_head"}, {"vid", "mim", "jigsaw"}),
+        ({"lambda_jigsaw": 0.0}, {"temporal_head", "ibot_head"}, {"vid", "mim"}),
+        ({"lambda_mim": 0.0, "lambda_jigsaw": 0.0}, {"temporal_head"}, {"vid"}),
+        ({"lambda_vid": 0.0}, {"ibot_head", "jigsaw_head"}, {"mim", "jigsaw"}),
+        ({"objective": "permutation", "lambda_mim": 0.0}, {"permutation_head", "jigsaw_head"}, {"vid", "jigsaw"}),
+        ({"objective": "pairwise", "lambda_mim": 0.0, "lambda_jigsaw": 0.0}, {"temporal_head"}, {"vid"}),
+    ],
+)
+def test_disabled_branches_build_and_compute_nothing(store, config, changes, heads, losses) -> None:
+    cfg = config.replace(**changes)
+    model = PLStitchModel(cfg)
+    assert set(model.student) - {"backbone"} == heads
+    batch = _batch(store, config, size=2)
+    for key, needed in (("clip", "vid"), ("crops", "mim"), ("context", "jigsaw")):
+        if needed not in losses:
+            batch.pop(key)  # a skipped branch must not even read its inputs
+    out = model(batch)
+    assert set(out) - {"loss"} == losses
+    weights = {"vid": cfg.lambda_vid, "mim": cfg.lambda_mim, "jigsaw": cfg.lambda_jigsaw}
+    torch.testing.assert_close(out["loss"], sum(weights[k] * out[k] for k in losses))
+
+
+def test_jigsaw_weight_zero_skips_the_branch(store, config) -> None:
+    model = PLStitchModel(config)
+    out = model(_batch(store, config, size=2), jigsaw_weight=0.0)
+    assert "jigsaw" not in out
+
+
+def test_teacher_is_an_ema_of_the_student(config) -> None:
+    model = PLStitchModel(config.replace(lambda_jigsaw=0.0))
+    name = "backbone.vit.blocks.0.mlp.fc1.weight"
+    student = dict(model.student.named_parameters())[name]
+    teacher = dict(model.teacher.named_parameters())[name]
+    assert torch.equal(student, teacher)
+    with torch.no_grad():
+        student.add_(1.0)
+    before = teacher.detach().clone()
+    model.update_teacher(0.9)
+    torch.testing.assert_close(teacher, 0.9 * before + 0.1 * student.detach())
+    assert not any(p.requires_grad for p in model.teacher.parameters())
+
+
+def test_cosine_schedule_matches_the_textbook_formula() -> None:
+    values = cosine_schedule(1.0, 0.1, total_steps=10, warmup_steps=3)
+    np.testing.assert_allclose(values[:3], [0.0, 0.5, 1.0])
+    for i in range(7):
+        assert values[3 + i] == pytest.approx(0.1 + 0.45 * (1 + math.cos(math.pi * i / 7)))
+    momentum = cosine_schedule(0.996, 1.0, 100)
+    assert momentum[0] == pytest.approx(0.996) and momentum[-1] == pytest.approx(1.0, abs=1e-5)
+    assert np.all(np.diff(momentum) >= 0)
+
+
+def test_jigsaw_ramp_is_a_half_cosine() -> None:
+    assert ramp_weight(0.4, 5.99, 6.0, 1.0) == 0.0
+    assert ramp_weight(0.4, 6.0, 6.0, 1.0) == 0.0
+    assert ramp_weight(0.4, 6.5, 6.0, 1.0) == pytest.approx(0.2)
+    assert ramp_weight(0.4, 6.25, 6.0, 1.0) == pytest.approx(0.4 * (1 - math.cos(math.pi / 4)) / 2)
+    assert ramp_weight(0.4, 9.0, 6.0, 1.0) == pytest.approx(0.4)
+    assert ramp_weight(0.0, 9.0, 6.0, 1.0) == 0.0
+
+
+def test_items_are_seeded_by_their_spec_alone(store, config) -> None:
+    dataset = _dataset(store, config)
+    spec = SampleSpec(video=1, clip=(0, 3, 6, 9), past=2, current=5, future=8, seed=11)
+    torch.manual_seed(1)
+    first = dataset[spec]
+    torch.manual_seed(2)
+    state = torch.get_rng_state()
+    second = dataset[spec]
+    assert torch.equal(state, torch.get_rng_state())  # the global RNG is untouched
+    for key in ("clip", "crops", "context", "masks"):
+        assert torch.equal(first[key], second[key]), key
+    assert first["clip"].shape == (4, 3, 32, 32) and first["masks"].shape == (3, 4, 4)
+    assert not torch.equal(dataset[SampleSpec(1, (0, 3, 6, 9), 2, 5, 8, seed=12)]["crops"], first["crops"])
+
+
+def test_reverse_time_reverses_the_frame_order(store, config) -> None:
+    reversed_store = FrameStore(store.names, store._arrays, store.fps, reverse_time=True)
+    for video, length in enumerate(store.lengths):
+        forward = store.frames(video, np.arange(length))
+        backward = reversed_store.frames(video, np.arange(length))
+        assert np.array_equal(backward, forward[::-1])
+    # the clip the model ranks as "first..last" is the forward video's "last..first"
+    spec = SampleSpec(video=0, clip=(0, 2, 4, 6), past=1, current=3, future=5, seed=3)
+    last = store.lengths[0] - 1
+    mirrored = SampleSpec(0, tuple(last - i for i in spec.clip), last - 1, last - 3, last - 5, seed=3)
+    got = _dataset(reversed_store, config)[spec]
+    expected = _dataset(store, config)[mirrored]
+    assert torch.equal(got["clip"], expected["clip"])
+
+
+def test_a_fixed_batch_is_overfitted_by_every_branch(store, config) -> None:
+    """Few dozen steps on one batch lower each loss (L_vid, L_MIM, L_jigsaw)."""
+    cfg = config.replace(lambda_jigsaw=1.0)
+    model = PLStitchModel(cfg).train()
+    batch = _batch(store, config, size=2)
+    optimizer = torch.optim.AdamW([p for g in model.param_groups() for p in g["params"]], lr=3e-3)
+    history = []
+    for _ in range(16):
+        out = model(batch)
+        optimizer.zero_grad()
+        out["loss"].backward()
+        optimizer.step()
+        model.update_teacher(0.99)
+        history.append({k: float(v.detach()) for k, v in out.items()})
+    for key in ("vid", "mim", "jigsaw"):
+        start = np.mean([h[key] for h in history[:3]])
+        end = np.mean([h[key] for h in history[-3:]])
+        assert end < 0.9 * start, (key, start, end)
