@@ -12,7 +12,6 @@ source, sampled at 1 fps). The model is timm's ViT-S/16 at 224 px with random we
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 import tempfile
@@ -48,36 +47,37 @@ class Row:
     target: float
 
 
-@functools.lru_cache(maxsize=4)
-def _grid(height: int, width: int) -> np.ndarray:
-    return np.mgrid[0:height, 0:width].astype(np.float32)
+class FrameSource:
+    """Smooth drifting frames with a moving disc and mild noise (compress like footage, unlike pure noise)."""
 
+    def __init__(self, seed: int, height: int, width: int) -> None:
+        rng = np.random.default_rng(seed)
+        yy, xx = np.mgrid[0 : 2 * height, 0 : 2 * width].astype(np.float32)
+        tint = rng.uniform(0.5, 1.0, size=3).astype(np.float32)
+        phase = np.sin(xx / 37 + yy / 53)[..., None]
+        self.base = (60 + 120 * tint * (0.5 + 0.5 * phase)).astype(np.uint8)  # [2H, 2W, 3]
+        self.noise = rng.integers(-6, 7, size=(8, height, width, 3)).astype(np.int16)
+        self.height, self.width = height, width
+        self.yy, self.xx = yy[:height, :width], xx[:height, :width]
 
-def synthetic_image(
-    rng: np.random.Generator, t: float, height: int, width: int, tint: np.ndarray
-) -> np.ndarray:
-    """A smooth frame with a moving disc and mild noise (compresses like real footage, unlike pure noise)."""
-    yy, xx = _grid(height, width)
-    image = np.empty((height, width, 3), dtype=np.float32)
-    for c in range(3):
-        image[..., c] = 60 + 120 * tint[c] * (0.5 + 0.5 * np.sin(xx / 37 + yy / 53 + t * (c + 1) * 0.3))
-    cx, cy = width * (0.5 + 0.3 * np.sin(t * 0.7)), height * (0.5 + 0.3 * np.cos(t * 0.5))
-    image[(xx - cx) ** 2 + (yy - cy) ** 2 < (height / 6) ** 2] = (230, 200, 190)
-    image += rng.normal(0, 4, size=image.shape).astype(np.float32)
-    return image.clip(0, 255).astype(np.uint8)
+    def frame(self, t: float) -> np.ndarray:
+        """The frame at time `t` seconds."""
+        h, w = self.height, self.width
+        dy, dx = int(h / 2 * (1 + np.sin(t * 0.3))), int(w / 2 * (1 + np.cos(t * 0.2)))
+        image = self.base[dy : dy + h, dx : dx + w].astype(np.int16) + self.noise[int(t * 25) % 8]
+        cx, cy = w * (0.5 + 0.3 * np.sin(t * 0.7)), h * (0.5 + 0.3 * np.cos(t * 0.5))
+        image[(self.xx - cx) ** 2 + (self.yy - cy) ** 2 < (h / 6) ** 2] = (230, 200, 190)
+        return image.clip(0, 255).astype(np.uint8)
 
 
 def make_frame_folders(root: Path, n_videos: int, n_frames: int, height: int, width: int) -> Path:
     """AutoLaparo layout: frames/NN/XXXX.jpg (1 fps, 1-indexed) + labels/label_NN.txt (1-based ids)."""
-    rng = np.random.default_rng(0)
     for v in range(1, n_videos + 1):
         folder = root / "frames" / f"{v:02d}"
         folder.mkdir(parents=True)
-        tint = rng.uniform(0.5, 1.0, size=3)
+        source = FrameSource(v, height, width)
         for i in range(n_frames):
-            Image.fromarray(synthetic_image(rng, float(i), height, width, tint)).save(
-                folder / f"{i + 1:04d}.jpg", quality=90
-            )
+            Image.fromarray(source.frame(float(i))).save(folder / f"{i + 1:04d}.jpg", quality=90)
         rows = [f"{i + 1}\t{1 + i * len(AUTOLAPARO_PHASES) // n_frames}" for i in range(n_frames)]
         (root / "labels").mkdir(exist_ok=True)
         (root / "labels" / f"label_{v:02d}.txt").write_text("Frame\tPhase\n" + "\n".join(rows) + "\n")
@@ -86,18 +86,17 @@ def make_frame_folders(root: Path, n_videos: int, n_frames: int, height: int, wi
 
 def make_mp4s(root: Path, n_videos: int, seconds: int, height: int, width: int) -> Path:
     """Cholec80 layout: videos/videoNN.mp4 (H.264, 25 fps) + phase_annotations/videoNN-phase.txt."""
-    rng = np.random.default_rng(1)
     (root / "videos").mkdir(parents=True)
     (root / "phase_annotations").mkdir()
     n_frames = seconds * SOURCE_FPS
     for v in range(1, n_videos + 1):
-        tint = rng.uniform(0.5, 1.0, size=3)
+        source = FrameSource(100 + v, height, width)
         with av.open(str(root / "videos" / f"video{v:02d}.mp4"), "w") as container:
             stream = container.add_stream("libx264", rate=SOURCE_FPS)
             stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
             stream.options = {"preset": "veryfast", "crf": "23"}
             for i in range(n_frames):
-                image = synthetic_image(rng, i / SOURCE_FPS, height, width, tint)
+                image = source.frame(i / SOURCE_FPS)
                 for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
                     container.mux(packet)
             for packet in stream.encode():

@@ -12,6 +12,7 @@ Run as `python -m plstitch_eval.extract ...` (same options as `plstitch extract`
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 import warnings
@@ -39,6 +40,7 @@ from plstitch_eval.utils.device import autocast, resolve_device, resolve_precisi
 
 SUMMARY_ROWS = 30  # per-video rows shown in the end-of-run table; failures are always shown
 DIST_TIMEOUT = timedelta(hours=24)
+EXTRA_COMPAT_FIELDS = ("precision",)  # besides features.compat_key: bf16 and fp32 features never mix
 
 
 # --------------------------------------------------------------------------------------------- results
@@ -214,8 +216,9 @@ def iter_video_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterat
             buffer[n] = prepare_frame(frame.image, plan)
             times[n] = frame.time
             n += 1
-            if n == batch_size:
-                yield FrameChunk(job.index, buffer.clone(), times.clone(), False)
+            if n == batch_size:  # hand the full buffers over (no copy) and start new ones
+                yield FrameChunk(job.index, buffer, times, False)
+                buffer, times = torch.empty_like(buffer), torch.empty_like(times)
                 total += n
                 n = 0
     except Exception as exc:  # any decoder failure becomes a per-video error naming the file
@@ -381,7 +384,17 @@ def open_store(root: Path, manifest: dict[str, Any], overwrite: bool) -> Feature
     manifest_path = root / MANIFEST
     if manifest_path.exists():
         old = FeatureStore(root).manifest
-        if compat_key(old) == compat_key(manifest):
+        extra = {
+            k: (old.get(k), manifest.get(k)) for k in EXTRA_COMPAT_FIELDS if old.get(k) != manifest.get(k)
+        }
+        if compat_key(old) == compat_key(manifest) and extra:
+            if not overwrite:
+                raise FeatureStoreError(
+                    f"{root} already holds features made differently ({extra}, as old -> new). "
+                    "Use another --out folder, or --overwrite to delete the old features."
+                )
+            shutil.rmtree(root)
+        elif compat_key(old) == compat_key(manifest):
             manifest = {**manifest, "created": old.get("created", manifest["created"])}
     elif root.exists() and any(root.iterdir()):
         # Never delete (--overwrite) or write into a folder that is not a feature store.

@@ -6,7 +6,12 @@ wording) or 1 (``"uniform"``). The prediction is the argmax of the summed votes;
 class id wins (numpy/torch argmax). One search with the largest k serves several k. ``k > n_train`` is
 clipped to ``n_train``.
 
-Backends: FAISS ``IndexFlatIP`` (exact) on CPU; torch matmul + topk on CUDA (or when asked).
+Backends: FAISS ``IndexFlatIP`` (exact) on CPU, its thread count set explicitly (``num_threads``, default
+all cores); torch matmul + topk in fp32 on CUDA (or with ``backend="torch"``).
+
+macOS: torch and faiss-cpu each bundle an OpenMP runtime and the process can abort with "OMP: Error #15";
+the usual workaround is ``export KMP_DUPLICATE_LIB_OK=TRUE`` (or installing both from conda-forge, which
+share one runtime).
 """
 
 from __future__ import annotations

@@ -160,6 +160,34 @@ def macro_scores(preds, gts, num_classes: int | None = None) -> dict[str, float]
     return frame_metrics(preds, gts, num_classes)["metrics"]
 
 
+def _macro(name: str, preds, gts, convention: str, num_classes: int | None) -> float:
+    if convention not in ("pooled", "video"):
+        raise EvaluationError(
+            f"convention must be 'pooled' (all frames) or 'video' (per video), got {convention!r}."
+        )
+    return macro_scores(preds, gts, num_classes)[f"macro_{name}_{convention}"]
+
+
+def macro_f1(preds, gts, convention: str = "pooled", num_classes: int | None = None) -> float:
+    """Macro F1 in percent, over all frames (``pooled``) or per video then averaged (``video``)."""
+    return _macro("f1", preds, gts, convention, num_classes)
+
+
+def macro_precision(preds, gts, convention: str = "pooled", num_classes: int | None = None) -> float:
+    """Macro precision in percent (``pooled`` or ``video`` convention)."""
+    return _macro("precision", preds, gts, convention, num_classes)
+
+
+def macro_recall(preds, gts, convention: str = "pooled", num_classes: int | None = None) -> float:
+    """Macro recall in percent (``pooled`` or ``video`` convention)."""
+    return _macro("recall", preds, gts, convention, num_classes)
+
+
+def macro_jaccard(preds, gts, convention: str = "pooled", num_classes: int | None = None) -> float:
+    """Macro Jaccard (IoU) in percent (``pooled`` or ``video`` convention)."""
+    return _macro("jaccard", preds, gts, convention, num_classes)
+
+
 # --------------------------------------------------------------------------------------------- segments
 def _segments(
     labels: list[np.ndarray], bg_classes: Iterable[int] = (), last_end: str = "exclusive"
@@ -200,12 +228,27 @@ def segment_counts(
     last_end: str = "exclusive",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-video TP, FP, FN at one IoU threshold with MS-TCN's greedy best-IoU matching."""
-    if not 0 < overlap <= 1:
-        raise EvaluationError(f"IoU threshold must be in (0, 1], got {overlap}.")
+    return segment_counts_multi(preds, gts, (overlap,), bg_classes, last_end)[overlap]
+
+
+def segment_counts_multi(
+    preds,
+    gts,
+    overlaps: Sequence[float] = DEFAULT_OVERLAPS,
+    bg_classes: Iterable[int] = (),
+    last_end: str = "exclusive",
+) -> dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``{overlap: (TP, FP, FN) per video}`` from one segmentation and one best-IoU matching."""
+    for overlap in overlaps:
+        if not 0 < overlap <= 1:
+            raise EvaluationError(f"IoU threshold must be in (0, 1], got {overlap}.")
     p, g, _, bg = _as_label_lists(preds, gts, bg_classes=bg_classes)
-    pv, pl, ps, pe = _segments(p, bg, last_end)
-    gv, gl, gs, ge = _segments(g, bg, last_end)
-    n_videos = len(g)
+    return _counts(_segments(p, bg, last_end), _segments(g, bg, last_end), len(g), overlaps, last_end)
+
+
+def _counts(pseg, gseg, n_videos: int, overlaps: Sequence[float], last_end: str) -> dict:
+    pv, pl, ps, pe = pseg
+    gv, gl, gs, ge = gseg
     # Candidate pairs: each predicted segment x the GT segments of the same (video, label).
     n_labels = int(max(pl.max(initial=0), gl.max(initial=0))) + 1
     gkey = gv * n_labels + gl
@@ -225,19 +268,22 @@ def segment_counts(
     rank = np.lexsort((pair_gt, -iou, pair_pred))
     first = rank[np.unique(pair_pred[rank], return_index=True)[1]]
     best_pred, best_gt, best_iou = pair_pred[first], pair_gt[first], iou[first]
-    # A GT segment is hit once by the first qualifying prediction; later ones pointing at it are FPs.
-    qualifies = best_iou >= overlap
+    eligible = np.ones(len(best_pred), dtype=bool)
     if last_end == "mstcn2":
         # A 1-frame last segment becomes [T-1, T-1); facing an equally empty GT segment, MS-TCN2 computes
         # IoU 0/0 = nan, which numpy's argmax picks and which never counts as a hit: always an FP.
         span = int(max(ge.max(initial=0), pe.max(initial=0))) + 1
         nan_pred = (ps == pe) & np.isin(pv * span + ps, gv[gs == ge] * span + gs[gs == ge])
-        qualifies &= ~nan_pred[best_pred]
-    hit_gt = np.unique(best_gt[qualifies])
-    tp = np.bincount(gv[hit_gt], minlength=n_videos)
+        eligible = ~nan_pred[best_pred]
     n_pred = np.bincount(pv, minlength=n_videos)
     n_gt = np.bincount(gv, minlength=n_videos)
-    return tp, n_pred - tp, n_gt - tp
+    out = {}
+    for overlap in overlaps:
+        # A GT segment is hit once by the first qualifying prediction; later ones pointing at it are FPs.
+        hit_gt = np.unique(best_gt[(best_iou >= overlap) & eligible])
+        tp = np.bincount(gv[hit_gt], minlength=n_videos)
+        out[overlap] = (tp, n_pred - tp, n_gt - tp)
+    return out
 
 
 def _f1_from_counts(tp: float, fp: float, fn: float) -> float:
@@ -254,9 +300,9 @@ def segmental_f1(
     last_end: str = "exclusive",
 ) -> dict[float, float]:
     """F1@overlap in percent with TP/FP/FN summed over videos before precision/recall (MS-TCN)."""
+    counts = segment_counts_multi(preds_list, gts_list, overlaps, bg_classes, last_end)
     out = {}
-    for overlap in overlaps:
-        tp, fp, fn = segment_counts(preds_list, gts_list, overlap, bg_classes, last_end)
+    for overlap, (tp, fp, fn) in counts.items():
         out[overlap] = _f1_from_counts(tp.sum(), fp.sum(), fn.sum())
     return out
 
@@ -295,9 +341,12 @@ def edit_scores(
 ) -> np.ndarray:
     """Per-video Edit score in percent: (1 - lev(P, Y) / max(|P|, |Y|)) * 100 over segment labels."""
     p, g, _, bg = _as_label_lists(preds_list, gts_list, bg_classes=bg_classes)
-    pv, pl, _, _ = _segments(p, bg, last_end)
-    gv, gl, _, _ = _segments(g, bg, last_end)
-    n = len(g)
+    return _edits(_segments(p, bg, last_end), _segments(g, bg, last_end), len(g))
+
+
+def _edits(pseg, gseg, n: int) -> np.ndarray:
+    pv, pl = pseg[:2]
+    gv, gl = gseg[:2]
     p_seqs = np.split(pl, np.searchsorted(pv, np.arange(1, n)))
     g_seqs = np.split(gl, np.searchsorted(gv, np.arange(1, n)))
     dist = _batched_levenshtein(g_seqs, p_seqs)  # symmetric: loop over the (usually shorter) GT side
@@ -319,15 +368,18 @@ def segment_metrics(
     last_end: str = "exclusive",
 ) -> dict:
     """Edit and F1@k (keys ``edit``, ``f1@10`` ...), pooled as MS-TCN does, plus per-video values."""
+    for overlap in overlaps:
+        if not 0 < overlap <= 1:
+            raise EvaluationError(f"IoU threshold must be in (0, 1], got {overlap}.")
     p, g, names, bg = _as_label_lists(preds_list, gts_list, videos, bg_classes)
-    edits = edit_scores(p, g, bg, last_end)
+    pseg, gseg = _segments(p, bg, last_end), _segments(g, bg, last_end)
+    edits = _edits(pseg, gseg, len(g))
     metrics: dict[str, float] = {"edit": float(np.mean(edits)) if len(edits) else float("nan")}
     per_video: dict[str, dict[str, float]] = {
         name: {"edit": float(e)} for name, e in zip(names, edits, strict=True)
     }
-    for overlap in overlaps:
+    for overlap, (tp, fp, fn) in _counts(pseg, gseg, len(g), overlaps, last_end).items():
         key = f"f1@{round(overlap * 100):d}"
-        tp, fp, fn = segment_counts(p, g, overlap, bg, last_end)
         metrics[key] = _f1_from_counts(tp.sum(), fp.sum(), fn.sum())
         for i, name in enumerate(names):
             per_video[name][key] = _f1_from_counts(tp[i], fp[i], fn[i])

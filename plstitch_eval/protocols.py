@@ -59,8 +59,18 @@ def background_ids(manifest: dict[str, Any], class_names: Sequence[str]) -> list
 
 # ------------------------------------------------------------------------------------------------ splits
 def resolve_splits(store: FeatureStore, scheme: str | None = None) -> dict[str, list[str]]:
-    """Train/val/test video lists of the store, for a named scheme when the manifest holds several."""
-    raw = store.manifest.get("splits") or {}
+    """Train/val/test video lists of the store, for a named scheme when the manifest holds several.
+
+    Reads ``split_schemes[scheme]`` when a scheme is named and recorded, else ``splits`` (flat or by scheme).
+    """
+    manifest = store.manifest
+    schemes = manifest.get("split_schemes") or {}
+    if scheme is not None and scheme in schemes:
+        raw = schemes[scheme]
+        return {s: list(raw.get(s, [])) for s in ("train", "val", "test")}
+    if scheme is not None and scheme == manifest.get("split_scheme"):
+        scheme = None
+    raw = manifest.get("splits") or {}
     if raw and all(isinstance(v, dict) for v in raw.values()):
         if scheme is None:
             scheme = next(iter(raw))

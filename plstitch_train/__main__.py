@@ -1,4 +1,4 @@
-"""`python -m plstitch_train ...` runs the `train` command (the entry point for `torchrun -m plstitch_train`)."""
+"""`python -m plstitch_train ...` runs the `train` command (entry point of `torchrun -m plstitch_train`)."""
 
 from __future__ import annotations
 

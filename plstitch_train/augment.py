@@ -1,7 +1,7 @@
 """Training augmentations (torchvision v2 on uint8 tensors): clip augmentation and iBOT/DINO global crops.
 
 A clip is one [k, 3, H, W] tensor, so v2 draws one set of parameters and applies it to every frame - the
-frames of a clip differ only in content, never in augmentation (no flip: it would not change the order anyway).
+frames of a clip differ only in content, never in augmentation (no flip).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def _normalise() -> list[v2.Transform]:
 
 
 def clip_transform(img_size: int) -> v2.Compose:
-    """Authors' clip augmentation: resize to img_size^2, colour jitter (0.4,0.4,0.2,0.1) p=0.8, grayscale 0.2, blur 0.1."""
+    """Authors' clip augmentation: square resize, jitter (0.4,0.4,0.2,0.1) p=0.8, grayscale 0.2, blur 0.1."""
     return v2.Compose(
         [v2.Resize((img_size, img_size), antialias=True), *_colour(), _blur(img_size, 0.1), *_normalise()]
     )
@@ -40,7 +40,7 @@ def clip_transform(img_size: int) -> v2.Compose:
 def global_crop_transforms(
     img_size: int, scale: tuple[float, float] = (0.14, 1.0)
 ) -> tuple[v2.Compose, v2.Compose]:
-    """DINO/iBOT global crops: random resized crop (scale 0.14-1), flip, colour; blur 1.0 / 0.1, solarize 0 / 0.2."""
+    """DINO/iBOT global crops: resized crop (scale 0.14-1), flip, colour; blur 1.0/0.1, solarize 0/0.2."""
     crop = v2.RandomResizedCrop(
         img_size, scale=scale, interpolation=InterpolationMode.BICUBIC, antialias=True
     )

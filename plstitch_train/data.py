@@ -1,8 +1,8 @@
-"""Training frames: decode every video ONCE (PyAV / frame folders) into a uint8 `.npy` cache, then build items.
+"""Training frames: decode every video ONCE (PyAV / frame folders) into a uint8 `.npy` cache; build items.
 
 `FrameStore` holds one memory-mapped [T, H, W, 3] array per video (shorter side `frame_size`, sampled at the
-training fps); `TrainDataset` turns a `SampleSpec` into augmented tensors with an RNG seeded by the spec alone,
-so items do not depend on worker count, rank or resume point.
+training fps); `TrainDataset` turns a `SampleSpec` into augmented tensors with an RNG seeded by the spec
+alone, so items do not depend on worker count, rank or resume point.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class VideoSource:
 
 
 def discover_videos(folder: str | os.PathLike, folder_fps: float) -> list[VideoSource]:
-    """Every video file and every folder of images directly inside `folder` (recursively for nested folders)."""
+    """Every video file and every folder of images under `folder` (searched recursively)."""
     root = Path(folder)
     if not root.is_dir():
         raise DataError(f"--data {root}: not a folder; point it at a folder of videos or frame folders.")
@@ -131,7 +131,8 @@ class FrameStore:
             arrays.append(array)
         if not arrays:
             raise DataError(
-                f"No training video has at least {min_frames} frames at {fps} fps; raise --fps or lower --clip-len."
+                f"No training video has at least {min_frames} frames at {fps} fps; "
+                "raise --fps or lower --clip-len."
             )
         return cls(names, arrays, fps, reverse_time)
 
@@ -156,8 +157,8 @@ class TrainDataset(Dataset):
     """`SampleSpec` -> {"clip" [k,3,S,S], "crops" [2,3,S,S], "context" [3,3,S,S], "masks" [3,h,w] bool}.
 
     Only the parts the enabled branches need are built. Crops are the two iBOT global views of the current
-    frame; context is (past, current, future) with one shared clip augmentation; masks 0-1 belong to the crops,
-    mask 2 to the current frame of the jigsaw branch.
+    frame; context is (past, current, future) with one shared clip augmentation; masks 0-1 belong to the
+    crops, mask 2 to the current frame of the jigsaw branch.
     """
 
     def __init__(
@@ -176,9 +177,6 @@ class TrainDataset(Dataset):
         self.crop_tfs = global_crop_transforms(img_size)
         self.masker = BlockMaskGenerator(grid=grid, ratio=mask_ratio)
         self.grid = grid
-
-    def __len__(self) -> int:  # items are addressed by SampleSpec, not by position
-        return 0
 
     def __getitem__(self, spec: SampleSpec) -> dict[str, torch.Tensor]:
         item: dict[str, torch.Tensor] = {}

@@ -104,10 +104,12 @@ def resolve_source(source: str | os.PathLike) -> _Source:
     raise PublishError(f"{path} does not exist; pass a training run directory or a checkpoint file.")
 
 
-def teacher_state(checkpoint: Any) -> dict[str, torch.Tensor]:
-    """The teacher's tensors with containers and prefixes removed (`vit.` of the trainer's wrapper too)."""
+def teacher_state(checkpoint: Any) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """(teacher tensors without containers and prefixes, the trainer's `vit.` too; leftover head keys)."""
     state = unwrap_state_dict(checkpoint, "teacher")
-    return {key.removeprefix("vit."): tensor for key, tensor in state.items()}
+    leftovers = sorted(k for k in state if k.startswith(("teacher.", "student.")))
+    kept = {key.removeprefix("vit."): tensor for key, tensor in state.items() if key not in leftovers}
+    return kept, leftovers
 
 
 def load_backbone(src: _Source, checkpoint: Any = None) -> tuple[nn.Module, DataConfig, list[str]]:
@@ -122,12 +124,12 @@ def load_backbone(src: _Source, checkpoint: Any = None) -> tuple[nn.Module, Data
         return model, data_config, []
     if checkpoint is None:
         checkpoint = load_checkpoint(src.checkpoint)
-    state = teacher_state(checkpoint)
+    state, leftovers = teacher_state(checkpoint)
     if src.backbone_dir is None:
         num_heads = find_num_heads(checkpoint)
         model, dropped = model_from_checkpoint(state, "teacher", num_heads, source=str(src.checkpoint))
         size = model.patch_embed.img_size[0] if hasattr(model, "patch_embed") else 224
-        return model.eval(), DataConfig.for_size(size), dropped
+        return model.eval(), DataConfig.for_size(size), sorted(dropped + leftovers)
     config = json.loads((src.backbone_dir / CONFIG_NAME).read_text(encoding="utf-8"))
     model = timm.create_model(
         config["architecture"],
@@ -138,7 +140,7 @@ def load_backbone(src: _Source, checkpoint: Any = None) -> tuple[nn.Module, Data
     top_level = CONVNEXT_TOP_LEVEL if config["architecture"].startswith("convnext") else VIT_TOP_LEVEL
     backbone, dropped = split_backbone(state, top_level)
     load_strict(model, backbone, str(src.checkpoint))
-    return model.eval(), read_data_config(src.backbone_dir), dropped
+    return model.eval(), read_data_config(src.backbone_dir), sorted(dropped + leftovers)
 
 
 def write_temporal_head(src: _Source, checkpoint: Any, out_dir: Path) -> bool:

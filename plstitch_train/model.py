@@ -1,7 +1,7 @@
-"""PL-Stitch model: student/teacher ViT (teacher = EMA of student) and the three branches L_vid, L_MIM, L_jigsaw.
+"""PL-Stitch model: student/teacher ViT (teacher = EMA of student) and the branches L_vid, L_MIM, L_jigsaw.
 
-`PLStitchModel.forward(batch, epoch, jigsaw_weight)` returns the weighted total and each branch's loss; a branch
-whose weight is 0 is skipped entirely (no forward, no parameters in the graph).
+`PLStitchModel.forward(batch, epoch, jigsaw_weight)` returns the weighted total and each branch's loss;
+a branch whose weight is 0 is skipped entirely (no forward, no parameters in the graph).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class ViTBackbone(nn.Module):
         return tuple(self.vit.patch_embed.grid_size)
 
     def forward(self, images: Tensor, masks: Tensor | None = None, pos_embed: bool = True) -> Tensor:
-        """Tokens of `images`; `masks` [B, h, w] (True = replace by masked_embed); `pos_embed=False` adds no PE."""
+        """Tokens of `images`; `masks` [B, h, w] (True = use masked_embed); `pos_embed=False` adds no PE."""
         vit = self.vit
         x = vit.patch_embed(images)
         if masks is not None:
@@ -79,7 +79,7 @@ def build_vit(config: TrainConfig, drop_path: float) -> VisionTransformer:
 
 
 def init_from_encoder(vit: VisionTransformer, spec: str) -> None:
-    """Fill `vit` strictly from the encoder `spec` (registry name, hf-hub:, folder, run dir or checkpoint file)."""
+    """Fill `vit` strictly from encoder `spec` (registry name, hf-hub:, folder, run dir or checkpoint)."""
     from plstitch_eval.hub import load_encoder
     from plstitch_eval.hub.convert import load_strict
 
@@ -186,7 +186,7 @@ class PLStitchModel(nn.Module):
         return out
 
     def video_loss(self, clip: Tensor) -> Tensor:
-        """L_vid on clips [B, k, 3, H, W] in true order: CLS (with PE, with gradients) -> head -> ranking loss."""
+        """L_vid on clips [B, k, 3, H, W] in true order: CLS (PE on, with grad) -> head -> ranking loss."""
         batch, k = clip.shape[:2]
         perm_index = None
         if self.config.objective == "permutation":
@@ -219,9 +219,9 @@ class PLStitchModel(nn.Module):
         return losses["total"]
 
     def jigsaw_loss(self, context: Tensor, masks: Tensor) -> Tensor:
-        """L_jigsaw: masked current-frame patches (no PE) rank in raster order against past+future patches (no PE).
+        """L_jigsaw: masked current-frame patches (no PE) ranked in raster order vs context patches.
 
-        `context` is [B, 3, 3, H, W] = (past, current, future); the context frames are encoded without gradient.
+        `context` is [B, 3, 3, H, W] = (past, current, future); past and future are encoded without gradient.
         """
         batch = context.shape[0]
         backbone = self.student["backbone"]

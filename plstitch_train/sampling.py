@@ -1,8 +1,8 @@
-"""Training samplers: a clip (k frames, one random step) plus a context triplet per item, resampled every epoch.
+"""Training sampler: a clip (k frames, one random step) plus a context triplet per item, resampled per epoch.
 
-Each item of an epoch is a `SampleSpec` drawn from `numpy.random.default_rng([seed, epoch])`, so an epoch's plan
-depends only on (seed, epoch) - not on workers, ranks or how far a previous run got - and a resumed run that
-restarts at `(epoch, batch)` sees exactly the batches the uninterrupted run would have seen.
+Each item of an epoch is a `SampleSpec` drawn from `numpy.random.default_rng([seed, epoch])`, so an epoch's
+plan depends only on (seed, epoch) - not on workers, ranks or how far a previous run got - and a resumed run
+that restarts at `(epoch, batch)` sees exactly the batches the uninterrupted run would have seen.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from plstitch_eval.errors import ConfigError
 
 @dataclass(frozen=True)
 class SampleSpec:
-    """One training item: the clip's frame indices, the (past, current, future) triplet and an augmentation seed."""
+    """One training item: clip frame indices, the (past, current, future) triplet and an augmentation seed."""
 
     video: int
     clip: tuple[int, ...]
@@ -30,7 +30,7 @@ class SampleSpec:
 def clips_per_video(
     num_frames: int, bounds: Sequence[int] = (240, 960), counts: Sequence[int] = (60, 200, 300)
 ) -> int:
-    """Clips drawn from a video per epoch: counts[0] below bounds[0] frames, counts[2] above bounds[1], else counts[1]."""
+    """Clips per video per epoch: counts[0] below bounds[0] frames, counts[2] above bounds[1], else [1]."""
     if num_frames < bounds[0]:
         return int(counts[0])
     if num_frames > bounds[1]:
@@ -58,7 +58,7 @@ def sample_clip(
 def sample_triplet(
     rng: np.random.Generator, num_frames: int, fps: float, context_seconds: Sequence[float]
 ) -> tuple[int, int, int]:
-    """(past, current, future) frame indices with offsets tau1, tau2 uniform in `context_seconds` (>= 1 frame).
+    """(past, current, future) frame indices; offsets tau1, tau2 uniform in `context_seconds` (>= 1 frame).
 
     The current frame is drawn so both context frames fit; on a video too short for that they are clamped.
     """
@@ -70,11 +70,11 @@ def sample_triplet(
 
 
 class TrainSampler:
-    """Batch sampler of `SampleSpec` lists for one rank, with DistributedSampler-style sharding and a resume point.
+    """Batch sampler of `SampleSpec` lists for one rank: DistributedSampler-style sharding and a resume point.
 
     Epoch plan: every video contributes `clips_per_video(T)` items; the plan is shuffled, cut to a multiple of
-    `world_size * batch_size` (drop last) and rank r takes items r, r+W, ... - so the union of the ranks' batch i
-    equals a single process's batch i at the same global batch.
+    `world_size * batch_size` (drop last) and rank r takes items r, r+W, ... - so the union of the ranks'
+    batch i equals a single process's batch i at the same global batch.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Per-step schedules: cosine with linear warm-up (lr, weight decay, teacher momentum) and the jigsaw ramp-in."""
+"""Per-step schedules: cosine with linear warm-up (lr, weight decay, teacher momentum); jigsaw ramp-in."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 def cosine_schedule(
     base: float, final: float, total_steps: int, warmup_steps: int = 0, warmup_start: float = 0.0
 ) -> np.ndarray:
-    """Values for steps 0..total_steps-1: linear warm-up warmup_start -> base, then base + (final-base)(1-cos(pi t))/2.
+    """Values for steps 0..total_steps-1: linear warm-up to base, then final + (base-final)(1+cos(pi t))/2.
 
     Matches DINO's `cosine_scheduler` with t = i / (cosine steps) over the steps after warm-up.
     """
@@ -22,7 +22,7 @@ def cosine_schedule(
 
 
 def ramp_weight(weight: float, epoch: float, start_epoch: float, ramp_epochs: float) -> float:
-    """Jigsaw weight at (fractional) `epoch`: 0 before `start_epoch`, then weight * (1 - cos(pi * u)) / 2, u in [0, 1]."""
+    """Jigsaw weight at (fractional) `epoch`: 0 before `start_epoch`, then weight * (1 - cos(pi u)) / 2."""
     if weight <= 0 or epoch < start_epoch:
         return 0.0
     if ramp_epochs <= 0:

@@ -1,8 +1,8 @@
 """PL-Stitch training loop: AdamW + cosine schedules, AMP, DDP (torchrun), accumulation, exact resume, export.
 
 Run directory: `last.ckpt` (everything an exact resume needs; loads with `torch.load(weights_only=True)`),
-`backbone/` (teacher ViT in timm format + temporal head; `load_encoder(run_dir)` reads it), `train_config.json`
-and `log.jsonl` (one JSON object per logged step). Only rank 0 writes files.
+`backbone/` (teacher ViT in timm format + temporal head; `load_encoder(run_dir)` reads it),
+`train_config.json` and `log.jsonl` (one JSON object per logged step). Only rank 0 writes files.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from plstitch_eval.errors import TrainingError
-from plstitch_eval.utils.console import logger, progress_bar
+from plstitch_eval.utils.console import console, logger, progress_bar
 from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision
 from plstitch_eval.utils.io import atomic_path, write_json_atomic
 from plstitch_train.data import FrameStore, TrainDataset, dataset_videos, discover_videos
@@ -81,7 +81,7 @@ def _init_distributed(device: torch.device) -> tuple[_Dist, torch.device]:
     return info, device
 
 
-# --- RNG state (plain tensors / numbers so torch.load(weights_only=True) reads it) ------------------------------
+# --- RNG state (plain tensors / numbers so torch.load(weights_only=True) reads it) --------------------------
 
 
 def capture_rng(device: torch.device) -> dict[str, Any]:
@@ -132,11 +132,11 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
 
 
-# --- building the pieces -------------------------------------------------------------------------------------------
+# --- building the pieces ------------------------------------------------------------------------------------
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a run checkpoint with `weights_only=True`; TrainingError names the file if it is not one of ours."""
+    """Read a run checkpoint with `weights_only=True`; TrainingError names the file if it is not ours."""
     path = Path(path)
     if path.is_dir():
         path = path / CHECKPOINT_NAME
@@ -188,11 +188,18 @@ def _loader(
 
 
 class _LiveLine:
-    """Rich progress bar on stderr (rank 0) with per-branch losses, lr, samples/s and ETA."""
+    """Rich progress bar on stderr (rank 0) with per-branch losses, lr, samples/s and ETA.
 
-    def __init__(self, total: int, start: int, enabled: bool) -> None:
-        self.progress = progress_bar(TextColumn("{task.fields[info]}"), disable=not enabled)
+    When stderr is not a terminal (a log file, CI) the same line is logged every `log_every` steps instead.
+    """
+
+    def __init__(self, total: int, start: int, enabled: bool, log_every: int) -> None:
+        self.enabled, self.total, self.log_every = enabled, total, log_every
+        self.interactive = enabled and console.is_terminal
+        self.progress = progress_bar(TextColumn("{task.fields[info]}"), disable=not self.interactive)
         self.task = self.progress.add_task("train", total=total, completed=start, info="")
+        self.started = time.perf_counter()
+        self.start_step = start
 
     def __enter__(self) -> _LiveLine:
         self.progress.start()
@@ -204,10 +211,15 @@ class _LiveLine:
     def update(self, step: int, record: dict[str, float]) -> None:
         parts = [f"{k} {record[k]:.4f}" for k in LOSS_KEYS if k in record]
         parts += [f"lr {record['lr']:.2e}", f"{record['samples_per_s']:.1f} samples/s"]
-        self.progress.update(self.task, completed=step, info="  ".join(parts))
+        if self.interactive:
+            self.progress.update(self.task, completed=step, info="  ".join(parts))
+        elif self.enabled and (step % self.log_every == 0 or step == self.total):
+            per_step = (time.perf_counter() - self.started) / max(step - self.start_step, 1)
+            eta = per_step * (self.total - step)
+            logger.info("step %d/%d  %s  ETA %.0fs", step, self.total, "  ".join(parts), eta)
 
 
-# --- the loop ----------------------------------------------------------------------------------------------------
+# --- the loop -----------------------------------------------------------------------------------------------
 
 
 def train(
@@ -333,7 +345,8 @@ def _run(
     log_path = out_dir / LOG_NAME
     model.train()
     start_time = time.perf_counter()
-    with _LiveLine(total_steps, step, info.is_main and not os.environ.get("PLSTITCH_NO_LIVE")) as live:
+    live_enabled = info.is_main and not os.environ.get("PLSTITCH_NO_LIVE")
+    with _LiveLine(total_steps, step, live_enabled, config.log_every) as live:
         while step < total_steps:
             epoch, step_in_epoch = divmod(step, steps_per_epoch)
             sampler.set_position(epoch, step_in_epoch * config.accum_steps)
@@ -451,7 +464,7 @@ def _append_log(path: Path, record: dict[str, float]) -> None:
         handle.write(json.dumps(record) + "\n")
 
 
-# --- checkpoints and export --------------------------------------------------------------------------------------
+# --- checkpoints and export ---------------------------------------------------------------------------------
 
 
 def save_checkpoint(
@@ -512,8 +525,8 @@ def _restore(
         restore_rng(rng_states[info.rank], device)
     else:
         logger.warning(
-            "Checkpoint was written by %d processes, resuming with %d: data order is exact, dropout/drop-path RNG "
-            "is re-seeded.",
+            "Checkpoint was written by %d processes, resuming with %d: data order is exact, "
+            "dropout/drop-path RNG is re-seeded.",
             len(rng_states),
             info.world_size,
         )
@@ -521,7 +534,7 @@ def _restore(
 
 
 def export_backbone(model: PLStitchModel, out_dir: Path, config: TrainConfig) -> Path:
-    """Teacher ViT in timm format (+ the temporal head) under `out_dir/backbone`, which `load_encoder` reads."""
+    """Teacher ViT in timm format (+ temporal head) under `out_dir/backbone`, which `load_encoder` reads."""
     from plstitch_eval.hub.data_config import DataConfig
     from plstitch_eval.hub.temporal_head import save_temporal_head
     from plstitch_eval.hub.timm_format import save_timm_dir

@@ -161,7 +161,7 @@ def run_attention(config: AttentionConfig) -> tuple[Path, Path, dict[str, Any]]:
             "head_entropy_bits": [entropy_bits(m.numpy()) for m in grid_maps],
             "head_maps": np.round(grid_maps.numpy(), 6).tolist(),
         }
-    title = f"Last-block CLS attention of {config.model}"
+    title = f"Last-block CLS attention of {config.model} (each map min-max scaled)"
     fig = plot_attention(images, maps, [Path(p).name for p in config.frames], config.alpha, title)
     data = {
         "analysis": "attention",

@@ -66,7 +66,7 @@ def cosine_distances(a: np.ndarray, b: np.ndarray, eps: float = 1e-12) -> np.nda
         )
     num = (a * b).sum(axis=1)
     den = np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), eps)
-    return 1.0 - num / den
+    return np.clip(1.0 - num / den, 0.0, 2.0)  # rounding can push identical vectors to -1e-16
 
 
 def summarize(distances: np.ndarray) -> dict[str, Any]:
@@ -96,12 +96,19 @@ def plot_awareness(distances: dict[str, np.ndarray], dataset: str, title: str | 
         body.set_facecolor(color)
         body.set_edgecolor("black")
         body.set_alpha(0.7)
-    ax.scatter(positions, [d.mean() for d in data], marker="D", color="black", s=14, zorder=3, label="mean")
+    for key in ("cmedians", "cmins", "cmaxes", "cbars"):
+        parts[key].set_color("black")
+        parts[key].set_linewidth(1.0)
+    ax.scatter(
+        positions, [d.mean() for d in data], marker="D", color="white", edgecolors="black", s=18, zorder=3
+    )
     ax.set_xticks(positions, names)
     ax.set_xlabel("model pair (forward vs. time-reversed pretraining)")
     ax.set_ylabel("cosine distance per frame")
     ax.set_title(title or f"Procedural awareness on {dataset}")
-    ax.legend(loc="upper right")
+    ax.text(
+        0.99, 0.01, "line: median, diamond: mean", transform=ax.transAxes, ha="right", va="bottom", fontsize=7
+    )
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig

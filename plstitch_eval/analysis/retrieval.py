@@ -85,15 +85,15 @@ def plot_retrieval(query: dict[str, Any], neighbours: list[dict[str, Any]], n_cl
     """Query tile then one tile per neighbour; wrong phases get a vermillion border and label."""
     colors = class_colors(max(n_classes, 1))
     n = len(neighbours) + 1
-    fig = new_figure(2.4 * n, 3.0)
+    fig = new_figure(2.4 * n, 3.0 if images is None else 3.6)
     axes = fig.subplots(1, n, squeeze=False)[0]
-    images = images or [None] * n
+    shown = images or [None] * n
 
     def face(label: int):
         return colors[label] if label >= 0 else (0.7, 0.7, 0.7)
 
     q_lines = ["query", f"{query['video']} @ {query['time']:.1f} s", query["class_name"]]
-    _tile(axes[0], images[0], q_lines, "black", face(query["label"]))
+    _tile(axes[0], shown[0], q_lines, "black", face(query["label"]))
     for i, nb in enumerate(neighbours, start=1):
         verdict = "same phase" if nb["correct"] else "WRONG phase"
         lines = [
@@ -101,9 +101,9 @@ def plot_retrieval(query: dict[str, Any], neighbours: list[dict[str, Any]], n_cl
             f"{nb['video']} @ {nb['time']:.1f} s",
             f"{nb['class_name']}  (cos {nb['similarity']:.3f})",
         ]
-        _tile(axes[i], images[i], lines, RIGHT if nb["correct"] else WRONG, face(nb["label"]))
+        _tile(axes[i], shown[i], lines, RIGHT if nb["correct"] else WRONG, face(nb["label"]))
     fig.suptitle(f"Nearest frames from other videos (query phase: {query['class_name']})")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))
     return fig
 
 

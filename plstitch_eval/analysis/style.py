@@ -26,16 +26,33 @@ OKABE_ITO = (
     "#F0E442",  # yellow
     "#000000",  # black
 )
-# Beyond eight classes (Breakfast has 48) fall back to tableau/tab20-style hues, repeated if needed.
-_EXTRA = tuple(matplotlib.colormaps["tab20"].colors) + tuple(matplotlib.colormaps["tab20b"].colors)
-WRONG = "#D55E00"  # vermillion marks errors
+# Beyond seven classes: Paul Tol's colour-blind-safe "muted" hues (the least Okabe-Ito-like first), then
+# tab20/tab20b for large label sets (Breakfast has 48), repeated if needed.
+TOL_MUTED = (
+    "#882255",
+    "#332288",
+    "#999933",
+    "#CC6677",
+    "#44AA99",
+    "#117733",
+    "#AA4499",
+    "#DDCC77",
+    "#88CCEE",
+)
+_EXTRA = (
+    tuple(to_rgb(c) for c in TOL_MUTED)
+    + tuple(matplotlib.colormaps["tab20"].colors)
+    + tuple(matplotlib.colormaps["tab20b"].colors)
+)
+WRONG = "#D55E00"  # vermillion marks errors (borders, labels)
+ERROR_STRIP = "#000000"  # black marks wrong frames where class colours (vermillion included) fill the plot
 RIGHT = "#009E73"  # bluish green marks agreement
 UNLABELLED = "#BBBBBB"
 
 
 def class_colors(n: int) -> list[tuple[float, float, float]]:
-    """`n` distinct RGB colours, Okabe-Ito first, so class i always gets the same colour."""
-    base = [to_rgb(c) for c in OKABE_ITO] + [tuple(c[:3]) for c in _EXTRA]
+    """`n` RGB colours, the seven Okabe-Ito hues first, so class i always gets the same colour."""
+    base = [to_rgb(c) for c in OKABE_ITO[:7]] + [tuple(c[:3]) for c in _EXTRA]  # black kept for markers
     return [base[i % len(base)] for i in range(n)]
 
 

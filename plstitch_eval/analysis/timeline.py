@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from matplotlib.patches import Patch
 
-from plstitch_eval.analysis.style import UNLABELLED, WRONG, class_colors, new_figure, write_outputs
+from plstitch_eval.analysis.style import ERROR_STRIP, UNLABELLED, class_colors, new_figure, write_outputs
 from plstitch_eval.errors import ConfigError, EvaluationError
 
 
@@ -88,10 +88,10 @@ def segment_edges(frame_times: np.ndarray) -> np.ndarray:
 
 
 def plot_timelines(rows: list[dict[str, Any]], class_names: list[str], title: str):
-    """Per video a ground-truth ribbon, a prediction ribbon and a thin error strip, with a class legend."""
+    """Per video a ground-truth ribbon, a prediction ribbon and a thin black error strip; class legend."""
     n_classes = max(len(class_names), 1 + max(int(max(r["gt"].max(), r["pred"].max())) for r in rows))
     colors = class_colors(n_classes)
-    fig = new_figure(9.0, 1.1 * len(rows) + 1.4)
+    fig = new_figure(9.0, 1.25 * len(rows) + 1.2)
     axes = fig.subplots(len(rows), 1, squeeze=False)[:, 0]
     for ax, row in zip(axes, rows, strict=True):
         edges = segment_edges(row["frame_times"])
@@ -101,19 +101,20 @@ def plot_timelines(rows: list[dict[str, Any]], class_names: list[str], title: st
                 ax.broken_barh([(edges[s], edges[e] - edges[s])], (y - 0.4, 0.8), facecolors=color)
         for s, e, c in segments((row["gt"] != row["pred"]).astype(np.int64)):
             if c:
-                ax.broken_barh([(edges[s], edges[e] - edges[s])], (0.35, 0.3), facecolors=WRONG)
-        ax.set_yticks([2.0, 1.0, 0.5], ["ground truth", "prediction", "errors"])
-        ax.set_ylim(0.2, 2.5)
+                ax.broken_barh([(edges[s], edges[e] - edges[s])], (0.05, 0.3), facecolors=ERROR_STRIP)
+        ax.set_yticks([2.0, 1.0, 0.2], ["ground truth", "prediction", "errors"])
+        ax.set_ylim(0.0, 2.45)
         ax.set_xlim(edges[0], edges[-1])
         ax.set_title(f"{row['video']}  (accuracy {row['accuracy']:.1f}%)", loc="left")
         ax.set_xlabel("time (s)")
     names = [class_names[i] if i < len(class_names) else str(i) for i in range(n_classes)]
     handles = [Patch(color=colors[i], label=names[i]) for i in range(n_classes)]
-    handles.append(Patch(color=WRONG, label="wrong prediction"))
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), frameon=False)
+    handles.append(Patch(color=ERROR_STRIP, label="wrong prediction"))
+    ncol = min(len(handles), 4 if len(handles) <= 12 else 6)
+    fig.legend(handles=handles, loc="lower center", ncol=ncol, frameon=False)
     fig.suptitle(title)
-    legend_rows = int(np.ceil(len(handles) / 4))
-    fig.tight_layout(rect=(0, min(0.45, 0.22 * legend_rows / max(len(rows), 1) + 0.05), 1, 1))
+    legend_inches = 0.25 * int(np.ceil(len(handles) / ncol)) + 0.15
+    fig.tight_layout(rect=(0, min(0.5, legend_inches / fig.get_figheight()), 1, 1))
     return fig
 
 

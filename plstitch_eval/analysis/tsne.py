@@ -73,7 +73,8 @@ def plot_tsne(
 ):
     """One scatter panel per perplexity, one colour per class, a shared legend with the class names."""
     n = len(embeddings)
-    fig = new_figure(4.0 * n + 2.2, 4.3)
+    legend_in = max(1.6, 0.6 + 0.07 * max((len(c) for c in class_names), default=0))  # room for long names
+    fig = new_figure(4.0 * n + 0.2 + legend_in, 4.3)
     colors = class_colors(max(len(class_names), int(labels.max(initial=-1)) + 1))
     handles = {}
     for i, (perplexity, xy) in enumerate(embeddings.items()):
@@ -91,10 +92,10 @@ def plot_tsne(
         ax.set_xticks([])
         ax.set_yticks([])
     fig.legend(
-        list(handles.values()), list(handles), loc="center right", title="phase", markerscale=2, frameon=False
+        list(handles.values()), list(handles), loc="center right", title="class", markerscale=2, frameon=False
     )
     fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0, 1 - 2.0 / fig.get_figwidth(), 1))
+    fig.tight_layout(rect=(0, 0, 1 - legend_in / fig.get_figwidth(), 1))
     return fig
 
 

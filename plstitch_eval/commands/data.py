@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Annotated
@@ -25,15 +26,14 @@ def datasets() -> None:
         table.add_column(column)
     for name in list_datasets():
         cls = dataset_class(name)
-        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
-        module_doc = (__import__(cls.__module__, fromlist=["_"]).__doc__ or "").strip().splitlines()
+        layout = (inspect.getdoc(inspect.getmodule(cls)) or inspect.getdoc(cls) or "").split("\n\n")[0]
         table.add_row(
             name,
             str(len(cls.class_names)) if cls.class_names else "from its files",
             f"{cls.native_fps:g}",
             f"{cls.default_eval_fps:g}",
             ", ".join(cls.split_schemes),
-            module_doc[0] if module_doc else doc,
+            " ".join(layout.split()),
         )
     Console(soft_wrap=True).print(table)  # the list is a result: stdout
 

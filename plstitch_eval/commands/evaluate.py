@@ -64,15 +64,13 @@ def register(app: typer.Typer) -> None:
     def knn_cmd(
         features: FeaturesOpt,
         k: Annotated[
-            list[int], typer.Option("--k", help="Neighbours; repeat for several k (first = main).")
-        ] = [  # noqa: B006
-            20
-        ],
+            list[int] | None, typer.Option("--k", help="Neighbours (default 20); repeat for several k.")
+        ] = None,
         temperature: Annotated[float, typer.Option(help="T in exp(sim / T).")] = 0.07,
         weighting: Annotated[str, typer.Option(help="exp (DINO), similarity or uniform.")] = "exp",
         train_on: Annotated[
-            list[str], typer.Option("--train-on", help="Splits that form the memory bank.")
-        ] = ["train"],  # noqa: B006
+            list[str] | None, typer.Option("--train-on", help="Splits of the memory bank (default train).")
+        ] = None,
         split_scheme: SchemeOpt = None,
         device: DeviceOpt = "auto",
         chunk_size: Annotated[int, typer.Option(help="Queries per search chunk.")] = 4096,
@@ -82,6 +80,8 @@ def register(app: typer.Typer) -> None:
         """Weighted k-NN on frozen features (DINO protocol): train split votes, test split is scored."""
         from plstitch_eval.protocols import run_knn
 
+        k = k or [20]
+        train_on = train_on or ["train"]
         config = _knn_config(k[0], temperature, weighting, device, chunk_size, threads)
         results = run_knn(features, config, extra_ks=k[1:], scheme=split_scheme, train_on=train_on)
         _finish(results, json_path, f"k-NN (k={k[0]}, {weighting}) on {features}")
@@ -148,8 +148,11 @@ def register(app: typer.Typer) -> None:
         pred: Annotated[Path, typer.Option("--pred", help="Folder of MS-TCN-format prediction files.")],
         gt: Annotated[Path, typer.Option("--gt", help="Folder of ground-truth label files.")],
         bg: Annotated[
-            list[str], typer.Option("--bg", help="Background class names dropped from segment metrics.")
-        ] = ["background"],  # noqa: B006
+            list[str] | None,
+            typer.Option(
+                "--bg", help="Background classes dropped from segment metrics (default background)."
+            ),
+        ] = None,
         mapping: Annotated[Path | None, typer.Option(help="mapping.txt ('<id> <name>' per line).")] = None,
         dataset: Annotated[str | None, typer.Option(help="Dataset name recorded in the JSON.")] = None,
         json_path: JsonOpt = None,
@@ -157,6 +160,7 @@ def register(app: typer.Typer) -> None:
         """Score action-segmentation predictions with MS-TCN semantics (accuracy, Edit, F1@10/25/50)."""
         from plstitch_eval.protocols import score_files
 
+        bg = ["background"] if bg is None else bg
         results = score_files(pred, gt, bg_classes=bg, mapping=mapping, dataset=dataset)
         _finish(results, json_path, f"{pred} vs {gt}")
 

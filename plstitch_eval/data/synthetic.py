@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 import shutil
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -41,6 +43,7 @@ PHASES = [
 PHASE_SHARES = np.array([0.06, 0.30, 0.14, 0.22, 0.08, 0.12, 0.08])
 TOOL_OF_PHASE = [None, "grasper", "grasper", "hook", "grasper", "irrigator", "irrigator"]
 PARAMS_FILE = "params.json"
+PARALLEL_FROM_FRAMES = 10_000  # below this, starting worker processes costs more than it saves
 CHUNK = 64  # frames rendered at once
 JITTER = 3  # max camera shake in pixels
 NOISE_BANK = 61  # pre-drawn noise frames, picked at random per frame
@@ -86,8 +89,12 @@ def generate_synthetic(
     fps: int = 25,
     min_seconds: float = 40.0,
     max_seconds: float = 90.0,
+    workers: int | None = None,
 ) -> Path:
     """Write (or reuse) the synthetic dataset and return its folder.
+
+    `workers` processes render videos in parallel (default: one per CPU, at most 4, for large sets);
+    the output does not depend on it.
 
     `root=None` caches it under `cache_root()/synthetic-v1-<hash>`; an existing complete folder with the same
     parameters is reused. Layout: `videos/videoNN.mp4`, `phase_annotations/videoNN-phase.txt`, `params.json`.
@@ -112,14 +119,14 @@ def generate_synthetic(
     logger.info("generating synthetic dataset (%d videos, %d px) in %s", n_videos, size, target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
-        _write_dataset(tmp, config)
+        _write_dataset(tmp, config, workers)
         (tmp / PARAMS_FILE).write_text(json.dumps(params, indent=2) + "\n")
-        if target.exists():
-            target.rmdir()  # empty folder left by a caller
         try:
+            if target.is_dir() and not any(target.iterdir()):
+                target.rmdir()  # empty folder left by a caller
             os.rename(tmp, target)
         except OSError:
-            if not (target / PARAMS_FILE).is_file():  # a concurrent writer finished first otherwise
+            if not (target / PARAMS_FILE).is_file():  # else a concurrent writer finished first: keep its copy
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -133,20 +140,34 @@ def _validate(config: SyntheticConfig) -> None:
         raise ConfigError("synthetic dataset needs 0 < min_seconds <= max_seconds")
 
 
-def _write_dataset(folder: Path, config: SyntheticConfig) -> None:
-    """Render, encode and annotate every video into `folder`."""
+def _write_dataset(folder: Path, config: SyntheticConfig, workers: int | None) -> None:
+    """Render, encode and annotate every video into `folder`, in worker processes when there are several."""
     (folder / "videos").mkdir()
     (folder / "phase_annotations").mkdir()
-    for v in range(config.n_videos):
-        name = f"video{v + 1:02d}"
-        rng = np.random.default_rng([config.seed, v])
-        phases = phase_timeline(rng, config)
-        with _Encoder(folder / "videos" / f"{name}.mp4", config.size, config.fps) as encoder:
-            scene = _Scene(rng, config.size, phases)
-            for start in range(0, len(phases), CHUNK):
-                encoder.write(scene.render(np.arange(start, min(start + CHUNK, len(phases)))))
-        rows = "".join(f"{i}\t{PHASES[p]}\n" for i, p in enumerate(phases))
-        (folder / "phase_annotations" / f"{name}-phase.txt").write_text("Frame\tPhase\n" + rows)
+    n_frames = config.n_videos * config.fps * (config.min_seconds + config.max_seconds) / 2
+    default = min(4, os.cpu_count() or 1) if n_frames > PARALLEL_FROM_FRAMES else 1
+    n_workers = min(workers or default, config.n_videos)
+    jobs = [(folder, config, v) for v in range(config.n_videos)]
+    if n_workers <= 1:
+        for job in jobs:
+            _write_video(*job)
+        return
+    # spawn, not fork: the caller may hold threads (torch, FFmpeg) that a forked child would inherit locked
+    with ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_write_video, *zip(*jobs, strict=True)))
+
+
+def _write_video(folder: Path, config: SyntheticConfig, v: int) -> None:
+    """Video number `v` (0-based): MP4 + Cholec80-format phase annotation, from its own seeded generator."""
+    name = f"video{v + 1:02d}"
+    rng = np.random.default_rng([config.seed, v])
+    phases = phase_timeline(rng, config)
+    with _Encoder(folder / "videos" / f"{name}.mp4", config.size, config.fps) as encoder:
+        scene = _Scene(rng, config.size, phases)
+        for start in range(0, len(phases), CHUNK):
+            encoder.write(scene.render(np.arange(start, min(start + CHUNK, len(phases)))))
+    rows = "".join(f"{i}\t{PHASES[p]}\n" for i, p in enumerate(phases))
+    (folder / "phase_annotations" / f"{name}-phase.txt").write_text("Frame\tPhase\n" + rows)
 
 
 def phase_timeline(rng: np.random.Generator, config: SyntheticConfig) -> np.ndarray:

@@ -25,6 +25,7 @@ from plstitch_eval.errors import ConfigError, DecodeError
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png")
 VIDEO_EXTS = (".mp4", ".avi", ".mkv", ".mov", ".webm", ".mpg", ".mpeg", ".m4v", ".ogv")
+DEFAULT_FOLDER_FPS = 1.0  # frame folders without a stated rate are taken as 1 fps (AutoLaparo's release)
 TIME_TOLERANCE = 1e-6  # seconds; absorbs float rounding of pts * time_base against k / fps
 
 
@@ -58,7 +59,7 @@ def read_frames(
     """Yield frames of a video file or frame folder sampled at `fps` (None = every frame).
 
     `size` resizes so the shorter side equals it (aspect kept). `folder_fps` is the frame rate of a frame
-    folder (frame i is at time i / folder_fps); it is required to sample a folder at a given `fps`.
+    folder (frame i is at time i / folder_fps; default 1 fps).
     """
     path = Path(source)
     if fps is not None and fps <= 0:
@@ -78,8 +79,8 @@ def probe(source: str | os.PathLike, *, folder_fps: float | None = None) -> Vide
     if path.is_dir():
         files = list_frame_files(path)
         width, height = _open_image(files[0]).size
-        rate = float(folder_fps) if folder_fps else 0.0
-        return VideoInfo(rate, len(files), len(files) / rate if rate else 0.0, width, height)
+        rate = float(folder_fps) if folder_fps else DEFAULT_FOLDER_FPS
+        return VideoInfo(rate, len(files), len(files) / rate, width, height)
     if not path.exists():
         raise DecodeError(f"{path}: no such video file or frame folder; check the dataset root and layout")
     try:
@@ -186,13 +187,14 @@ def _read_folder(
     folder: Path, fps: float | None, size: int | None, folder_fps: float | None
 ) -> Iterator[DecodedFrame]:
     """Read a folder of frames in natural order; frame i is at time i / folder_fps."""
-    if fps is not None and not folder_fps:
-        raise ConfigError(f"{folder}: sampling a frame folder at {fps} fps needs its frame rate (folder_fps)")
+    rate = float(folder_fps) if folder_fps is not None else DEFAULT_FOLDER_FPS
+    if rate <= 0:
+        raise ConfigError(f"{folder}: folder_fps must be positive, got {folder_fps}")
     files = list_frame_files(folder)
     clock = _TargetClock(fps)
     n_out = 0
     for i, file in enumerate(files):
-        time = i / folder_fps if folder_fps else float(i)
+        time = i / rate
         if not clock.take(time):
             continue
         image = _open_image(file)

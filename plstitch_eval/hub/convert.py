@@ -102,15 +102,22 @@ def _strip_leading(key: str, prefixes: tuple[str, ...]) -> str:
 
 
 def _strip_all(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Remove wrapper prefixes; if some keys sit under `backbone.`, only those are renamed (heads are kept)."""
+    """Remove wrapper prefixes; if some keys sit under `backbone.`, only those are renamed (heads keep names).
+
+    A prefixed key that would overwrite an unprefixed one keeps its name (so it is dropped later); this makes
+    the function idempotent on its own output. Two prefixed keys mapping to one name are an error.
+    """
     has_backbone = any(_backbone_prefixed(k) for k in state)
+    plain = set(state)
     out: dict[str, torch.Tensor] = {}
     for key, tensor in state.items():
         keep = has_backbone and not _backbone_prefixed(key)
         new = key if keep else _strip_leading(key, STRIP_PREFIXES)
+        if new != key and new in plain:
+            new = key
         if new in out:
             raise CheckpointError(
-                f"Keys collide after removing prefixes: {key!r} and another key map to {new!r}."
+                f"Keys collide after removing prefixes: {key!r} and another map to {new!r}."
             )
         out[new] = tensor
     return out

@@ -25,6 +25,11 @@ def _harmless_globals() -> list[Any]:
 
         core = getattr(np, "_core", None) or np.core
         allowed += [np.dtype, core.multiarray.scalar, core.multiarray._reconstruct, np.ndarray]
+        # checkpoints written with numpy 1.x name these numpy.core.multiarray.*
+        allowed += [
+            (core.multiarray.scalar, "numpy.core.multiarray.scalar"),
+            (core.multiarray._reconstruct, "numpy.core.multiarray._reconstruct"),
+        ]
         allowed += [type(np.dtype(name)) for name in ("float64", "float32", "int64", "int32", "bool")]
     except Exception:  # numpy layout differs between versions; the allowlist is best effort
         pass

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import av
 import numpy as np
 import pytest
+import torch
 
 from plstitch_train.presets import TrainConfig, get_preset
 
@@ -32,6 +34,15 @@ def write_mp4(path: Path, n_frames: int, seed: int, fps: int = VIDEO_FPS) -> Non
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_thread() -> Iterator[None]:
+    """One intra-op thread: on a loaded 2-core machine more threads only add contention."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""DDP: a 2-process gloo run under torchrun matches one process with the same global batch; CLI entry points."""
+"""DDP: a 2-process gloo run under torchrun matches one process at the same global batch; CLI entry."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from plstitch_train.model import PLStitchModel
-from plstitch_train.trainer import CHECKPOINT_NAME, seed_everything, load_checkpoint, train
+from plstitch_train.trainer import CHECKPOINT_NAME, load_checkpoint, seed_everything, train
 from tests.train.conftest import tiny_config
 
 STEPS = 2
@@ -26,14 +26,26 @@ def _env() -> dict[str, str]:
 
 
 @pytest.mark.timeout(400)
-def test_two_process_gloo_run_matches_single_process(video_dir: Path, frame_cache: Path, tmp_path: Path) -> None:
+def test_two_process_gloo_run_matches_single_process(
+    video_dir: Path, frame_cache: Path, tmp_path: Path
+) -> None:
     config = tiny_config(video_dir, frame_cache, max_steps=STEPS, batch_size=4)
     config_file = tmp_path / "config.json"
     config_file.write_text(json.dumps(config.to_dict()))
     single = train(config, tmp_path / "single")
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-        "-m", "plstitch_train", "--config", str(config_file), "--out", str(tmp_path / "ddp"),
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "plstitch_train",
+        "--config",
+        str(config_file),
+        "--out",
+        str(tmp_path / "ddp"),
     ]
     done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=380, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -52,8 +64,17 @@ def test_two_process_gloo_run_matches_single_process(video_dir: Path, frame_cach
     assert not torch.allclose(fresh[key], expected["model"][key], atol=1e-4)
     assert (tmp_path / "ddp" / "backbone" / "model.safetensors").is_file()
 
+
 def test_python_m_entry_point_reports_errors_as_one_line(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "plstitch_train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "plstitch_train",
+        "--data",
+        str(tmp_path / "missing"),
+        "--out",
+        str(tmp_path),
+    ]
     done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 1
     assert "error:" in done.stderr and "Traceback" not in done.stderr

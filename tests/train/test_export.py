@@ -162,7 +162,7 @@ def test_export_from_checkpoint_takes_the_checkpoint_weights(tmp_path: Path) -> 
     meta = json.loads((out / "plstitch.json").read_text())
     assert meta["source"]["kind"] == "checkpoint"
     assert "masked_embed" in meta["source"]["dropped_keys"]
-    assert any(k.startswith("ibot_head.") for k in meta["source"]["dropped_keys"])
+    assert any("ibot_head." in k for k in meta["source"]["dropped_keys"])
 
 
 def test_export_checkpoint_without_backbone_dir_infers_the_vit(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Model branches, backbone forward variants, jigsaw query selection, schedules, data items, and overfitting."""
+"""Model branches, backbone variants, jigsaw queries, schedules, data items, and overfitting a batch."""
 
 from __future__ import annotations
 
@@ -33,8 +33,15 @@ def _dataset(store: FrameStore, config) -> TrainDataset:
 
 
 def _batch(store: FrameStore, config, size: int = 4) -> dict[str, torch.Tensor]:
-    sampler = TrainSampler(store.lengths, batch_size=size, clip_len=config.clip_len, max_step=config.max_step,
-                           fps=config.fps, context_seconds=config.context_seconds, counts=(4, 4, 4))
+    sampler = TrainSampler(
+        store.lengths,
+        batch_size=size,
+        clip_len=config.clip_len,
+        max_step=config.max_step,
+        fps=config.fps,
+        context_seconds=config.context_seconds,
+        counts=(4, 4, 4),
+    )
     return default_collate([_dataset(store, config)[spec] for spec in next(iter(sampler))])
 
 
@@ -93,7 +100,11 @@ def test_jigsaw_queries_match_a_loop() -> None:
         ({"lambda_jigsaw": 0.0}, {"temporal_head", "ibot_head"}, {"vid", "mim"}),
         ({"lambda_mim": 0.0, "lambda_jigsaw": 0.0}, {"temporal_head"}, {"vid"}),
         ({"lambda_vid": 0.0}, {"ibot_head", "jigsaw_head"}, {"mim", "jigsaw"}),
-        ({"objective": "permutation", "lambda_mim": 0.0}, {"permutation_head", "jigsaw_head"}, {"vid", "jigsaw"}),
+        (
+            {"objective": "permutation", "lambda_mim": 0.0},
+            {"permutation_head", "jigsaw_head"},
+            {"vid", "jigsaw"},
+        ),
         ({"objective": "pairwise", "lambda_mim": 0.0, "lambda_jigsaw": 0.0}, {"temporal_head"}, {"vid"}),
     ],
 )

@@ -12,13 +12,23 @@ LENGTHS = [30, 250, 1000, 12]
 
 
 def _sampler(**kwargs: object) -> TrainSampler:
-    args = dict(batch_size=4, clip_len=8, min_step=1, max_step=20, fps=2.0, context_seconds=(1.5, 2.5),
-                counts=(5, 7, 9), seed=3)
+    args = dict(
+        batch_size=4,
+        clip_len=8,
+        min_step=1,
+        max_step=20,
+        fps=2.0,
+        context_seconds=(1.5, 2.5),
+        counts=(5, 7, 9),
+        seed=3,
+    )
     args.update(kwargs)
     return TrainSampler(LENGTHS, **args)
 
 
-@pytest.mark.parametrize(("frames", "count"), [(1, 60), (239, 60), (240, 200), (960, 200), (961, 300), (5000, 300)])
+@pytest.mark.parametrize(
+    ("frames", "count"), [(1, 60), (239, 60), (240, 200), (960, 200), (961, 300), (5000, 300)]
+)
 def test_clips_per_video_follows_the_length_rule(frames: int, count: int) -> None:
     assert clips_per_video(frames) == count
 

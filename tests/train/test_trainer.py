@@ -87,7 +87,41 @@ def test_resume_rejects_a_file_that_is_not_a_checkpoint(tmp_path: Path) -> None:
         train(resume=bogus)
 
 
-def test_non_finite_loss_raises_training_error(video_dir: Path, frame_cache: Path, tmp_path: Path) -> None:
-    config = tiny_config(video_dir, frame_cache, base_lr=1e38, clip_grad=0.0, lambda_mim=0.0, lambda_jigsaw=0.0)
+def test_non_finite_loss_is_a_training_error_and_one_cli_line(
+    video_dir: Path, frame_cache: Path, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from plstitch_eval.cli import app
+
+    config = tiny_config(video_dir, frame_cache, lambda_mim=0.0, lambda_jigsaw=0.0)
     with pytest.raises(TrainingError, match="Non-finite loss"):
-        train(config, tmp_path)
+        train(config.replace(base_lr=1e38), tmp_path / "api")
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(config.to_dict()))
+    args = ["train", "--config", str(config_file), "--out", str(tmp_path / "cli"), "--lr", "1e38"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    assert "Non-finite loss" in result.output and "Traceback" not in result.output
+
+
+def test_gradient_accumulation_matches_the_full_batch(
+    video_dir: Path, frame_cache: Path, tmp_path: Path
+) -> None:
+    # MIM is off: its centre EMA is updated per micro-batch, which legitimately differs from one full batch
+    config = tiny_config(video_dir, frame_cache, max_steps=2, lambda_mim=0.0)
+    whole = train(config, tmp_path / "whole")
+    accumulated = train(config.replace(accum_steps=2), tmp_path / "accum")
+    assert accumulated.history[-1]["loss"] == pytest.approx(whole.history[-1]["loss"], rel=1e-4)
+    expected, got = _model_state(whole.out_dir), _model_state(accumulated.out_dir)
+    for key, value in expected.items():
+        torch.testing.assert_close(got[key], value, rtol=1e-4, atol=1e-5, msg=key)
+
+
+def test_init_from_an_encoder_spec_copies_its_weights(full_run) -> None:
+    config, result = full_run
+    model = PLStitchModel(config.replace(init=str(result.out_dir)))
+    exported = load_checkpoint(result.out_dir / CHECKPOINT_NAME)["model"]
+    for name, value in model.student["backbone"].vit.state_dict().items():
+        assert torch.equal(value, exported[f"teacher.backbone.vit.{name}"]), name
+        assert torch.equal(model.teacher["backbone"].vit.state_dict()[name], value)

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from plstitch_eval.data.datasets import autolaparo, breakfast, cholec80, folder, gtea, m2cai16, synthetic  # noqa: F401
 from plstitch_eval.data.datasets.base import DatasetAdapter, VideoRecord, decode, labels_at
-from plstitch_eval.data.datasets.registry import dataset_class, get_dataset, list_datasets, register_dataset
+from plstitch_eval.data.datasets.registry import (
+    dataset_class,
+    describe_datasets,
+    get_dataset,
+    list_datasets,
+    register_dataset,
+)
 
 __all__ = [
     "DatasetAdapter",
     "VideoRecord",
     "dataset_class",
     "decode",
+    "describe_datasets",
     "get_dataset",
     "labels_at",
     "list_datasets",

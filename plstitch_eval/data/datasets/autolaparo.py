@@ -60,7 +60,7 @@ class AutoLaparo(DatasetAdapter):
 
     name = "autolaparo"
     class_names = AUTOLAPARO_PHASES
-    native_fps = 25.0  # of the videos; frame folders and labels are at 1 fps
+    native_fps = 1.0  # of the released frames and labels (the raw videos are 25 fps)
     default_eval_fps = 1.0
     split_schemes = ("10-4-7",)
 

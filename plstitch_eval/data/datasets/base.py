@@ -109,8 +109,8 @@ class DatasetAdapter:
         """Official split `scheme` (None = the default) as {"train", "val", "test"} -> video names present."""
         key = self._check_scheme(scheme)
         names = self.video_names()
-        split = self._scheme_splits(key, names)
-        return {s: [n for n in names if n in set(split.get(s, []))] for s in SPLIT_NAMES}
+        chosen = {s: set(members) for s, members in self._scheme_splits(key, names).items()}
+        return {s: [n for n in names if n in chosen.get(s, ())] for s in SPLIT_NAMES}
 
     def kfold(self, n_folds: int, seed: int = 0) -> list[dict[str, list[str]]]:
         """K folds by video: videos shuffled with `seed`, cut into `n_folds` near-equal test chunks."""

@@ -34,6 +34,8 @@ class FolderDataset(DatasetAdapter):
     """Generic adapter: `videos/` + `labels.csv`; frame rates and file names are options."""
 
     name = "folder"
+    native_fps = 1.0  # replaced by the `label_fps` option
+    default_eval_fps = 1.0
 
     def __init__(
         self,

@@ -48,7 +48,7 @@ class M2CAI16(DatasetAdapter):
     def _load(self) -> list[VideoRecord]:
         folders = [(self.root / TRAIN_DIR, "train"), (self.root / TEST_DIR, "test")]
         if not any(folder.is_dir() for folder, _ in folders):
-            raise DataError(f"{self.root}: expected {TRAIN_DIR}/ and {TEST_DIR}/ folders of M2CAI16 workflow")
+            folders = [(self.root, None)]  # flat copy: the "test_" prefix tells the split
         class_index = self.class_index()
         records = []
         for folder, split in folders:
@@ -59,14 +59,18 @@ class M2CAI16(DatasetAdapter):
                 if not match:
                     continue
                 name = match["name"]
-                self._split_of[name] = split
+                self._split_of[name] = split or ("test" if name.startswith("test_") else "train")
                 labels = read_phase_tsv(ann, class_index)
                 records.append(VideoRecord(name, self._source(folder, name), labels, self.native_fps))
+        if not records:
+            raise DataError(
+                f"{self.root}: no M2CAI16 annotation files (e.g. {TRAIN_DIR}/workflow_video_01.txt) found"
+            )
         return records
 
     @staticmethod
     def _source(folder: Path, name: str) -> Path:
-        source = find_source(name, [folder])
+        source = find_source(name, [folder, folder / "videos"])
         if source is None:
             raise DataError(
                 f"{folder / (name + '.mp4')}: video for {name} is missing; add it beside its annotation"

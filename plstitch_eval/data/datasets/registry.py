@@ -53,3 +53,23 @@ def get_dataset(name: str, root: str | os.PathLike | None = None, **options: Any
     if root is None:
         return cls(**options)
     return cls(root, **options)
+
+
+def describe_datasets() -> list[dict[str, Any]]:
+    """One row per registered dataset (name, summary, fps, split schemes, classes) for `plstitch datasets`."""
+    rows = []
+    for name in list_datasets():
+        cls = _REGISTRY[name]
+        doc = (cls.__doc__ or "").strip().splitlines()
+        rows.append(
+            {
+                "name": name,
+                "summary": doc[0] if doc else "",
+                "native_fps": getattr(cls, "native_fps", None),
+                "eval_fps": getattr(cls, "default_eval_fps", None),
+                "split_schemes": list(getattr(cls, "split_schemes", ())),
+                "classes": list(getattr(cls, "class_names", [])),
+                "background_classes": list(getattr(cls, "background_classes", [])),
+            }
+        )
+    return rows

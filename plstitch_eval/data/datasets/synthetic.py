@@ -30,9 +30,10 @@ class Synthetic(Cholec80):
         seed: int = 0,
         min_seconds: float = 40.0,
         max_seconds: float = 90.0,
+        workers: int | None = None,
     ) -> None:
         folder = generate_synthetic(
-            root, n_videos, size, seed, min_seconds=min_seconds, max_seconds=max_seconds
+            root, n_videos, size, seed, min_seconds=min_seconds, max_seconds=max_seconds, workers=workers
         )
         Cholec80.__init__(self, folder, fps)
 

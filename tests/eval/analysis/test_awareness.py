@@ -1,6 +1,7 @@
 import json
 
 import numpy as np
+import torch
 from typer.testing import CliRunner
 
 from plstitch_eval.analysis.awareness import cosine_distances, parse_pair, render_awareness, summarize
@@ -46,7 +47,7 @@ def test_awareness_cli(tmp_path, vit_dirs, video_root):
     fwd, bwd = map(str, vit_dirs)
     args = ["analyze", "awareness", "--forward", fwd, "--backward", bwd, "--label", "tiny"]
     args += ["--pair", "same", fwd, fwd, "--pair", f"swap={bwd},{fwd}"]
-    args += ["--dataset", "cholec80", "--root", str(video_root), "--split", "all", "--max-frames", "5"]
+    args += ["--dataset", "cholec80", "--root", str(video_root), "--split", "all", "--max-frames", "0"]
     args += ["--device", "cpu", "--out", str(tmp_path)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -55,8 +56,19 @@ def test_awareness_cli(tmp_path, vit_dirs, video_root):
     data = json.loads((tmp_path / "awareness.json").read_text())
     assert set(data["stats"]) == {"tiny", "same", "swap"}
     assert data["videos"] == ["video01", "video02", "video03"]
-    n = data["stats"]["tiny"]["n"]
-    assert 9 <= n <= 15  # at most 5 frames per video
+    # independent recomputation: decode at 1 fps, each encoder's transform, CLS features, textbook cosine
+    from plstitch_eval.data.datasets import decode, get_dataset
+    from plstitch_eval.hub import load_encoder
+
+    encoders = [load_encoder(fwd), load_encoder(bwd)]
+    expected = []
+    for record in get_dataset("cholec80", root=video_root).videos("all"):
+        images = [f.image for f in decode(record, fps=1.0)]
+        with torch.no_grad():
+            a, b = (e(torch.stack([e.transform(im) for im in images])).numpy() for e in encoders)
+        expected += [1 - x @ y / np.linalg.norm(x) / np.linalg.norm(y) for x, y in zip(a, b, strict=True)]
+    assert data["stats"]["tiny"]["n"] == len(expected) >= 24
+    np.testing.assert_allclose(data["distances"]["tiny"], expected, atol=1e-5)
     for key in ("mean", "median", "std", "quantiles"):
         assert key in data["stats"]["tiny"]
     np.testing.assert_allclose(data["distances"]["same"], 0, atol=1e-5)  # one encoder against itself

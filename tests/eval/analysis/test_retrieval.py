@@ -76,7 +76,7 @@ def test_retrieval_cli_with_frames(tmp_path, video_root):
     args += ["--dataset", "cholec80", "--root", str(video_root), "--out", str(tmp_path)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    check_png(tmp_path / "retrieval.png", 2.4 * 3, 3.0)
+    check_png(tmp_path / "retrieval.png", 2.4 * 3, 3.6)
     data = json.loads((tmp_path / "retrieval.json").read_text())
     assert all(nb["video"] != "video02" for nb in data["neighbours"])
 

@@ -35,10 +35,12 @@ def write_index_video(
     fps: int = 25,
     size: tuple[int, int] = (32, 32),
     pts_ms: Sequence[int] | None = None,
+    faststart: bool = False,
 ) -> Path:
     """Lossless (x264 qp 0) MP4 of `n_frames` index frames at `fps`, or at explicit `pts_ms` times (VFR)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(path), mode="w") as container:
+    options = {"movflags": "faststart"} if faststart else {}
+    with av.open(str(path), mode="w", options=options) as container:
         stream = container.add_stream("libx264", rate=fps)
         stream.width, stream.height = size
         stream.pix_fmt = "yuv420p"

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from plstitch_eval.data.datasets import decode, get_dataset, labels_at, list_datasets
+from plstitch_eval.data.datasets import decode, describe_datasets, get_dataset, labels_at, list_datasets
 from plstitch_eval.data.datasets.cholec80 import CHOLEC80_PHASES
 from plstitch_eval.errors import ConfigError, DataError
 from tests.eval.data.media import decode_index, write_index_frames, write_index_video
@@ -34,6 +34,11 @@ def test_registry_lists_all_adapters():
         "synthetic",
         "folder",
     }
+    rows = {row["name"]: row for row in describe_datasets()}
+    assert rows["cholec80"]["classes"] == CHOLEC80_PHASES and rows["gtea"]["eval_fps"] == 15
+    assert rows["cholec80"]["split_schemes"][0] == "40-40" and rows["gtea"]["background_classes"] == [
+        "background"
+    ]
     with pytest.raises(ConfigError, match="unknown dataset 'nope'"):
         get_dataset("nope", "/tmp")
     with pytest.raises(ConfigError, match="--root"):
@@ -117,6 +122,14 @@ def test_m2cai16_layout(tmp_path):
     assert ds.splits() == {"train": ["workflow_video_01"], "val": [], "test": ["test_workflow_video_01"]}
     assert ds.videos("train")[0].labels.tolist() == [0] * 5 + [1] * 5
     assert ds.videos("test")[0].labels.tolist() == [7] * 10
+    flat = tmp_path / "flat"
+    (root / "train_dataset").rename(flat)
+    for item in (root / "test_dataset").iterdir():
+        item.rename(flat / item.name)
+    assert get_dataset("m2cai16", flat).splits()["test"] == ["test_workflow_video_01"]
+    (flat / "test_workflow_video_01.txt").write_text("Frame\tPhase\n0\tPacking\n")
+    with pytest.raises(DataError, match=r"test_workflow_video_01\.txt:2: unknown class 'Packing'"):
+        get_dataset("m2cai16", flat).videos()
 
 
 def _autolaparo(root, ids_by_video, header="Frame\tPhase"):

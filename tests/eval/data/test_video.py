@@ -67,8 +67,9 @@ def test_frame_folder_natural_order_and_sampling(tmp_path):
     assert [decode_index(f.image) for f in sampled] == [0, 4, 8]
     assert [f.time for f in sampled] == [0.0, 1.0, 2.0]
     assert list(read_frames(folder, size=8))[0].image.shape == (8, 8, 3)
+    assert len(list(read_frames(folder, fps=1))) == 12  # a folder is 1 fps unless told otherwise
     with pytest.raises(ConfigError, match="folder_fps"):
-        list(read_frames(folder, fps=1))
+        list(read_frames(folder, fps=1, folder_fps=-2))
 
 
 def test_missing_corrupt_and_truncated_videos_name_the_file(tmp_path):
@@ -84,6 +85,10 @@ def test_missing_corrupt_and_truncated_videos_name_the_file(tmp_path):
     cut = tmp_path / "cut.mp4"
     cut.write_bytes(whole[: len(whole) // 2])  # moov at the end: the container cannot be opened
     with pytest.raises(DecodeError, match="cut.mp4"):
+        list(read_frames(cut))
+    whole = write_index_video(tmp_path / "fast.mp4", n_frames=200, faststart=True).read_bytes()
+    cut.write_bytes(whole[: len(whole) // 2])  # index first: opens, then runs out of frames
+    with pytest.raises(DecodeError, match=r"cut\.mp4: decoded \d+ of 200 frames"):
         list(read_frames(cut))
     bad_image = tmp_path / "frames"
     bad_image.mkdir()

@@ -13,6 +13,8 @@ from plstitch_eval.metrics import (
     edit_scores,
     frame_accuracy,
     frame_metrics,
+    macro_f1,
+    macro_jaccard,
     segment_metrics,
     segmental_f1,
 )
@@ -106,6 +108,8 @@ def test_pooled_and_per_video_conventions_match_sklearn():
         assert m[f"macro_{name}_pooled"] == pytest.approx(pooled)
         assert m[f"macro_{name}_video"] == pytest.approx(per_video)
     assert m["macro_jaccard_pooled"] == pytest.approx(jaccard_score(g_all, p_all, average="macro") * 100)
+    assert macro_f1(preds, gts, "video") == pytest.approx(m["macro_f1_video"])
+    assert macro_jaccard(preds, gts) == pytest.approx(m["macro_jaccard_pooled"])
     assert m["accuracy"] == pytest.approx((g_all == p_all).mean() * 100)
 
 

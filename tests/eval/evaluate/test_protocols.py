@@ -133,3 +133,19 @@ def test_test_class_absent_from_training_is_defined(tiny_store):
     assert 3 not in preds
     gts = np.concatenate([tiny_store.read(v).labels for v in res["splits"]["test"]])
     assert res["metrics"]["accuracy"] == pytest.approx((preds == gts).mean() * 100)
+
+
+def test_resolve_split_schemes_as_written_by_extract(tmp_path):
+    manifest = {
+        "dataset": "cholec80",
+        "splits": {"train": ["a"], "test": ["b"]},
+        "split_scheme": "40-40",
+        "split_schemes": {
+            "40-40": {"train": ["a"], "test": ["b"]},
+            "32-8-40": {"train": ["c"], "val": ["d"]},
+        },
+    }
+    store = FeatureStore.create(tmp_path / "s", manifest)
+    assert resolve_splits(store) == {"train": ["a"], "val": [], "test": ["b"]}
+    assert resolve_splits(store, "40-40")["test"] == ["b"]
+    assert resolve_splits(store, "32-8-40") == {"train": ["c"], "val": ["d"], "test": []}

@@ -109,6 +109,11 @@ def test_refuses_to_mix_stores(cholec_root, tiny_model_dir, tmp_path):
         _run(cholec_root, tiny_model_dir, out, fps=2.0, videos=["video02"])
     with pytest.raises(FeatureStoreError, match="preprocessing"):
         _run(cholec_root, tiny_model_dir, out, videos=["video02"], resize_on_decode=True)
+    other_model = shutil.copytree(tiny_model_dir, tmp_path / "other_model")
+    with pytest.raises(FeatureStoreError, match="model_spec"):
+        _run(cholec_root, other_model, out, videos=["video02"])
+    with pytest.raises(FeatureStoreError, match="precision"):
+        _run(cholec_root, tiny_model_dir, out, videos=["video02"], precision="bf16")
     assert FeatureStore(out).manifest["fps"] == FPS  # untouched by the refused runs
     summary = _run(cholec_root, tiny_model_dir, out, fps=2.0, videos=["video02"], overwrite=True)
     assert summary.results[0].status == "done" and summary.results[0].frames == 4

@@ -196,3 +196,15 @@ def test_vit_lost_last_block_caught_by_expected_sizes(tiny):
     last = {k: v for k, v in state.items() if not k.startswith("blocks.1.")}
     with pytest.raises(CheckpointError, match="depth: found 1, expected 2"):
         vit_from_state_dict(last, expected={"depth": 2, "embed_dim": 64})
+
+
+def test_unwrapping_is_idempotent(tiny):
+    from plstitch_eval.hub.convert import VIT_TOP_LEVEL, split_backbone, unwrap_state_dict
+
+    once = unwrap_state_dict(training_checkpoint(tiny[1]))
+    backbone_once, dropped_once = split_backbone(once, VIT_TOP_LEVEL)
+    backbone_twice, dropped_twice = split_backbone(unwrap_state_dict(once), VIT_TOP_LEVEL)
+    assert list(backbone_twice) == list(backbone_once) == list(tiny[1])
+    assert all(backbone_twice[k] is backbone_once[k] for k in backbone_once)
+    assert len(dropped_twice) == len(dropped_once) == 4
+    assert "module.encoder.norm.weight" in once and torch.equal(once["norm.weight"], tiny[1]["norm.weight"])

@@ -75,3 +75,13 @@ def test_trust_pickle_is_the_only_override(tmp_path):
         load_encoder(str(path))
     encoder = load_encoder(str(path), trust_pickle=True)
     assert encoder.feature_dim == 64
+
+
+def test_numpy_extras_load_without_trust(tmp_path):
+    import numpy as np
+
+    path = tmp_path / "np.pth"
+    extras = {"best_acc": np.float64(0.5), "rng": np.arange(3), "dtype": np.dtype("float32")}
+    torch.save({"model": make_tiny_vit().state_dict(), **extras}, path)
+    loaded = load_checkpoint(path)
+    assert loaded["best_acc"] == 0.5 and loaded["rng"].tolist() == [0, 1, 2]

@@ -1,0 +1,77 @@
+"""CLI command `reproduce`: train and evaluate each ablation row on the synthetic dataset, print tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from plstitch_eval.utils.console import console
+
+
+def reproduce(
+    preset: Annotated[
+        str, typer.Option("--preset", help="Reproduction preset (synthetic-ablation).")
+    ] = "synthetic-ablation",
+    seeds: Annotated[
+        int | None, typer.Option("--seeds", min=1, help="Seeds per row (default: the preset's).")
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option("--steps", min=1, help="Optimizer steps per run (default: the preset's).")
+    ] = None,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Output folder (runs/, figures/, ablation.json/.md).")
+    ] = Path("runs/reproduce"),
+    rows: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--row", help="Only these rows (repeat): mim, mim-vid, mim-jigsaw, pl, pairwise, permutation."
+        ),
+    ] = None,
+    awareness: Annotated[
+        bool, typer.Option(help="Also train on time-reversed videos and draw the awareness violins.")
+    ] = True,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
+    export_best: Annotated[
+        Path | None,
+        typer.Option("--export-best", help="Export the best PL-Stitch run here (timm format + card)."),
+    ] = None,
+) -> None:
+    """Train each ablation row (same budget, several seeds), evaluate with k-NN + linear, print mean ± std.
+
+    Resumable: rerun the same command to skip finished runs and resume an interrupted one.
+    """
+    from plstitch_train.reproduce import (
+        ReproduceConfig,
+        get_reproduce_preset,
+    )
+    from plstitch_train.reproduce import (
+        export_best as run_export,
+    )
+    from plstitch_train.reproduce import (
+        reproduce as run_reproduce,
+    )
+
+    config = ReproduceConfig(
+        preset=get_reproduce_preset(preset),
+        out=out,
+        seeds=seeds,
+        steps=steps,
+        rows=rows,
+        awareness=awareness,
+        device=device,
+    )
+    summary = run_reproduce(config)
+    typer.echo(summary["table_markdown"])
+    if summary["awareness_figure"]:
+        console.print(f"awareness figure: {summary['awareness_figure']}", highlight=False)
+    console.print(f"results: {out / 'ablation.json'}, {out / 'ablation.md'}", highlight=False)
+    if export_best is not None:
+        folder = run_export(summary, export_best, export_best.name)
+        console.print(f"exported {summary['best_pl_run']} to {folder}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `reproduce` to the top-level app."""
+    app.command("reproduce")(reproduce)
