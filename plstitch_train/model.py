@@ -26,7 +26,16 @@ from plstitch_train.losses import (
 )
 from plstitch_train.presets import TrainConfig
 
-PL_REDUCTION = "mean_items"  # authors' code divides the PL sum by B*K
+
+def pl_loss_per_item(scores: Tensor, mask: Tensor | None = None) -> Tensor:
+    """PL NLL of the default order divided by each list's length, averaged over lists.
+
+    Equals the authors' sum / (B*K) when every list has K items, and stays a plain mean over samples for
+    padded lists, so gradient accumulation and DDP shards add up exactly to the full batch.
+    """
+    per_list = plackett_luce_loss(scores, mask=mask, reduction="none")
+    lengths = scores.new_full((scores.shape[0],), scores.shape[1]) if mask is None else mask.sum(1)
+    return (per_list / lengths.clamp(min=1)).mean()
 
 
 class ViTBackbone(nn.Module):
@@ -198,7 +207,7 @@ class PLStitchModel(nn.Module):
         scores = self.student["temporal_head"](feats)
         if self.config.objective == "pairwise":
             return pairwise_ranking_loss(scores)
-        return plackett_luce_loss(scores, reduction=PL_REDUCTION)
+        return pl_loss_per_item(scores)
 
     def mim_loss(self, crops: Tensor, masks: Tensor, epoch: int) -> Tensor:
         """iBOT on two global crops [B, 2, 3, H, W] with block masks [B, 2, h, w] (view-major inside)."""
@@ -231,7 +240,7 @@ class PLStitchModel(nn.Module):
             keys = keys.reshape(batch, -1, keys.shape[-1])
         queries, valid = jigsaw_queries(current, masks)
         scores = self.student["jigsaw_head"](queries, keys, query_mask=valid)
-        return plackett_luce_loss(scores, mask=valid, reduction=PL_REDUCTION)
+        return pl_loss_per_item(scores, valid)
 
     @torch.no_grad()
     def update_teacher(self, momentum: float) -> None:

@@ -76,6 +76,7 @@ class TrainConfig:
     weight_decay_end: float = 0.4
     momentum_teacher: float = 0.996
     clip_grad: float = 3.0
+    clip_per_parameter: bool = True  # DINO/iBOT clip each parameter's gradient norm separately
     freeze_last_layer_epochs: int = 1
     # --- run
     seed: int = 0

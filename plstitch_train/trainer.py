@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader
 from plstitch_eval.errors import TrainingError
 from plstitch_eval.utils.console import console, logger, progress_bar
 from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision
-from plstitch_eval.utils.io import atomic_path, write_json_atomic
+from plstitch_eval.utils.io import atomic_path, write_json_atomic, write_text_atomic
 from plstitch_train.data import FrameStore, TrainDataset, dataset_videos, discover_videos
 from plstitch_train.model import PLStitchModel
 from plstitch_train.presets import TrainConfig
@@ -146,7 +146,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         )
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure means "not our checkpoint"
+    except Exception as exc:  # any unpickling failure means "not our checkpoint"
         raise TrainingError(f"Cannot read {path} as a training checkpoint: {exc}") from exc
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != CHECKPOINT_FORMAT:
         raise TrainingError(f"{path} is not a plstitch training checkpoint (format {CHECKPOINT_FORMAT}).")
@@ -329,6 +329,8 @@ def _run(
     seed_everything(config.seed + 1 + info.rank)  # drop path / dropout differ per rank
     if checkpoint is not None:
         step = _restore(checkpoint, model, optimizer, scaler, sampler, info, device)
+        if info.is_main:
+            _truncate_log(out_dir / LOG_NAME, step)
 
     ddp = None
     if info.world_size > 1:
@@ -403,7 +405,18 @@ def _run(
 class _LoopState:
     """One optimizer step over `accum_steps` micro-batches (scheduling, AMP, DDP sync, clipping, EMA)."""
 
-    def __init__(self, config, model, ddp, optimizer, scaler, schedules, device, precision, info) -> None:  # noqa: ANN001
+    def __init__(
+        self,
+        config: TrainConfig,
+        model: PLStitchModel,
+        ddp: DistributedDataParallel | None,
+        optimizer: torch.optim.Optimizer,
+        scaler: torch.amp.GradScaler,
+        schedules: Schedules,
+        device: torch.device,
+        precision: str,
+        info: _Dist,
+    ) -> None:
         self.config, self.model, self.ddp = config, model, ddp
         self.optimizer, self.scaler, self.schedules = optimizer, scaler, schedules
         self.device, self.precision, self.info = device, precision, info
@@ -438,7 +451,7 @@ class _LoopState:
                 totals[key] = totals.get(key, 0.0) + value / accum
         self.scaler.unscale_(self.optimizer)
         if config.clip_grad > 0:
-            torch.nn.utils.clip_grad_norm_(trainable, config.clip_grad)
+            clip_gradients(trainable, config.clip_grad, per_parameter=config.clip_per_parameter)
         if epoch < config.freeze_last_layer_epochs:
             for param in self.model.last_layer_parameters():
                 param.grad = None
@@ -457,6 +470,27 @@ class _LoopState:
             dist.all_reduce(values)
             values = values / self.info.world_size
         return dict(zip(keys, values.tolist(), strict=True))
+
+
+@torch.no_grad()
+def clip_gradients(params: list[torch.nn.Parameter], max_norm: float, per_parameter: bool = True) -> None:
+    """Clip gradient L2 norms to `max_norm`: each parameter on its own (DINO/iBOT) or all together."""
+    if not per_parameter:
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+        return
+    for grad in (p.grad for p in params if p.grad is not None):
+        scale = max_norm / (grad.norm(2) + 1e-6)
+        grad.mul_(scale.clamp(max=1.0))
+
+
+def _truncate_log(path: Path, step: int) -> None:
+    """Drop log records after `step` (written by a run killed after its last checkpoint)."""
+    if not path.is_file():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
+    if len(kept) != len(lines):
+        write_text_atomic(path, "".join(line + "\n" for line in kept))
 
 
 def _append_log(path: Path, record: dict[str, float]) -> None:

@@ -102,8 +102,7 @@ def bin_curve(values: np.ndarray, n_bins: int = 100) -> np.ndarray:
     n = len(v)
     if n == 0:
         raise EvaluationError("Cannot bin an empty score sequence (a video with no frames).")
-    u = np.arange(n) / max(n - 1, 1)
-    bins = np.minimum((u * n_bins).astype(np.int64), n_bins - 1)
+    bins = np.minimum(np.arange(n) * n_bins // max(n - 1, 1), n_bins - 1)  # floor(i/(T-1) * n_bins), exact
     sums = np.bincount(bins, weights=v, minlength=n_bins)
     counts = np.bincount(bins, minlength=n_bins)
     centres = (np.arange(n_bins) + 0.5) / n_bins
@@ -224,7 +223,10 @@ def run_progression(config: ProgressionConfig) -> tuple[Path, Path, dict[str, An
 
         store = FeatureStore(config.features)
         names = store.splits().get(config.split, []) if config.split else store.videos()
-        names = names or store.videos()
+        if not names:
+            raise ConfigError(
+                f"{config.features}: split {config.split!r} is missing or empty; try --split all."
+            )
         if config.max_videos > 0:
             names = names[: config.max_videos]
         videos = {v.video: v.features for v in store.read_many(names)}

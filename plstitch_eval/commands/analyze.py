@@ -20,21 +20,23 @@ NameOpt = Annotated[
     str | None, typer.Option("--name", help="File stem of the outputs (default: the command).")
 ]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu or cuda.")]
+# lets `--frames a.jpg b.jpg` and `--pair NAME FWD BWD` pass their extra values as click's leftover args
+_EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": False}
 
 
-def _leftover(args: list[str], option: str) -> list[str]:
-    """Values given after `option` beyond its first one (`--frames a.jpg b.jpg`); other extras are errors."""
+def _leftover(args: list[str]) -> list[str]:
+    """Extra values after an option (`--frames a.jpg b.jpg`); stray options are errors."""
     bad = [a for a in args if a.startswith("-")]
     if bad:
         raise ConfigError(f"Unknown option(s) {bad}; see --help.")
     return list(args)
 
 
-def _pairs_from(values: list[str], extra: list[str]):
+def _pairs_from(values: list[str], extra: list[str]) -> list:
     """Model pairs from `--pair NAME=FWD,BWD` values or `--pair NAME FWD BWD` (FWD BWD arrive as extras)."""
     from plstitch_eval.analysis.awareness import ModelPair, parse_pair
 
-    pairs, extra = [], _leftover(extra, "--pair")
+    pairs, extra = [], _leftover(extra)
     for value in values:
         if "=" in value:
             pairs.append(parse_pair(value))
@@ -52,9 +54,6 @@ def _done(png: Path, js: Path, summary: str) -> None:
     typer.echo(summary)
     typer.echo(f"wrote {png}")
     typer.echo(f"wrote {js}")
-
-
-_EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": False}
 
 
 @analyze_app.command("awareness", context_settings=_EXTRA_ARGS)
@@ -235,7 +234,7 @@ def attention(
 
     config = AttentionConfig(
         model=model,
-        frames=[str(f) for f in frames] + _leftover(ctx.args, "--frames"),
+        frames=[str(f) for f in frames] + _leftover(ctx.args),
         alpha=alpha,
         device=device,
         out=out,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ import torch
 
 from plstitch_train.model import PLStitchModel
 from plstitch_train.trainer import CHECKPOINT_NAME, load_checkpoint, seed_everything, train
-from tests.train.conftest import tiny_config
+from tests.train.conftest import assert_states_close, tiny_config
 
 STEPS = 2
 REPO = Path(__file__).resolve().parents[2]
@@ -55,8 +57,7 @@ def test_two_process_gloo_run_matches_single_process(
     expected = load_checkpoint(single.out_dir / CHECKPOINT_NAME)
     got = load_checkpoint(tmp_path / "ddp" / CHECKPOINT_NAME)
     assert got["world_size"] == 2 and len(got["rng"]) == 2
-    for key, value in expected["model"].items():
-        torch.testing.assert_close(got["model"][key], value, rtol=1e-4, atol=1e-5, msg=key)
+    assert_states_close(expected["model"], got["model"])
     # training moved the weights, so the match is not between two untouched initialisations
     seed_everything(config.seed)
     fresh = PLStitchModel(config).state_dict()
@@ -78,3 +79,35 @@ def test_python_m_entry_point_reports_errors_as_one_line(tmp_path: Path) -> None
     done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 1
     assert "error:" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.timeout(300)
+def test_sigkill_then_resume_matches_the_uninterrupted_run(
+    video_dir: Path, frame_cache: Path, tmp_path: Path
+) -> None:
+    steps = 40
+    config = tiny_config(video_dir, frame_cache, max_steps=steps, epochs=20, checkpoint_every=3)
+    reference = train(config, tmp_path / "reference")
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(config.to_dict()))
+    run_dir = tmp_path / "killed"
+    command = [sys.executable, "-m", "plstitch_train", "--config", str(config_file), "--out", str(run_dir)]
+    process = subprocess.Popen(
+        command, env=_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 200
+    while not (run_dir / CHECKPOINT_NAME).exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    killed_at = load_checkpoint(run_dir / CHECKPOINT_NAME)["step"]
+    assert 0 < killed_at < steps, "the run finished before it could be killed"
+    resume = [sys.executable, "-m", "plstitch_train", "--resume", str(run_dir)]
+    done = subprocess.run(resume, env=_env(), capture_output=True, text=True, timeout=200, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = load_checkpoint(reference.out_dir / CHECKPOINT_NAME)["model"]
+    got = load_checkpoint(run_dir / CHECKPOINT_NAME)["model"]
+    for key, value in expected.items():
+        assert torch.equal(value, got[key]), key
+    log = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(1, steps + 1))  # steps after the checkpoint are not doubled

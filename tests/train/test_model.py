@@ -209,3 +209,16 @@ def test_a_fixed_batch_is_overfitted_by_every_branch(store, config) -> None:
         start = np.mean([h[key] for h in history[:3]])
         end = np.mean([h[key] for h in history[-3:]])
         assert end < 0.9 * start, (key, start, end)
+
+
+def test_gradient_clipping_per_parameter_and_global() -> None:
+    from plstitch_train.trainer import clip_gradients
+
+    a, b = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(3))
+    a.grad, b.grad = torch.tensor([3.0, 4.0]), torch.tensor([0.0, 0.6, 0.8])  # norms 5 and 1
+    clip_gradients([a, b], 2.0)
+    torch.testing.assert_close(a.grad, torch.tensor([1.2, 1.6]), rtol=1e-5, atol=1e-6)  # scaled to norm 2
+    torch.testing.assert_close(b.grad, torch.tensor([0.0, 0.6, 0.8]))  # already below: untouched
+    a.grad, b.grad = torch.tensor([3.0, 4.0]), torch.tensor([0.0, 0.0, 0.0])
+    clip_gradients([a, b], 1.0, per_parameter=False)
+    torch.testing.assert_close(a.grad, torch.tensor([0.6, 0.8]), rtol=1e-5, atol=1e-6)

@@ -12,7 +12,7 @@ from plstitch_eval.errors import TrainingError
 from plstitch_train.model import PLStitchModel
 from plstitch_train.presets import TrainConfig
 from plstitch_train.trainer import CHECKPOINT_NAME, load_checkpoint, train
-from tests.train.conftest import tiny_config
+from tests.train.conftest import assert_states_close, tiny_config
 
 STEPS = 4
 
@@ -39,6 +39,8 @@ def test_resume_reproduces_uninterrupted_run_exactly(full_run, tmp_path: Path) -
     assert expected.keys() == got.keys()
     for key in expected:
         assert torch.equal(expected[key], got[key]), key
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(1, STEPS + 1))  # no step logged twice
     # the resumed run logged the same losses for the steps it ran
     for before, after in zip(result.history[1:], resumed.history, strict=True):
         assert before["loss"] == after["loss"]
@@ -114,8 +116,7 @@ def test_gradient_accumulation_matches_the_full_batch(
     accumulated = train(config.replace(accum_steps=2), tmp_path / "accum")
     assert accumulated.history[-1]["loss"] == pytest.approx(whole.history[-1]["loss"], rel=1e-4)
     expected, got = _model_state(whole.out_dir), _model_state(accumulated.out_dir)
-    for key, value in expected.items():
-        torch.testing.assert_close(got[key], value, rtol=1e-4, atol=1e-5, msg=key)
+    assert_states_close(expected, got)
 
 
 def test_init_from_an_encoder_spec_copies_its_weights(full_run) -> None:
@@ -125,3 +126,26 @@ def test_init_from_an_encoder_spec_copies_its_weights(full_run) -> None:
     for name, value in model.student["backbone"].vit.state_dict().items():
         assert torch.equal(value, exported[f"teacher.backbone.vit.{name}"]), name
         assert torch.equal(model.teacher["backbone"].vit.state_dict()[name], value)
+
+
+@pytest.mark.parametrize("name", ["paper-vitb16", "ablation-vits16", "tiny-cpu"])
+def test_presets_round_trip_and_validate(name: str) -> None:
+    from plstitch_eval.errors import ConfigError
+    from plstitch_train.presets import get_preset
+
+    config = get_preset(name).replace(data="videos")
+    assert TrainConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config.validate()
+    with pytest.raises(ConfigError, match="objective"):
+        config.replace(objective="listnet").validate()
+    with pytest.raises(ConfigError, match="exactly one data source"):
+        config.replace(dataset="cholec80").validate()
+    with pytest.raises(ConfigError, match="Unknown training settings"):
+        TrainConfig.from_dict({**config.to_dict(), "lamda_vid": 1.0})
+
+
+def test_dataloader_workers_do_not_change_the_run(full_run, tmp_path: Path) -> None:
+    config, result = full_run
+    with_workers = train(config.replace(num_workers=2), tmp_path)
+    expected, got = _model_state(result.out_dir), _model_state(tmp_path)
+    assert all(torch.equal(expected[key], got[key]) for key in expected)
+    assert [h["loss"] for h in with_workers.history] == [h["loss"] for h in result.history]

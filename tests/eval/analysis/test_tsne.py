@@ -25,7 +25,15 @@ def test_tsne_cli_two_perplexities(tmp_path, store_dir):
     args += ["--split", "test", "--max-points", "40", "--threads", "1", "--out", str(tmp_path)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "ARI" in result.stdout
+    lines = (
+        result.stdout.strip().splitlines()
+    )  # stdout: one summary line and the two paths, logs go to stderr
+    assert (
+        len(lines) == 3
+        and "ARI" in lines[0]
+        and lines[1].endswith("tsne.png")
+        and lines[2].endswith("tsne.json")
+    )
     check_png(tmp_path / "tsne.png", 4.0 * 2 + 1.8, 4.3)
     data = json.loads((tmp_path / "tsne.json").read_text())
     assert (

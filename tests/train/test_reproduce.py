@@ -1,0 +1,195 @@
+"""`plstitch reproduce`: row definitions, aggregation, resumability and a tiny end-to-end reproduction."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from plstitch_eval.errors import ConfigError
+from plstitch_train import cli_reproduce
+from plstitch_train.reproduce import (
+    RANDOM_INIT,
+    ROWS,
+    ReproduceConfig,
+    aggregate,
+    best_run,
+    ensure_trained,
+    export_best,
+    get_reproduce_preset,
+    markdown_tables,
+    mean_std,
+    reproduce,
+    train_config,
+)
+
+SMALL_DATASET = {"n_videos": 6, "min_seconds": 8.0, "max_seconds": 12.0}
+ROW_FIELDS = ("lambda_vid", "lambda_mim", "lambda_jigsaw", "objective")
+
+
+def _config(out: Path, linear_epochs: int | None = None, **changes) -> ReproduceConfig:
+    preset = get_reproduce_preset("synthetic-ablation")
+    if linear_epochs is not None:
+        preset = dataclasses.replace(preset, linear_epochs=linear_epochs)
+    return ReproduceConfig(preset=preset, out=out, **changes)
+
+
+def test_rows_follow_the_paper_tables(tmp_path: Path) -> None:
+    config = _config(tmp_path, steps=7)
+    expected = {  # (lambda_vid, lambda_mim, lambda_jigsaw, objective); paper weights 1, 1, 0.4
+        "mim": (0.0, 1.0, 0.0, "pl"),
+        "mim-vid": (1.0, 1.0, 0.0, "pl"),
+        "mim-jigsaw": (0.0, 1.0, 0.4, "pl"),
+        "pl": (1.0, 1.0, 0.4, "pl"),
+        "pairwise": (1.0, 1.0, 0.4, "pairwise"),
+        "permutation": (1.0, 1.0, 0.4, "permutation"),
+    }
+    assert set(expected) == set(ROWS)
+    budgets = []
+    for row, values in expected.items():
+        train = train_config(config, row, seed=3).to_dict()
+        assert tuple(train[f] for f in ROW_FIELDS) == values, row
+        assert train["max_steps"] == 7 and train["seed"] == 3 and train["dataset"] == "synthetic"
+        budgets.append({k: v for k, v in train.items() if k not in ROW_FIELDS})
+    assert all(b == budgets[0] for b in budgets)  # same budget and settings except the row's own
+    reversed_run = train_config(config, "pl", seed=0, reverse_time=True)
+    assert reversed_run.reverse_time and not train_config(config, "pl", seed=0).reverse_time
+
+
+def test_mean_std_is_sample_std() -> None:
+    values = [61.0, 64.5, 70.25]
+    mean, std = mean_std(values)
+    assert mean == pytest.approx(statistics.mean(values))
+    assert std == pytest.approx(statistics.stdev(values))
+    assert mean_std([5.0]) == (5.0, None)
+
+
+def _run(row: str, seed: int, knn: float, linear: float, reverse: bool = False) -> dict:
+    metrics = {p: {"accuracy": v, "macro_f1_video": v / 2} for p, v in (("knn", knn), ("linear", linear))}
+    return {"row": row, "seed": seed, "reverse_time": reverse, "metrics": metrics}
+
+
+def test_aggregate_markdown_and_best_run() -> None:
+    runs = {
+        "pl-seed0": _run("pl", 0, 70.0, 80.0),
+        "pl-seed1": _run("pl", 1, 74.0, 78.0),
+        "pl-reversed-seed0": _run("pl", 0, 10.0, 10.0, reverse=True),  # never in the table
+        "mim-seed0": _run("mim", 0, 50.0, 60.0),
+        "mim-seed1": _run("mim", 1, 52.0, 61.0),
+    }
+    agg = aggregate(runs)
+    assert agg["pl"]["knn/accuracy"]["mean"] == pytest.approx(72.0)
+    assert agg["pl"]["knn/accuracy"]["std"] == pytest.approx(statistics.stdev([70.0, 74.0]))
+    assert agg["pl"]["knn/accuracy"]["values"] == [70.0, 74.0]
+    assert agg["mim"]["linear/macro_f1_video"]["mean"] == pytest.approx(30.25)
+    text = markdown_tables(agg, 2)
+    assert "| MIM only | 51.0 ± 1.4 | 25.5 ± 0.7 | 60.5 ± 0.7 | 30.2 ± 0.4 |" in text
+    assert "| Plackett-Luce (PL-Stitch) | 72.0 ± 2.8 |" in text
+    assert "MIM + L_jigsaw" not in text  # rows without runs are left out
+    assert best_run(runs) == "pl-seed1"
+    runs["pl-seed0"] = _run("pl", 0, 74.0, 78.0)  # a tie goes to the lower seed
+    assert best_run(runs) == "pl-seed0"
+
+
+def test_run_with_other_settings_is_refused(tmp_path: Path) -> None:
+    config = _config(tmp_path, steps=5)
+    run_dir = tmp_path / "runs" / "pl-seed0"
+    run_dir.mkdir(parents=True)
+    other = train_config(config, "pl", 0).replace(max_steps=9)
+    (run_dir / "train_config.json").write_text(json.dumps(other.to_dict()))
+    with pytest.raises(ConfigError, match=r"pl-seed0 was trained with other settings \(max_steps differ\)"):
+        ensure_trained(run_dir, train_config(config, "pl", 0))
+
+
+def test_unknown_row_and_preset_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="Unknown ablation row"):
+        _config(tmp_path, rows=["mim", "nope"]).row_names()
+    app = typer.Typer()
+    cli_reproduce.register(app)
+    app.command("noop")(lambda: None)
+    res = CliRunner().invoke(app, ["reproduce", "--preset", "nope", "--out", str(tmp_path)])
+    assert isinstance(res.exception, ConfigError)
+    assert "synthetic-ablation" in str(res.exception)
+
+
+# ----------------------------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def tiny_reproduction(tmp_path_factory: pytest.TempPathFactory):
+    """One seed of the PL-Stitch row (1 step) plus its time-reversed run, on 6 short videos."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PLSTITCH_CACHE", str(tmp_path_factory.mktemp("cache")))
+    mp.setenv("PLSTITCH_NO_LIVE", "1")
+    try:
+        config = _config(
+            tmp_path_factory.mktemp("reproduce"),
+            seeds=1,
+            steps=1,
+            rows=["pl"],
+            num_workers=0,
+            linear_epochs=2,
+            dataset_options=SMALL_DATASET,
+        )
+        done = []
+        summary = reproduce(config, on_run_done=lambda run: done.append(run["row"]))
+        yield config, summary, done
+    finally:
+        mp.undo()
+
+
+def test_reproduction_trains_evaluates_and_tabulates(tiny_reproduction) -> None:
+    config, summary, done = tiny_reproduction
+    out = Path(config.out)
+    assert set(summary["runs"]) == {"pl-seed0", "pl-reversed-seed0", f"{RANDOM_INIT}-seed0"}
+    assert done == ["pl", "pl"]
+    knn = json.loads((out / "runs" / "pl-seed0" / "eval" / "knn.json").read_text())["metrics"]
+    assert summary["aggregated"]["pl"]["knn/accuracy"] == {
+        "mean": knn["accuracy"],
+        "std": None,
+        "values": [knn["accuracy"]],
+    }
+    assert summary["best_pl_run"] == "pl-seed0"
+    reversed_config = json.loads((out / "runs" / "pl-reversed-seed0" / "train_config.json").read_text())
+    assert reversed_config["reverse_time"] is True and reversed_config["max_steps"] == 1
+    figure = Path(summary["awareness_figure"])
+    assert figure.read_bytes()[:4] == b"\x89PNG"
+    stats = json.loads(figure.with_suffix(".json").read_text())["stats"]
+    assert stats[ROWS["pl"].label]["n"] > 0
+    on_disk = json.loads((out / "ablation.json").read_text())
+    assert on_disk["table_markdown"] == (out / "ablation.md").read_text() == summary["table_markdown"]
+    assert "| Plackett-Luce (PL-Stitch) |" in summary["table_markdown"]
+
+
+def test_rerun_skips_finished_runs(tiny_reproduction, monkeypatch: pytest.MonkeyPatch) -> None:
+    from plstitch_train import trainer
+
+    config, summary, _ = tiny_reproduction
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(trainer, "train", no_training)
+    monkeypatch.setattr("plstitch_eval.extract.extract_features", no_training)
+    again = reproduce(config)
+    assert again["aggregated"] == summary["aggregated"]
+
+
+def test_export_best_gives_a_loadable_model(tiny_reproduction, tmp_path: Path) -> None:
+    import timm
+
+    from plstitch_eval.hub import load_encoder
+
+    _, summary, _ = tiny_reproduction
+    folder = export_best(summary, tmp_path / "plstitch-tiny-synthetic", "plstitch-tiny-synthetic")
+    assert (folder / "README.md").is_file() and (folder / "temporal_head.safetensors").is_file()
+    encoder = load_encoder(folder)
+    timm_model = timm.create_model(f"local-dir:{folder}", pretrained=True, num_classes=0)
+    assert encoder.feature_dim == timm_model.num_features
+    meta = json.loads((folder / "plstitch.json").read_text())
+    assert {r["task"] for r in meta["results"]} == {"knn", "linear"}
