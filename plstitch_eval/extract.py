@@ -716,7 +716,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     from plstitch_eval.cli import app
 
     args = list(sys.argv[1:] if argv is None else argv)
-    app(["extract", *args], prog_name="python -m plstitch_eval.extract")
+    top_level = [a for a in args if a in ("--debug", "--quiet", "-q")]  # options of `plstitch` itself
+    rest = [a for a in args if a not in top_level]
+    app([*top_level, "extract", *rest], prog_name="python -m plstitch_eval.extract")
 
 
 __all__ = [

@@ -222,3 +222,25 @@ def test_gradient_clipping_per_parameter_and_global() -> None:
     a.grad, b.grad = torch.tensor([3.0, 4.0]), torch.tensor([0.0, 0.0, 0.0])
     clip_gradients([a, b], 1.0, per_parameter=False)
     torch.testing.assert_close(a.grad, torch.tensor([0.6, 0.8]), rtol=1e-5, atol=1e-6)
+
+
+def test_data_folder_mixes_videos_and_frame_folders(video_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from PIL import Image
+
+    root = tmp_path / "data"
+    shutil.copytree(video_dir, root)
+    frames = root / "surgery" / "case1"
+    frames.mkdir(parents=True)
+    pixels = np.random.default_rng(0).integers(0, 255, size=(6, 20, 30, 3), dtype=np.uint8)
+    for i, image in enumerate(pixels):
+        Image.fromarray(image).save(frames / f"{i:04d}.png")
+    videos = discover_videos(root, folder_fps=2.0)
+    assert [v.name for v in videos] == ["clip0", "clip1", "surgery/case1"]
+    assert videos[2].folder_fps == 2.0 and videos[0].folder_fps is None
+    store = FrameStore.build(videos, 2.0, 10, tmp_path / "cache", min_frames=4)
+    assert store.lengths[2] == 6  # a folder extracted at the training fps keeps every frame
+    assert store.frames(2, [0]).shape == (1, 10, 15, 3)  # shorter side resized to frame_size
+    again = FrameStore.build(videos, 2.0, 10, tmp_path / "cache", min_frames=4)  # served from the cache
+    assert np.array_equal(again.frames(2, [5]), store.frames(2, [5]))
