@@ -5,8 +5,8 @@ size; the ratio end-to-end / forward-only says how much of the model's speed the
 an AutoLaparo-layout frame-folder dataset (JPEG frames at 1 fps) and a Cholec80-layout MP4 dataset (25 fps
 source, sampled at 1 fps). The model is timm's ViT-S/16 at 224 px with random weights (no download).
 
-    python benchmarks/extract.py            # 3 videos x 24 sampled frames per input, 3 interleaved rounds
-    python benchmarks/extract.py --quick    # 2 videos x 8 sampled frames, one round (smoke run)
+    python benchmarks/extract.py            # 3 videos x 32 sampled frames per input, 3 interleaved rounds
+    python benchmarks/extract.py --quick    # 2 videos x 16 sampled frames, one round (smoke run)
 """
 
 from __future__ import annotations
@@ -149,9 +149,9 @@ def end_to_end_fps(
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 videos x 8 sampled frames, one round.")
+    parser.add_argument("--quick", action="store_true", help="2 videos x 16 sampled frames, one round.")
     parser.add_argument("--videos", type=int, default=3, help="Videos per input kind.")
-    parser.add_argument("--seconds", type=int, default=24, help="Sampled frames per video (1 fps).")
+    parser.add_argument("--seconds", type=int, default=32, help="Sampled frames per video (1 fps).")
     parser.add_argument("--repeats", type=int, default=3, help="Interleaved rounds; the median is shown.")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--num-workers", type=int, default=1, help="Decoding workers.")
@@ -162,7 +162,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="Print the rows as JSON.")
     args = parser.parse_args(argv)
     if args.quick:
-        args.videos, args.seconds, args.repeats = 2, 8, 1
+        args.videos, args.seconds, args.repeats = 2, 16, 1
     return args
 
 

@@ -11,6 +11,7 @@ Run as `python -m plstitch_eval.extract ...` (same options as `plstitch extract`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -40,6 +41,7 @@ from plstitch_eval.utils.device import autocast, resolve_device, resolve_precisi
 
 SUMMARY_ROWS = 30  # per-video rows shown in the end-of-run table; failures are always shown
 DIST_TIMEOUT = timedelta(hours=24)
+CPU_WORKER_NICENESS = 10
 EXTRA_COMPAT_FIELDS = ("precision",)  # besides features.compat_key: bf16 and fp32 features never mix
 
 
@@ -252,17 +254,29 @@ def _worker_init(_: int) -> None:
     torch.set_num_threads(1)
 
 
+def _cpu_worker_init(worker_id: int) -> None:
+    """On a CPU device the model owns the cores: decode at lower priority, in the forward's gaps."""
+    _worker_init(worker_id)
+    with contextlib.suppress(OSError):
+        os.nice(CPU_WORKER_NICENESS)
+
+
 def make_loader(
-    jobs: Sequence[VideoJob], plan: FramePlan, batch_size: int, num_workers: int, pin_memory: bool
+    jobs: Sequence[VideoJob],
+    plan: FramePlan,
+    batch_size: int,
+    num_workers: int,
+    device: torch.device,
 ) -> DataLoader:
     """DataLoader over whole-video decoding jobs; chunks are already batched, so `batch_size=None`."""
     workers = max(0, min(num_workers, len(jobs)))
+    init = _cpu_worker_init if device.type == "cpu" else _worker_init
     return DataLoader(
         VideoFrameStream(jobs, plan, batch_size),
         batch_size=None,
         num_workers=workers,
-        pin_memory=pin_memory,
-        worker_init_fn=_worker_init if workers else None,
+        pin_memory=device.type == "cuda",
+        worker_init_fn=init if workers else None,
         prefetch_factor=2 if workers else None,
     )
 
@@ -574,9 +588,7 @@ def _extract(
     with progress_bar(*columns, disable=not progress) as bar:
         task = bar.add_task("extract", total=len(mine), completed=len(results), frames=0, rate=0.0)
         if jobs:
-            loader = make_loader(
-                jobs, plan, options.batch_size, num_workers, pin_memory=device.type == "cuda"
-            )
+            loader = make_loader(jobs, plan, options.batch_size, num_workers, device)
             run = _EncodeLoop(store, records, encoder, plan, device, precision)
             for result in run.results(loader, options.fail_fast):
                 results[run.index_of[result.video]] = result
