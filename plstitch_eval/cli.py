@@ -65,10 +65,10 @@ def _main(
 
 
 def _register_all() -> None:
-    from plstitch_eval.commands import analyze, data, evaluate, hub
+    from plstitch_eval.commands import analyze, data, evaluate, hub, quickstart
     from plstitch_train import commands as train_commands
 
-    for module in (hub, data, evaluate, analyze, train_commands):
+    for module in (quickstart, hub, data, evaluate, analyze, train_commands):
         module.register(app)
 
 

@@ -1,4 +1,4 @@
-"""CLI commands of the training package: train, export, push-to-hub."""
+"""CLI commands of the training package: train, reproduce, export, push-to-hub."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import typer
 
 def register(app: typer.Typer) -> None:
     """Add the training and publishing commands to the top-level app."""
-    from plstitch_train import cli_publish, cli_train
+    from plstitch_train import cli_publish, cli_reproduce, cli_train
 
     cli_train.register(app)
+    cli_reproduce.register(app)
     cli_publish.register(app)
