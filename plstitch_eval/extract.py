@@ -19,7 +19,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +38,9 @@ from plstitch_eval.errors import ConfigError, DecodeError, FeatureStoreError
 from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures, compat_key
 from plstitch_eval.utils.console import console, logger, progress_bar
 from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision
+from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
 
 SUMMARY_ROWS = 30  # per-video rows shown in the end-of-run table; failures are always shown
-DIST_TIMEOUT = timedelta(hours=24)
 CPU_WORKER_NICENESS = 10
 EXTRA_COMPAT_FIELDS = ("precision",)  # besides features.compat_key: bf16 and fp32 features never mix
 
@@ -284,37 +284,6 @@ def make_loader(
 # ------------------------------------------------------------------------------------- distribution
 
 
-@dataclass
-class DistInfo:
-    """Rank and world size of this process; `owned` when we initialised the process group ourselves."""
-
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    owned: bool = False
-
-    @property
-    def active(self) -> bool:
-        """True under torchrun with more than one process."""
-        return self.world_size > 1
-
-
-def init_distributed(device: torch.device) -> DistInfo:
-    """Join the torchrun process group (gloo on CPU, nccl on CUDA) when WORLD_SIZE > 1."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size <= 1:
-        return DistInfo()
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    owned = False
-    if not dist.is_initialized():
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        # ranks with shorter shards wait at the final gather; the default 30 min timeout would kill them
-        dist.init_process_group(backend=backend, timeout=DIST_TIMEOUT)
-        owned = True
-    return DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, owned=owned)
-
-
 def _broadcast_error(info: DistInfo, error: str | None) -> None:
     """Share rank 0's setup error (e.g. an incompatible store) so every rank stops instead of hanging."""
     if not info.active:
@@ -516,15 +485,7 @@ def extract_features(
     if batch_size < 1:
         raise ConfigError(f"--batch-size must be >= 1, got {batch_size}.")
     start = time.perf_counter()
-    torch_device = resolve_device(device)
-    if (
-        torch_device.type == "cuda"
-        and torch_device.index is None
-        and int(os.environ.get("WORLD_SIZE", "1")) > 1
-    ):
-        torch_device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))  # one GPU per rank
-        torch.cuda.set_device(torch_device)
-    dist_info = init_distributed(torch_device)
+    dist_info, torch_device = init_distributed(resolve_device(device))
     try:
         summary = _extract(
             _resolve_dataset(dataset, root),
@@ -537,8 +498,7 @@ def extract_features(
             on_video_done,
         )
     finally:
-        if dist_info.owned and dist.is_initialized():
-            dist.destroy_process_group()
+        teardown_distributed(dist_info)
     summary.seconds = time.perf_counter() - start
     return summary
 

@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader
 from plstitch_eval.errors import TrainingError
 from plstitch_eval.utils.console import console, logger, progress_bar
 from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision
+from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
 from plstitch_eval.utils.io import atomic_path, write_json_atomic, write_text_atomic
 from plstitch_train.data import FrameStore, TrainDataset, dataset_videos, discover_videos
 from plstitch_train.model import PLStitchModel
@@ -51,34 +52,6 @@ class TrainResult:
     step: int
     total_steps: int
     history: list[dict[str, float]] = field(default_factory=list)
-
-
-@dataclass
-class _Dist:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    owns_group: bool = False
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def _init_distributed(device: torch.device) -> tuple[_Dist, torch.device]:
-    """Join the torchrun process group (nccl on CUDA, gloo on CPU) when WORLD_SIZE > 1."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    info = _Dist()
-    if world > 1 or dist.is_initialized():
-        if not dist.is_initialized():
-            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-            info.owns_group = True
-        info.rank, info.world_size = dist.get_rank(), dist.get_world_size()
-        info.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if device.type == "cuda":
-        device = torch.device("cuda", info.local_rank if info.world_size > 1 else (device.index or 0))
-        torch.cuda.set_device(device)
-    return info, device
 
 
 # --- RNG state (plain tensors / numbers so torch.load(weights_only=True) reads it) --------------------------
@@ -153,7 +126,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     return checkpoint
 
 
-def _frame_store(config: TrainConfig, out_dir: Path, info: _Dist) -> FrameStore:
+def _frame_store(config: TrainConfig, out_dir: Path, info: DistInfo) -> FrameStore:
     """Decode the training videos (rank 0 first, so the others only read the cache)."""
     if config.data is not None:
         videos = discover_videos(config.data, folder_fps=config.fps)
@@ -248,13 +221,12 @@ def train(
     config.validate()
     out_dir = Path(out_dir)
     device = resolve_device(config.device)
-    info, device = _init_distributed(device)
+    info, device = init_distributed(device)
     precision = resolve_precision(config.precision, device)
     try:
         return _run(config, out_dir, checkpoint, device, precision, info, stop_after)
     finally:
-        if info.owns_group:
-            dist.destroy_process_group()
+        teardown_distributed(info)
 
 
 def _run(
@@ -263,7 +235,7 @@ def _run(
     checkpoint: dict[str, Any] | None,
     device: torch.device,
     precision: str,
-    info: _Dist,
+    info: DistInfo,
     stop_after: int | None,
 ) -> TrainResult:
     micro_batch, remainder = divmod(config.batch_size, info.world_size * config.accum_steps)
@@ -415,7 +387,7 @@ class _LoopState:
         schedules: Schedules,
         device: torch.device,
         precision: str,
-        info: _Dist,
+        info: DistInfo,
     ) -> None:
         self.config, self.model, self.ddp = config, model, ddp
         self.optimizer, self.scaler, self.schedules = optimizer, scaler, schedules
@@ -509,7 +481,7 @@ def save_checkpoint(
     scaler: torch.amp.GradScaler,
     sampler: TrainSampler,
     step: int,
-    info: _Dist,
+    info: DistInfo,
     device: torch.device,
 ) -> None:
     """Atomically write everything an exact resume needs (every rank's RNG state is gathered on rank 0)."""
@@ -541,7 +513,7 @@ def _restore(
     optimizer: torch.optim.Optimizer,
     scaler: torch.amp.GradScaler,
     sampler: TrainSampler,
-    info: _Dist,
+    info: DistInfo,
     device: torch.device,
 ) -> int:
     """Load model, optimizer, scaler and RNG state; returns the step to continue from."""
