@@ -7,7 +7,7 @@ apart by the tool; only a slowly evolving global state - an organ that shrinks a
 with the procedure's progress - reveals where in the procedure a frame lies. Camera jitter, pixel noise,
 flicker and per-video colours/positions keep frame-wise shortcuts out. Frames are synthesised with vectorised
 numpy, encoded with libx264 (mpeg4 if unavailable) at 25 fps, and cached in ``$PLSTITCH_CACHE`` (else
-``$XDG_CACHE_HOME/plstitch``, else ``~/.cache/plstitch``) under ``synthetic-v1-<hash of parameters>``, written
+``$XDG_CACHE_HOME/plstitch``, else ``~/.cache/plstitch``) under ``synthetic-v2-<hash of parameters>``, written
 to a temporary folder then renamed.
 """
 
@@ -29,7 +29,7 @@ import numpy as np
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import logger
 
-VERSION = "v1"
+VERSION = "v2"
 PHASES = [
     "Preparation",
     "CalotTriangleDissection",
@@ -96,7 +96,7 @@ def generate_synthetic(
     `workers` processes render videos in parallel (default: one per CPU, at most 4, for large sets);
     the output does not depend on it.
 
-    `root=None` caches it under `cache_root()/synthetic-v1-<hash>`; an existing complete folder with the same
+    `root=None` caches it under `cache_root()/synthetic-v2-<hash>`; an existing complete folder with the same
     parameters is reused. Layout: `videos/videoNN.mp4`, `phase_annotations/videoNN-phase.txt`, `params.json`.
     """
     config = SyntheticConfig(n_videos, size, seed, fps, float(min_seconds), float(max_seconds))

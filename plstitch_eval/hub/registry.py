@@ -190,3 +190,15 @@ register(
         description="EndoViT ViT-B/16 MAE encoder (endoscopy); decoder keys are dropped.",
     )
 )
+register(
+    ModelEntry(
+        name="plstitch-tiny-synthetic",
+        architecture="vit_tiny_patch8_64",
+        feature_dim=64,
+        converter="timm",
+        local_path="model_cards/plstitch-tiny-synthetic",
+        license="MIT",
+        citation=PL_STITCH_CITATION,
+        description="Tiny PL-Stitch ViT (4 blocks x 64, 64 px) trained on the synthetic dataset; shipped.",
+    )
+)

@@ -37,7 +37,7 @@ def test_same_seed_same_files_and_frames(tmp_path):
 def test_cached_in_plstitch_cache_once(tmp_path, monkeypatch):
     monkeypatch.setenv("PLSTITCH_CACHE", str(tmp_path / "cache"))
     first = generate_synthetic(seed=1, workers=1, **TINY)
-    assert first.parent == cache_root() == tmp_path / "cache" and first.name.startswith("synthetic-v1-")
+    assert first.parent == cache_root() == tmp_path / "cache" and first.name.startswith("synthetic-v2-")
     stamp = os.stat(first / "videos" / "video01.mp4").st_mtime_ns
     assert generate_synthetic(seed=1, **TINY) == first
     assert os.stat(first / "videos" / "video01.mp4").st_mtime_ns == stamp
