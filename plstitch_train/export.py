@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +51,7 @@ from plstitch_eval.hub.timm_format import (
     save_timm_dir,
 )
 from plstitch_eval.utils.console import logger
-from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
+from plstitch_eval.utils.io import temp_dir_beside, write_json_atomic, write_text_atomic
 from plstitch_train.cards import CardInfo, eval_results_from_results, load_results_files, render_card
 
 EXPORT_SCHEMA = "plstitch.export/v1"
@@ -329,7 +328,7 @@ def export_model(
     train_config = read_train_config(src, checkpoint)
     summary = data_summary(train_config, src.run_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    tmp = temp_dir_beside(out_dir)
     try:
         save_timm_dir(model, tmp, data_config)
         if not write_temporal_head(src, checkpoint, tmp):

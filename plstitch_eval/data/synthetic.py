@@ -18,7 +18,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import logger
+from plstitch_eval.utils.io import temp_dir_beside
 
 VERSION = "v2"
 PHASES = [
@@ -117,7 +117,7 @@ def generate_synthetic(
         raise ConfigError(f"{target}: exists and is not a synthetic dataset; choose an empty or new folder")
     target.parent.mkdir(parents=True, exist_ok=True)
     logger.info("generating synthetic dataset (%d videos, %d px) in %s", n_videos, size, target)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    tmp = temp_dir_beside(target)
     try:
         _write_dataset(tmp, config, workers)
         (tmp / PARAMS_FILE).write_text(json.dumps(params, indent=2) + "\n")

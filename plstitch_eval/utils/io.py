@@ -28,6 +28,15 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
             tmp.unlink()
 
 
+def temp_dir_beside(target: str | os.PathLike) -> Path:
+    """A new hidden temporary folder next to `target` (same filesystem: renames are atomic), umask perms."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
+    return tmp
+
+
 def _umask() -> int:
     """The process umask (mkstemp creates 0600 files; finished files should follow the umask)."""
     mask = os.umask(0)
