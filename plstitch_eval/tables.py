@@ -7,14 +7,14 @@ default); cross-validation results show ``mean ± std``. The best value of each 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
-from plstitch_eval.errors import EvaluationError
+from plstitch_eval.errors import ConfigError, EvaluationError
 from plstitch_eval.protocols import SCHEMA, default_metrics
 
 METRIC_LABELS = {
@@ -56,21 +56,26 @@ class ComparisonTable:
         return [f"{d} {t} {METRIC_LABELS.get(m, m)}" for d, t, m in self.columns]
 
 
-def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
-    """Read results JSON files, refusing files that are not ``plstitch.results/v1``."""
+def load_results(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """Read results JSON files (`plstitch.results/v1`); another schema or a missing key is a `ConfigError`."""
     out = []
     for path in paths:
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
-            raise EvaluationError(f"{path}: not a readable results JSON ({exc}).") from exc
+            raise ConfigError(f"{path}: not a readable results JSON ({exc}).") from exc
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-            raise EvaluationError(f"{path}: schema is not {SCHEMA!r}; produce it with a plstitch command.")
+            found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise ConfigError(
+                f"{path}: key 'schema' is {found!r}, expected {SCHEMA!r}; pass results written by "
+                "`plstitch knn/linear/cv/score`."
+            )
+        for key in ("task", "dataset", "metrics"):
+            if key not in data:
+                raise ConfigError(f"{path}: results JSON lacks the key {key!r}.")
         data["_path"] = str(path)
         out.append(data)
-    if not out:
-        raise EvaluationError("No results files given; pass e.g. results/*.json.")
     return out
 
 
@@ -87,6 +92,8 @@ def model_label(result: dict[str, Any]) -> str:
 
 def build_table(results: Sequence[dict[str, Any]], metrics: Sequence[str] | None = None) -> ComparisonTable:
     """Arrange results into a table; `metrics` overrides each dataset's headline metrics."""
+    if not results:
+        raise EvaluationError("No results files given; pass e.g. results/*.json.")
     table = ComparisonTable()
     for res in results:
         row = model_label(res)

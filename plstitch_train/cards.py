@@ -22,7 +22,6 @@ from plstitch_eval.utils.io import write_text_atomic
 MODEL_CARDS_DIR = Path(__file__).resolve().parents[1] / "model_cards"
 TEMPLATE_PATH = MODEL_CARDS_DIR / "modelcard_template.md"
 PAPER_RESULTS_PATH = MODEL_CARDS_DIR / "paper_results.json"
-RESULTS_SCHEMA = "plstitch.results/v1"
 TASK_TYPE = "video-classification"
 
 _DATASET_NAMES = {
@@ -87,28 +86,6 @@ def dataset_display_name(dataset: str) -> str:
 
 def _task_name(dataset: str) -> str:
     return "Surgical phase recognition" if dataset.lower() in _SURGICAL else "Temporal action segmentation"
-
-
-def load_results_files(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Read results JSON files (`plstitch.results/v1`); a file of another schema raises `ConfigError`."""
-    results = []
-    for path in paths:
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"Cannot read results file {path}: {exc}") from exc
-        if not isinstance(data, dict) or data.get("schema") != RESULTS_SCHEMA:
-            found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-            raise ConfigError(
-                f"{path}: key 'schema' is {found!r}, expected {RESULTS_SCHEMA!r}; pass results written by "
-                "`plstitch knn/linear/cv/score`."
-            )
-        for key in ("task", "dataset", "metrics"):
-            if key not in data:
-                raise ConfigError(f"{path}: results JSON lacks the key {key!r}.")
-        results.append(data)
-    return results
 
 
 def eval_results_from_results(results: Sequence[dict[str, Any]]) -> list[EvalResult]:

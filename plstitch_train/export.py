@@ -50,9 +50,10 @@ from plstitch_eval.hub.timm_format import (
     read_data_config,
     save_timm_dir,
 )
+from plstitch_eval.tables import load_results
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import temp_dir_beside, write_json_atomic, write_text_atomic
-from plstitch_train.cards import CardInfo, eval_results_from_results, load_results_files, render_card
+from plstitch_train.cards import CardInfo, eval_results_from_results, render_card
 
 EXPORT_SCHEMA = "plstitch.export/v1"
 METADATA_NAME = "plstitch.json"
@@ -322,7 +323,7 @@ def export_model(
     if out_dir.exists() and not options.overwrite:
         raise PublishError(f"{out_dir} already exists; choose another --out or pass --overwrite.")
     src = resolve_source(source)
-    results_data = load_results_files(results)
+    results_data = load_results(results)
     checkpoint = load_checkpoint(src.checkpoint) if src.checkpoint is not None else None
     model, data_config, dropped = load_backbone(src, checkpoint)
     train_config = read_train_config(src, checkpoint)

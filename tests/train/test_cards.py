@@ -10,12 +10,12 @@ from huggingface_hub import ModelCard, metadata_load
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
 from plstitch_eval.errors import ConfigError
+from plstitch_eval.tables import load_results
 from plstitch_train.cards import (
     MODEL_CARDS_DIR,
     CardInfo,
     eval_results_from_results,
     load_paper_results,
-    load_results_files,
     render_card,
     render_reference_cards,
 )
@@ -50,7 +50,7 @@ def _card_info(results: list[dict]) -> CardInfo:
 
 
 def test_card_metadata_round_trips_with_eval_results(tmp_path: Path) -> None:
-    results = load_results_files(
+    results = load_results(
         [
             make_results(tmp_path / "knn.json"),
             make_results(tmp_path / "lin.json", task="linear", dataset="gtea"),
@@ -84,7 +84,7 @@ def test_results_of_another_schema_are_refused(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"schema": "something/v2", "task": "knn"}))
     with pytest.raises(ConfigError, match=r"bad\.json.*schema"):
-        load_results_files([bad])
+        load_results([bad])
 
 
 @pytest.mark.parametrize(("method", "dataset", "metric", "value"), PAPER_SPOT_CHECKS)
