@@ -16,7 +16,7 @@ from typer.core import TyperGroup
 
 from plstitch_eval import __version__
 from plstitch_eval.errors import PlstitchError
-from plstitch_eval.utils.console import console, setup_logging
+from plstitch_eval.utils.console import console, print_error, setup_logging
 
 
 class _ErrorHandlingGroup(TyperGroup):
@@ -28,8 +28,10 @@ class _ErrorHandlingGroup(TyperGroup):
         except PlstitchError as exc:
             if ctx.params.get("debug") or os.environ.get("PLSTITCH_DEBUG"):
                 raise
-            console.print(f"[bold red]error:[/bold red] {exc}", markup=True, highlight=False, soft_wrap=True)
+            print_error(exc)
             raise typer.Exit(code=1) from None
+        finally:
+            console.quiet = False  # --quiet holds for this invocation only (the app may be called again)
 
 
 app = typer.Typer(
@@ -58,10 +60,15 @@ def _main(
         ),
     ] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks and debug logs.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and errors on stderr.")] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet", "-q", help="Only warnings and errors on stderr (no progress bars, logs or tables)."
+        ),
+    ] = False,
 ) -> None:
     """Load, evaluate and pretrain PL-Stitch and baseline encoders for procedural video."""
-    setup_logging(logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO)
+    setup_logging(logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO, quiet=quiet)
 
 
 def _register_all() -> None:

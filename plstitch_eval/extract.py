@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 from rich.progress import TextColumn
 from rich.table import Table
+from rich.text import Text
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from torchvision.transforms.v2 import functional as tvf
 
@@ -643,7 +644,9 @@ def _default_workers() -> int:
 
 def summary_table(summary: ExtractSummary, max_rows: int = SUMMARY_ROWS) -> Table:
     """Rich table: one row per video (failures always; others up to `max_rows`) plus a total row."""
-    table = Table(title=f"Feature extraction -> {summary.store}", show_footer=False)
+    table = Table(
+        title=Text(f"Feature extraction -> {summary.store}", style="table.title"), show_footer=False
+    )
     for name, justify in (
         ("video", "left"),
         ("frames", "right"),
@@ -659,17 +662,20 @@ def summary_table(summary: ExtractSummary, max_rows: int = SUMMARY_ROWS) -> Tabl
             hidden += 1
             continue
         shown += r.status != "failed"
-        status = {"done": "[green]done", "skipped": "[dim]skipped (in store)", "failed": "[red]failed"}[
-            r.status
-        ]
+        label, style = {
+            "done": ("done", "green"),
+            "skipped": ("skipped (in store)", "dim"),
+            "failed": ("failed", "red"),
+        }[r.status]
+        status = Text(label, style=style)
         if r.error:
-            status += f": {r.error}"
-        table.add_row(r.video, str(r.frames), f"{r.seconds:.1f}", f"{r.frames_per_second:.1f}", status)
+            status.append(f": {r.error}", style=style)  # verbatim: errors hold paths
+        table.add_row(Text(r.video), str(r.frames), f"{r.seconds:.1f}", f"{r.frames_per_second:.1f}", status)
     if hidden:
         table.add_row(f"... {hidden} more", "", "", "", "")
     counts = {s: sum(r.status == s for r in summary.results) for s in ("done", "skipped", "failed")}
     table.add_row(
-        "[bold]total",
+        Text("total", style="bold"),
         str(summary.frames),
         f"{summary.seconds:.1f}",
         f"{summary.frames_per_second:.1f}",
@@ -679,7 +685,7 @@ def summary_table(summary: ExtractSummary, max_rows: int = SUMMARY_ROWS) -> Tabl
 
 
 def print_summary(summary: ExtractSummary) -> None:
-    """Print the summary table to stderr."""
+    """Print the summary table to stderr (silenced by `--quiet`)."""
     console.print(summary_table(summary))
 
 

@@ -5,6 +5,8 @@ Layout of a store folder::
     manifest.json            dataset, splits, class names, model spec + provenance, preprocessing, fps, ...
     <video>.safetensors      features [T, D] float32, labels [T] int64, frame_times [T] float64 (seconds)
 
+Labels are -1 (unlabelled) or an index into the manifest's `class_names`; evaluation refuses any other value.
+
 A store is tied to one (model, preprocessing, fps, dataset) combination - its *compatibility key*; writing
 features made another way into an existing store is refused unless the caller overwrites it.
 """

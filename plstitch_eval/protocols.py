@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 
 from plstitch_eval import __version__
-from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.errors import ConfigError, EvaluationError, FeatureStoreError
+from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
 from plstitch_eval.knn import KnnConfig, knn_predict_multi
 from plstitch_eval.linear import LinearConfig, fit_linear_probe
 from plstitch_eval.metrics import DEFAULT_OVERLAPS, frame_metrics, segment_metrics
 from plstitch_eval.utils.console import logger
-from plstitch_eval.utils.io import write_json_atomic
+from plstitch_eval.utils.io import write_json_output
 
 SCHEMA = "plstitch.results/v1"
 COOKING_DATASETS = ("gtea", "breakfast", "50salads")
@@ -122,11 +122,33 @@ def check_video(item: VideoFeatures) -> None:
         )
 
 
+def check_labels(item: VideoFeatures, store: FeatureStore, class_names: Sequence[str]) -> None:
+    """Refuse labels that the manifest's `class_names` do not cover (-1 = unlabelled is allowed).
+
+    Why: such a store would be scored with classes the results JSON cannot name, so its numbers mislead.
+    """
+    labels = np.asarray(item.labels)
+    bad = labels[(labels < -1) | (labels >= len(class_names))]
+    if len(bad):
+        n = len(class_names)
+        allowed = f"0..{n - 1}" if n else "none, the list is empty"
+        raise FeatureStoreError(
+            f"{store.path(item.video)} has label {int(bad[0])} but {store.root / MANIFEST} lists {n} "
+            f"class_names (allowed labels: {allowed}, or -1 for unlabelled); add the missing names to "
+            "`class_names` in the manifest or re-extract the store with `plstitch extract`."
+        )
+
+
 def load_videos(store: FeatureStore, videos: Sequence[str]) -> list[VideoFeatures]:
-    """Read and check videos of a store."""
+    """Read and check videos of a store: finite features, some labelled frames, labels named by the manifest.
+
+    Why: every evaluation protocol (k-NN, linear, CV) reads its frames through here, so it checks once.
+    """
+    class_names = store.class_names
     items = store.read_many(videos)
     for item in items:
         check_video(item)
+        check_labels(item, store, class_names)
     return items
 
 
@@ -216,7 +238,6 @@ def run_knn(
     _require(train_videos, "train", store)
     _require(splits["test"], "test", store)
     train, test = load_videos(store, train_videos), load_videos(store, splits["test"])
-    n_classes = max(n_classes, *(int(it.labels.max()) + 1 for it in train + test))
     _warn_unseen(stack_labelled(train)[1], test, class_names)
     ks = [config.k, *[k for k in extra_ks if k != config.k]]
     preds = _predict_knn(train, test, n_classes, config, ks)
@@ -270,7 +291,6 @@ def run_linear(
         splits["train"], splits["val"] = holdout_by_video(splits["train"], val_fraction, config.seed)
         val_source = f"held out by video ({val_fraction:.0%} of train, seed {config.seed})"
     train, val, test = (load_videos(store, splits[s]) for s in ("train", "val", "test"))
-    n_classes = max(n_classes, *(int(it.labels.max()) + 1 for it in train + val + test))
     _warn_unseen(stack_labelled(train)[1], test, class_names)
     probe, preds = _linear_on(train, val, test, n_classes, config)
     scored = score_videos(preds, {it.video: it.labels for it in test}, n_classes, bg)
@@ -305,7 +325,6 @@ def run_cv(
     videos = sorted({v for s in recorded.values() for v in s}) or store.videos()
     test_folds = kfold_by_video(videos, folds, seed)
     items = {it.video: it for it in load_videos(store, videos)}
-    n_classes = max(n_classes, *(int(it.labels.max()) + 1 for it in items.values()))
     knn_config, linear_config = knn_config or KnnConfig(), linear_config or LinearConfig(seed=seed)
     fold_results, all_preds, per_video = [], {}, {}
     for i, test_videos in enumerate(test_folds):
@@ -382,8 +401,8 @@ def build_results(
 
 
 def write_results(path: str | Path, results: dict[str, Any]) -> None:
-    """Write a results dict as JSON atomically (NaN becomes null)."""
-    write_json_atomic(path, _nan_to_none(results))
+    """Write a results dict as JSON atomically, or to stdout when `path` is "-" (NaN becomes null)."""
+    write_json_output(path, _nan_to_none(results))
 
 
 def _nan_to_none(obj: Any) -> Any:

@@ -20,16 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from plstitch_eval.errors import ModelNotFoundError
-from plstitch_eval.hub.registry import MODELS, REPO_ROOT
+from plstitch_eval.hub.registry import MODELS
 from plstitch_eval.hub.timm_format import is_timm_dir
+from plstitch_eval.resources import model_cards_dir
 from plstitch_eval.utils.console import console, logger
 
 SHIPPED_MODEL = "plstitch-tiny-synthetic"
-SHIPPED_DIR = REPO_ROOT / "model_cards" / SHIPPED_MODEL
+SHIPPED_DIR = model_cards_dir() / SHIPPED_MODEL
 
 
 def default_model_spec() -> str:
-    """The shipped tiny model: its registry name when registered, else its folder under model_cards/."""
+    """The shipped tiny model: its registry name when registered, else its packaged model_cards/ folder."""
     if SHIPPED_MODEL in MODELS:
         return SHIPPED_MODEL
     if is_timm_dir(SHIPPED_DIR):
@@ -177,9 +178,9 @@ def summary_table(result: QuickstartResult):
 
 def print_quickstart(result: QuickstartResult) -> None:
     """The results table on stdout; where the files went and the stage timings on stderr."""
-    from rich.console import Console
+    from plstitch_eval.utils.console import result_console
 
-    Console().print(summary_table(result))
+    result_console().print(summary_table(result))
     total = sum(result.seconds.values())
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in result.seconds.items())
     console.print(f"finished in {total:.1f}s ({stages})", highlight=False)

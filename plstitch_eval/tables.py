@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from plstitch_eval.errors import ConfigError, EvaluationError
 from plstitch_eval.protocols import SCHEMA, default_metrics
@@ -155,19 +156,20 @@ def to_latex(table: ComparisonTable) -> str:
 
 
 def to_rich(table: ComparisonTable, title: str | None = None) -> Table:
-    """A rich Table for the terminal."""
-    out = Table(title=title)
+    """A rich Table for the terminal; names, headers and title are plain `Text`, never markup."""
+    out = Table(title=None if title is None else Text(title, style="table.title"))
     out.add_column("Model")
     for header in table.headers():
-        out.add_column(header, justify="right")
+        out.add_column(Text(header), justify="right")
     for row in table.rows:
-        out.add_row(row, *(table.cell(row, c, bold=("[bold]", "[/bold]")) for c in table.columns))
+        cells = (table.cell(row, c, bold=("[bold]", "[/bold]")) for c in table.columns)
+        out.add_row(Text(row), *(Text.from_markup(cell) for cell in cells))  # cells: numbers + [bold] only
     return out
 
 
 def metrics_table(results: dict[str, Any], title: str | None = None) -> Table:
-    """A two-column rich table (metric, value) of one result, headline metrics first."""
-    out = Table(title=title)
+    """A two-column rich table (metric, value) of one result, headline metrics first (bold)."""
+    out = Table(title=None if title is None else Text(title, style="table.title"))
     out.add_column("metric")
     out.add_column("value", justify="right")
     metrics = results.get("metrics") or {}
@@ -178,5 +180,5 @@ def metrics_table(results: dict[str, Any], title: str | None = None) -> Table:
         text = "-" if value is None else f"{value:.2f}"
         if name in std and std[name] is not None:
             text += f" ± {std[name]:.2f}"
-        out.add_row(f"[bold]{name}[/bold]" if name in head else name, text)
+        out.add_row(Text(name, style="bold" if name in head else ""), text)
     return out

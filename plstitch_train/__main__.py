@@ -9,7 +9,7 @@ import sys
 import typer
 
 from plstitch_eval.errors import PlstitchError
-from plstitch_eval.utils.console import console, setup_logging
+from plstitch_eval.utils.console import print_error, setup_logging
 from plstitch_train import cli_train
 
 
@@ -23,7 +23,7 @@ def main() -> None:
     except PlstitchError as exc:
         if os.environ.get("PLSTITCH_DEBUG"):
             raise
-        console.print(f"[bold red]error:[/bold red] {exc}", markup=True, highlight=False, soft_wrap=True)
+        print_error(exc)
         sys.exit(1)
 
 

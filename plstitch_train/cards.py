@@ -17,9 +17,10 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.hub.registry import get_model_entry
+from plstitch_eval.resources import model_cards_dir
 from plstitch_eval.utils.io import write_text_atomic
 
-MODEL_CARDS_DIR = Path(__file__).resolve().parents[1] / "model_cards"
+MODEL_CARDS_DIR = model_cards_dir()
 TEMPLATE_PATH = MODEL_CARDS_DIR / "modelcard_template.md"
 PAPER_RESULTS_PATH = MODEL_CARDS_DIR / "paper_results.json"
 TASK_TYPE = "video-classification"
@@ -68,6 +69,26 @@ class CardInfo:
     tags: list[str] = field(default_factory=list)
     base_model: str | None = None
     model_citation: str = ""
+
+
+def architecture_text(config: dict[str, Any]) -> str:
+    """The card's "Architecture" row for a timm `config.json`: the real sizes, then the timm name used.
+
+    Why: exports name ViTs `vit_base_patch16_224` plus size overrides, so the name alone misstates the size.
+    """
+    args = config.get("model_args", {})
+    name = config["architecture"]
+    if "embed_dim" not in args:
+        return f"timm `{name}` with {json.dumps(args)}"
+    patch, size = args.get("patch_size", "?"), args.get("img_size")
+    patch = patch[0] if isinstance(patch, list | tuple) else patch
+    size = size[0] if isinstance(size, list | tuple) else size
+    text = (
+        f"timm VisionTransformer, patch {patch}, embed dim {args['embed_dim']}, depth {args.get('depth')}, "
+        f"{args.get('num_heads')} heads"
+    )
+    text += f", {size} px input" if size else ""
+    return f"{text} (`{name}` architecture string with size overrides)"
 
 
 def load_paper_results(path: str | Path = PAPER_RESULTS_PATH) -> dict[str, Any]:

@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
+import inspect
+import signal
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from plstitch_eval.utils.console import console
+from plstitch_eval.utils.console import console, print_error
+from plstitch_train.reproduce import REPRODUCE_PRESETS, ROWS
+from plstitch_train.trainer import TrainingInterrupted
+
+# help texts list the registries themselves, so a new preset or row shows up without editing this file
+PRESET_HELP = "Reproduction preset, one of those listed above."
+ROW_HELP = "Only these rows (repeat): " + ", ".join(ROWS) + "."
+
+
+def presets_help() -> str:
+    """One help paragraph per reproduce preset (name, steps, seeds), from `REPRODUCE_PRESETS`.
+
+    Why: the command description has the full terminal width, so no preset name is cut.
+    """
+    lines = []
+    for preset in REPRODUCE_PRESETS.values():
+        steps = f"{preset.steps} steps" if preset.steps else f"the {preset.train_preset} preset's epochs"
+        lines.append(f"{preset.name}: {steps} per run, {preset.seeds} seeds per row")
+    return "Presets (--preset):\n\n" + "\n\n".join(lines)
 
 
 def reproduce(
-    preset: Annotated[
-        str, typer.Option("--preset", help="Reproduction preset (synthetic-ablation).")
-    ] = "synthetic-ablation",
+    preset: Annotated[str, typer.Option("--preset", help=PRESET_HELP)] = "synthetic-ablation",
     seeds: Annotated[
         int | None, typer.Option("--seeds", min=1, help="Seeds per row (default: the preset's).")
     ] = None,
@@ -23,12 +41,7 @@ def reproduce(
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Output folder (runs/, figures/, ablation.json/.md).")
     ] = Path("runs/reproduce"),
-    rows: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--row", help="Only these rows (repeat): mim, mim-vid, mim-jigsaw, pl, pairwise, permutation."
-        ),
-    ] = None,
+    rows: Annotated[list[str] | None, typer.Option("--row", help=ROW_HELP)] = None,
     awareness: Annotated[
         bool, typer.Option(help="Also train on time-reversed videos and draw the awareness violins.")
     ] = True,
@@ -62,7 +75,16 @@ def reproduce(
         awareness=awareness,
         device=device,
     )
-    summary = run_reproduce(config)
+    try:
+        summary = run_reproduce(config)
+    except TrainingInterrupted as stop:
+        print_error(
+            f"stopped by {signal.Signals(stop.signum).name} in {stop.run_dir}; rerun the same command to "
+            "continue (finished runs are kept, the interrupted one resumes from its last checkpoint).",
+            label="interrupted",
+            style="yellow",
+        )
+        raise typer.Exit(code=stop.exit_code) from None
     typer.echo(summary["table_markdown"])
     if summary["awareness_figure"]:
         console.print(f"awareness figure: {summary['awareness_figure']}", highlight=False)
@@ -74,4 +96,4 @@ def reproduce(
 
 def register(app: typer.Typer) -> None:
     """Add `reproduce` to the top-level app."""
-    app.command("reproduce")(reproduce)
+    app.command("reproduce", help=f"{inspect.getdoc(reproduce)}\n\n{presets_help()}")(reproduce)

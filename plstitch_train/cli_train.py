@@ -1,19 +1,30 @@
-"""CLI command `train`: parse options into a `TrainConfig`, call `trainer.train`, print a JSON summary."""
+"""CLI command `train`: parse options into a `TrainConfig`, call `trainer.train`, print a JSON summary.
+
+Rerunning a command continues its run folder; SIGINT/SIGTERM print where the checkpoint is and how to resume
+(docs/training.md).
+"""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.utils.console import logger
-from plstitch_train.presets import TrainConfig
+from plstitch_eval.utils.console import console, logger, print_error
+from plstitch_train.presets import PRESETS, TrainConfig
 
-_PRESET_HELP = "Preset: paper-vitb16, ablation-vits16 or tiny-cpu."
+if TYPE_CHECKING:
+    from plstitch_train.trainer import TrainResult
+
+_PRESET_HELP = "Preset: " + ", ".join(PRESETS) + "."
+_INIT_HELP = (
+    "Start from a released PL-Stitch checkpoint (pl-stitch-lemon, a pl_*.pth: backbones, iBOT heads, temporal"
+    " and jigsaw heads) or from any other encoder spec (backbone only)."
+)
 
 
 def train(
@@ -25,11 +36,20 @@ def train(
     config_file: Annotated[
         Path | None, typer.Option("--config", help="Start from a train_config.json instead of --preset.")
     ] = None,
-    init: Annotated[str | None, typer.Option("--init", help="Initial backbone: any encoder spec.")] = None,
+    init: Annotated[str | None, typer.Option("--init", help=_INIT_HELP)] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Run folder.")] = None,
     resume: Annotated[
-        Path | None, typer.Option("--resume", help="Run folder or last.ckpt to resume.")
+        Path | None,
+        typer.Option("--resume", help="Run folder or last.ckpt to resume with its saved settings."),
     ] = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="Replace the run in --out (its last.ckpt, log.jsonl, backbone/, train_config.json; the "
+            "frame cache and other files stay) once the new settings have built a run.",
+        ),
+    ] = False,
     epochs: Annotated[int | None, typer.Option("--epochs", help="Training epochs.")] = None,
     steps: Annotated[int | None, typer.Option("--steps", help="Cap on optimizer steps.")] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", help="Global batch size.")] = None,
@@ -65,9 +85,18 @@ def train(
     ] = None,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Decoded-frame cache folder.")] = None,
 ) -> None:
-    """Pretrain PL-Stitch (L_vid + L_MIM + L_jigsaw) on videos; resumable, DDP under torchrun."""
+    """Pretrain PL-Stitch (L_vid + L_MIM + L_jigsaw) on videos; resumable, DDP under torchrun.
+
+    Rerunning the same command resumes the run in --out; a finished run is left as it is (exit 0).
+
+    A run made with other settings is refused: --resume RUN continues it with its saved settings,
+    --overwrite starts again. --device, --num-workers, --checkpoint-every, --cache-dir may change.
+
+    Ctrl-C or SIGTERM: checkpoint after the current step, print the resume command, exit 130 / 143.
+    A second Ctrl-C stops at once.
+    """
     from plstitch_train.presets import get_preset
-    from plstitch_train.trainer import train as run_training
+    from plstitch_train.trainer import TrainingInterrupted
 
     runtime = {
         "device": device,
@@ -76,21 +105,10 @@ def train(
         "cache_dir": _str(cache_dir),
     }
     if resume is not None:
-        ignored = [
-            n
-            for n, v in (
-                ("--data", data),
-                ("--dataset", dataset),
-                ("--epochs", epochs),
-                ("--steps", steps),
-                ("--batch-size", batch_size),
-                ("--init", init),
-            )
-            if v is not None
-        ]
-        if ignored:
-            logger.warning("Resuming: %s ignored; the checkpoint's settings are used.", ", ".join(ignored))
-        result = run_training(out_dir=out, resume=resume, runtime=runtime)
+        _warn_ignored(
+            data=data, dataset=dataset, epochs=epochs, steps=steps, batch_size=batch_size, init=init
+        )
+        config = None
     else:
         if out is None:
             raise ConfigError("--out is required (the run folder), unless --resume is given.")
@@ -120,12 +138,53 @@ def train(
             seed=seed,
             **runtime,
         )
-        result = run_training(config, out)
+    try:
+        result = _run_training(config, out, resume, overwrite, runtime)
+    except TrainingInterrupted as stop:
+        if _is_rank_zero():
+            print_error(stop.message(), label="interrupted", style="yellow")
+        raise typer.Exit(code=stop.exit_code) from None
+    _print_summary(result)
+
+
+def _run_training(
+    config: TrainConfig | None, out: Path | None, resume: Path | None, overwrite: bool, runtime: dict
+) -> TrainResult:
+    """Call the trainer: a fresh/continued run from `config`, or an explicit `--resume`."""
+    from plstitch_train.trainer import train as run_training
+
+    if resume is not None:
+        return run_training(out_dir=out, resume=resume, overwrite=overwrite, runtime=runtime)
+    return run_training(config, out, overwrite=overwrite)
+
+
+def _warn_ignored(**options: object) -> None:
+    """With --resume the checkpoint's settings win: name the given options that are ignored."""
+    ignored = ["--" + name.replace("_", "-") for name, value in options.items() if value is not None]
+    if ignored:
+        logger.warning("Resuming: %s ignored; the checkpoint's settings are used.", ", ".join(ignored))
+
+
+def _print_summary(result: TrainResult) -> None:
+    """Rank 0: a finished run's one-line notice on stderr; the JSON summary on stdout."""
+    if result.already_finished and _is_rank_zero():
+        console.print(
+            f"{result.out_dir} already finished ({result.step} steps; backbone in "
+            f"{result.out_dir / 'backbone'}): nothing to do. Use --overwrite to train it again.",
+            highlight=False,
+            soft_wrap=True,
+        )
     last = result.history[-1] if result.history else {}
     summary = {"out_dir": str(result.out_dir), "step": result.step, "total_steps": result.total_steps}
     summary["final"] = {k: v for k, v in last.items() if k in ("loss", "vid", "mim", "jigsaw")}
-    if int(os.environ.get("RANK", "0")) == 0:
+    summary["already_finished"] = result.already_finished
+    if _is_rank_zero():
         typer.echo(json.dumps(summary))
+
+
+def _is_rank_zero() -> bool:
+    """Whether this process prints (under torchrun every rank runs this command)."""
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def _read_config(path: Path) -> TrainConfig:

@@ -1,8 +1,9 @@
 """Training frames: decode every video ONCE (PyAV / frame folders) into a uint8 `.npy` cache; build items.
 
 `FrameStore` holds one memory-mapped [T, H, W, 3] array per video (shorter side `frame_size`, sampled at the
-training fps); `TrainDataset` turns a `SampleSpec` into augmented tensors with an RNG seeded by the spec
-alone, so items do not depend on worker count, rank or resume point.
+training fps); `TrainDataset` turns a `SampleSpec` into augmented tensors (`plstitch_train.transforms`), every
+frame under its own seed derived from the spec's seed alone, so items do not depend on worker count, rank or
+resume point.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import torch
 from torch.utils.data import Dataset
 
 from plstitch_eval.data.video import read_frames
-from plstitch_eval.errors import DataError
+from plstitch_eval.errors import ConfigError, DataError
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import atomic_path
-from plstitch_train.augment import clip_transform, global_crop_transforms
 from plstitch_train.masking import BlockMaskGenerator
 from plstitch_train.sampling import SampleSpec
+from plstitch_train.transforms import AugmentationSettings, ItemAugmentation
 
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv"}
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
@@ -156,9 +157,10 @@ class FrameStore:
 class TrainDataset(Dataset):
     """`SampleSpec` -> {"clip" [k,3,S,S], "crops" [2,3,S,S], "context" [3,3,S,S], "masks" [3,h,w] bool}.
 
-    Only the parts the enabled branches need are built. Crops are the two iBOT global views of the current
-    frame; context is (past, current, future) with one shared clip augmentation; masks 0-1 belong to the
-    crops, mask 2 to the current frame of the jigsaw branch.
+    Only the parts the enabled branches need are built. The clip comes from `spec.clip_source`, the rest from
+    `spec.video`. Crops are the two iBOT global views of the current frame; context is (past, current,
+    future) with the jigsaw transforms (current: own resized crop; neighbours: resize). Every frame gets its
+    own augmentation draw. Masks 0-1 belong to the crops, mask 2 to the jigsaw current frame.
     """
 
     def __init__(
@@ -170,31 +172,32 @@ class TrainDataset(Dataset):
         need_clip: bool = True,
         need_mim: bool = True,
         need_jigsaw: bool = True,
+        *,
+        augmentation: AugmentationSettings | None = None,
     ) -> None:
+        settings = augmentation or AugmentationSettings(img_size=img_size)
+        if settings.img_size != img_size:
+            raise ConfigError(f"augmentation img_size {settings.img_size} differs from img_size {img_size}.")
         self.store = store
         self.need_clip, self.need_mim, self.need_jigsaw = need_clip, need_mim, need_jigsaw
-        self.clip_tf = clip_transform(img_size)
-        self.crop_tfs = global_crop_transforms(img_size)
+        self.augment: ItemAugmentation = settings.build()
         self.masker = BlockMaskGenerator(grid=grid, ratio=mask_ratio)
         self.grid = grid
 
     def __getitem__(self, spec: SampleSpec) -> dict[str, torch.Tensor]:
         item: dict[str, torch.Tensor] = {}
-        mask_rng = np.random.default_rng(spec.seed)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(spec.seed)
-            if self.need_clip:
-                item["clip"] = self.clip_tf(_chw(self.store.frames(spec.video, list(spec.clip))))
-            current = None
-            if self.need_mim:
-                current = _chw(self.store.frames(spec.video, [spec.current]))[0]
-                item["crops"] = torch.stack([tf(current) for tf in self.crop_tfs])
-            if self.need_jigsaw:
-                triplet = self.store.frames(spec.video, [spec.past, spec.current, spec.future])
-                item["context"] = self.clip_tf(_chw(triplet))
-        masks = [self.masker(mask_rng) for _ in range(3)] if (self.need_mim or self.need_jigsaw) else []
-        if masks:
-            item["masks"] = torch.stack(masks).bool()
+        if self.need_clip:
+            clip = _chw(self.store.frames(spec.clip_source, list(spec.clip)))
+            item["clip"] = self.augment.clip(clip, spec.seed)
+        if self.need_mim:
+            current = _chw(self.store.frames(spec.video, [spec.current]))[0]
+            item["crops"] = self.augment.crops(current, spec.seed)
+        if self.need_jigsaw:
+            triplet = _chw(self.store.frames(spec.video, [spec.past, spec.current, spec.future]))
+            item["context"] = self.augment.context(triplet, spec.seed)
+        if self.need_mim or self.need_jigsaw:
+            mask_rng = np.random.default_rng(spec.seed)
+            item["masks"] = torch.stack([self.masker(mask_rng) for _ in range(3)]).bool()
         return item
 
 

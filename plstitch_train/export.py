@@ -53,7 +53,7 @@ from plstitch_eval.hub.timm_format import (
 from plstitch_eval.tables import load_results
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import temp_dir_beside, write_json_atomic, write_text_atomic
-from plstitch_train.cards import CardInfo, eval_results_from_results, render_card
+from plstitch_train.cards import CardInfo, architecture_text, eval_results_from_results, render_card
 
 EXPORT_SCHEMA = "plstitch.export/v1"
 METADATA_NAME = "plstitch.json"
@@ -242,18 +242,6 @@ def verify_export(folder: Path, reference: nn.Module, data_config: DataConfig) -
         raise PublishError(f"{folder}: the exported weights do not reproduce the source model's features.")
 
 
-def _architecture_text(config: dict[str, Any]) -> str:
-    args = config.get("model_args", {})
-    if "embed_dim" in args:
-        patch = args.get("patch_size", ["?"])
-        patch = patch[0] if isinstance(patch, list | tuple) else patch
-        return (
-            f"timm `{config['architecture']}` layout: ViT, patch {patch}, embed dim {args['embed_dim']}, "
-            f"depth {args.get('depth')}, {args.get('num_heads')} heads"
-        )
-    return f"timm `{config['architecture']}` with {json.dumps(args)}"
-
-
 def _card_info(
     folder: Path,
     final_name: str,
@@ -292,7 +280,7 @@ def _card_info(
         model_name=name,
         title=f"PL-Stitch: {name}",
         description=description,
-        architecture=_architecture_text(config),
+        architecture=architecture_text(config),
         feature=f"{config.get('num_features')}-d CLS token after the final norm",
         preprocessing=(
             f"input {cfg['input_size'][1]}x{cfg['input_size'][2]}, {cfg['interpolation']} resize, crop_pct "

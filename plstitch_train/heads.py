@@ -1,33 +1,57 @@
-"""Projection heads of PL-Stitch: temporal ranking (re-exported), jigsaw, iBOT, permutation classifier."""
+"""Projection heads of PL-Stitch: jigsaw `h_jigsaw`, iBOT `h_MIM`, the permutation classifier (ablation).
+
+`TemporalHead` (`h_vid`) lives in `plstitch_eval.hub.temporal_head` so evaluation can load it without the
+trainer; it is re-exported here. Parameter names follow the authors' modules, so the `temporal_head` and
+`puzzle_decoder` state dicts of a released `pl_*.pth` load strictly (`load_temporal_head`,
+`load_jigsaw_head`).
+"""
 
 from __future__ import annotations
 
 import math
+import os
+import re
+from collections.abc import Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.parametrizations import weight_norm
 
-from plstitch_eval.errors import ConfigError
-from plstitch_eval.hub.temporal_head import TemporalHead, load_temporal_head, save_temporal_head
-from plstitch_train.losses import MAX_PERMUTATION_CLIP_LEN, permutation_logits_from_scores
+from plstitch_eval.errors import CheckpointError, ConfigError
+from plstitch_eval.hub.temporal_head import (
+    TemporalHead,
+    check_state_dict,
+    head_state_from_checkpoint,
+    load_temporal_head,
+    resolve_head_source,
+    save_temporal_head,
+)
+from plstitch_train.permutations import MAX_PERMUTATION_CLIP_LEN
 
 __all__ = [
     "IBOTHead",
+    "JigsawBlock",
     "JigsawHead",
     "PermutationHead",
     "TemporalHead",
     "convert_ibot_head_state_dict",
     "default_jigsaw_heads",
-    "permutation_logits_from_scores",
+    "jigsaw_head_from_state_dict",
+    "load_jigsaw_head",
     "load_temporal_head",
     "save_temporal_head",
 ]
 
+JIGSAW_ATTN_SCALE = 4.0  # authors' PuzzleDecoder(attn_mul=4): the cross-attention output is scaled by 4
+OFFICIAL_JIGSAW_KEY = "puzzle_decoder"  # entry of a released pl_*.pth
+
 
 def default_jigsaw_heads(dim: int) -> int:
-    """Authors' choice: 12 heads for D=768, else 8; for tiny dims the largest divisor of D that is <= 8."""
+    """Authors' rule: 12 heads when D=768, else 8; a D that 8 does not divide gets its largest divisor <= 8.
+
+    The fallback only matters for test-size models (the authors' rule would fail there); D=384 gives 8.
+    """
     if dim == 768:
         return 12
     return max(h for h in range(1, 9) if dim % h == 0)
@@ -42,30 +66,67 @@ def _key_padding(valid: Tensor | None) -> Tensor | None:
     return padding & ~all_padded  # such rows' outputs are ignored downstream; this only avoids NaNs
 
 
-class JigsawHead(nn.Module):
-    """Spatio-temporal jigsaw head `h_jigsaw`: masked current-frame patches [B, Nq, D] -> one score per patch.
+class JigsawBlock(nn.Module):
+    """One block of the jigsaw head: cross-attention to the context, self-attention, Linear, each post-norm.
 
-    One block as in the authors' code: cross-attention (queries = current patches, keys/values = past+future
-    context patches), residual, LayerNorm; self-attention, LayerNorm; Linear, LayerNorm; then the scorer
-    LayerNorm-Linear(D,D)-GELU-Linear(D,1). The description has no residual around the self-attention;
-    `self_attn_residual=True` adds one.
+    `x = LN1(s * CrossAttn(x, ctx, ctx) + x)`, `x = LN2(SelfAttn(x) + x)`, `x = LN3(Linear(x) + x)`, s = 4.
+    Attribute names are the authors' (`auxiliary_*`) so their state dicts load as they are.
+    """
+
+    def __init__(self, dim: int, n_heads: int, attn_scale: float = JIGSAW_ATTN_SCALE, dropout: float = 0.0):
+        super().__init__()
+        self.attn_scale = attn_scale
+        self.auxiliary_cross_attn = nn.MultiheadAttention(dim, n_heads, dropout=dropout, batch_first=True)
+        self.auxiliary_layer_norm1 = nn.LayerNorm(dim)
+        self.auxiliary_self_attn = nn.MultiheadAttention(dim, n_heads, dropout=dropout, batch_first=True)
+        self.auxiliary_layer_norm2 = nn.LayerNorm(dim)
+        self.auxiliary_linear = nn.Linear(dim, dim)
+        self.auxiliary_layer_norm3 = nn.LayerNorm(dim)
+
+    def forward(
+        self,
+        x: Tensor,
+        context: Tensor,
+        query_padding: Tensor | None = None,
+        context_padding: Tensor | None = None,
+    ) -> Tensor:
+        """Queries [B, N, D] attend to context [B, M, D]; paddings are key_padding_masks (True = ignore)."""
+        attended, _ = self.auxiliary_cross_attn(
+            x, context, context, key_padding_mask=context_padding, need_weights=False
+        )
+        x = self.auxiliary_layer_norm1(self.attn_scale * attended + x)
+        refined, _ = self.auxiliary_self_attn(x, x, x, key_padding_mask=query_padding, need_weights=False)
+        x = self.auxiliary_layer_norm2(refined + x)
+        return self.auxiliary_layer_norm3(self.auxiliary_linear(x) + x)
+
+
+class JigsawHead(nn.Module):
+    """Spatio-temporal jigsaw head `h_jigsaw`: current-frame patch tokens [B, N, D] -> one score per patch.
+
+    `decoder` = `n_blocks` `JigsawBlock`s (queries = current patches, keys/values = past+future patches), then
+    `scorer` = LN-Linear(D,D)-GELU-Linear(D,1) (last layer trunc-normal std 0.02, zero bias). Paper Sec. 3.5;
+    the authors' `PuzzleDecoder(attn_mul=4, num_blocks=1)`, whose state-dict keys these are.
     """
 
     def __init__(
-        self, dim: int, n_heads: int | None = None, dropout: float = 0.0, self_attn_residual: bool = False
+        self,
+        dim: int,
+        n_heads: int | None = None,
+        n_blocks: int = 1,
+        attn_scale: float = JIGSAW_ATTN_SCALE,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
         n_heads = default_jigsaw_heads(dim) if n_heads is None else n_heads
-        if dim % n_heads != 0:
+        if n_heads < 1 or dim % n_heads != 0:
             raise ConfigError(f"JigsawHead: n_heads {n_heads} must divide dim {dim}")
-        self.dim, self.n_heads, self.self_attn_residual = dim, n_heads, self_attn_residual
-        self.cross_attn = nn.MultiheadAttention(dim, n_heads, dropout=dropout, batch_first=True)
-        self.norm_cross = nn.LayerNorm(dim)
-        self.self_attn = nn.MultiheadAttention(dim, n_heads, dropout=dropout, batch_first=True)
-        self.norm_self = nn.LayerNorm(dim)
-        self.linear = nn.Linear(dim, dim)
-        self.norm_linear = nn.LayerNorm(dim)
+        if n_blocks < 1:
+            raise ConfigError(f"JigsawHead: n_blocks must be >= 1, got {n_blocks}")
+        self.dim, self.n_heads = dim, n_heads
+        self.decoder = nn.ModuleList(JigsawBlock(dim, n_heads, attn_scale, dropout) for _ in range(n_blocks))
         self.scorer = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, dim), nn.GELU(), nn.Linear(dim, 1))
+        nn.init.trunc_normal_(self.scorer[-1].weight, std=0.02)
+        nn.init.zeros_(self.scorer[-1].bias)
 
     def forward(
         self,
@@ -74,25 +135,69 @@ class JigsawHead(nn.Module):
         query_mask: Tensor | None = None,
         context_mask: Tensor | None = None,
     ) -> Tensor:
-        """Scores [B, Nq]; `query_mask` / `context_mask` ([B, N] bool, True = real token) handle padding."""
-        context_padding = _key_padding(context_mask)
-        query_padding = _key_padding(query_mask)
-        attended, _ = self.cross_attn(
-            queries, context, context, key_padding_mask=context_padding, need_weights=False
-        )
-        x = self.norm_cross(queries + attended)
-        refined, _ = self.self_attn(x, x, x, key_padding_mask=query_padding, need_weights=False)
-        x = self.norm_self(x + refined if self.self_attn_residual else refined)
-        x = self.norm_linear(self.linear(x))
+        """Scores [B, N]; optional `query_mask` / `context_mask` ([B, N] bool, True = real token) pad."""
+        query_padding, context_padding = _key_padding(query_mask), _key_padding(context_mask)
+        x = queries
+        for block in self.decoder:
+            x = block(x, context, query_padding, context_padding)
         return self.scorer(x).squeeze(-1)
+
+
+def jigsaw_head_from_state_dict(
+    state: Mapping[str, Tensor], n_heads: int | None = None, source: str = "state dict"
+) -> JigsawHead:
+    """A `JigsawHead` sized from tensor shapes (dim, blocks) and loaded strictly.
+
+    Shapes cannot show the number of attention heads: `n_heads` None applies the authors' rule (12 if D=768
+    else 8, see `default_jigsaw_heads`).
+    """
+    scorer = state.get("scorer.1.weight")
+    if scorer is None:
+        raise CheckpointError(
+            f"{source}: not a PL-Stitch jigsaw head (no scorer.1.weight); keys start with "
+            f"{sorted({k.split('.', 1)[0] for k in state})}."
+        )
+    blocks = {int(m.group(1)) for k in state if (m := re.match(r"decoder\.(\d+)\.", k))}
+    try:
+        head = JigsawHead(int(scorer.shape[0]), n_heads, n_blocks=max(blocks, default=0) + 1)
+    except ConfigError as exc:
+        raise CheckpointError(f"{source}: {exc}") from exc
+    check_state_dict(head, state, source)
+    head.load_state_dict(state, strict=True)
+    return head
+
+
+def load_jigsaw_head(
+    spec: str | os.PathLike,
+    device: torch.device | str = "cpu",
+    *,
+    revision: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    trust_pickle: bool = False,
+    n_heads: int | None = None,
+) -> JigsawHead:
+    """The jigsaw head of a training checkpoint (strict, eval mode): (queries [B,N,D], ctx [B,M,D]) -> [B,N].
+
+    Specs: a released `pl_*.pth` (entry `puzzle_decoder`) by path, registry name or `hf-hub:` spec, or a
+    `plstitch train` run folder / `last.ckpt` (heads as in its config). Exported folders carry no jigsaw head.
+    """
+    from plstitch_eval.hub.safe_load import load_checkpoint
+
+    source = resolve_head_source(spec, revision=revision, cache_dir=cache_dir, folder_files=None)
+    checkpoint = load_checkpoint(source, trust_pickle=trust_pickle)
+    state, train_config = head_state_from_checkpoint(
+        checkpoint, OFFICIAL_JIGSAW_KEY, "jigsaw_head", str(source)
+    )
+    heads = n_heads or train_config.get("jigsaw_heads") or None
+    return jigsaw_head_from_state_dict(state, heads, f"{source} (jigsaw head)").to(device).eval()
 
 
 class IBOTHead(nn.Module):
     """iBOT head for CLS and patch tokens: MLP (GELU) -> bottleneck -> L2 norm -> weight-normed Linear.
 
-    `shared_head=True` projects patches with the CLS last layer (needs patch_out_dim == out_dim); otherwise a
-    second last layer `last_layer2` of `patch_out_dim`. With `norm_last_layer` the weight norm g is fixed
-    to 1.
+    `logits = W x / ||x||` with `W = g v / ||v||` (g fixed to 1 with `norm_last_layer`); Zhou et al., iBOT,
+    ICLR 2022. `shared_head=True` projects patches with the CLS last layer (the teacher's form; needs
+    patch_out_dim == out_dim); `shared_head=False` adds `last_layer2` for patches (the student's form).
     """
 
     def __init__(

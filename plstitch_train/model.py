@@ -1,12 +1,13 @@
 """PL-Stitch model: student/teacher ViT (teacher = EMA of student) and the branches L_vid, L_MIM, L_jigsaw.
 
 `PLStitchModel.forward(batch, epoch, jigsaw_weight)` returns the weighted total and each branch's loss;
-a branch whose weight is 0 is skipped entirely (no forward, no parameters in the graph).
+a branch whose weight is 0 is skipped entirely (no forward, no parameters in the graph). Module names mirror
+the authors' checkpoints (student: backbone + iBOT head with separate CLS/patch last layers, temporal head,
+jigsaw head; teacher: backbone + iBOT head with one shared last layer), see `plstitch_train.init`.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import timm
@@ -18,37 +19,33 @@ from plstitch_eval.errors import ConfigError
 from plstitch_train.heads import IBOTHead, JigsawHead, PermutationHead, TemporalHead
 from plstitch_train.losses import (
     IBOTLoss,
-    apply_permutation,
     pairwise_ranking_loss,
     permutation_classification_loss,
-    plackett_luce_loss,
-    sample_permutation_indices,
+    pl_loss_per_item,
 )
+from plstitch_train.permutations import apply_permutation, sample_permutation_indices
 from plstitch_train.presets import TrainConfig
 
-
-def pl_loss_per_item(scores: Tensor, mask: Tensor | None = None) -> Tensor:
-    """PL NLL of the default order divided by each list's length, averaged over lists.
-
-    Equals the authors' sum / (B*K) when every list has K items, and stays a plain mean over samples for
-    padded lists, so gradient accumulation and DDP shards add up exactly to the full batch.
-    """
-    per_list = plackett_luce_loss(scores, mask=mask, reduction="none")
-    lengths = scores.new_full((scores.shape[0],), scores.shape[1]) if mask is None else mask.sum(1)
-    return (per_list / lengths.clamp(min=1)).mean()
+__all__ = ["PLStitchModel", "ViTBackbone", "build_vit", "init_from_encoder", "pl_loss_per_item"]
 
 
 class ViTBackbone(nn.Module):
-    """A timm ViT plus iBOT's `masked_embed` token; returns all tokens [B, 1+N, D] after the final norm."""
+    """A timm ViT plus iBOT's `masked_embed` token; returns all tokens [B, 1+N, D] after the final norm.
 
-    def __init__(self, vit: VisionTransformer) -> None:
+    The teacher never sees masks, so it is built with `masked_embed=False` (as the authors' teacher).
+    """
+
+    def __init__(self, vit: VisionTransformer, masked_embed: bool = True) -> None:
         super().__init__()
         if not isinstance(vit, VisionTransformer) or vit.cls_token is None or vit.num_reg_tokens:
             raise ConfigError(
                 "PL-Stitch needs a timm VisionTransformer with a CLS token and no register tokens."
             )
         self.vit = vit
-        self.masked_embed = nn.Parameter(torch.zeros(1, vit.embed_dim))
+        if masked_embed:
+            self.masked_embed = nn.Parameter(torch.zeros(1, vit.embed_dim))
+        else:
+            self.register_parameter("masked_embed", None)
 
     @property
     def grid_size(self) -> tuple[int, int]:
@@ -60,6 +57,8 @@ class ViTBackbone(nn.Module):
         vit = self.vit
         x = vit.patch_embed(images)
         if masks is not None:
+            if self.masked_embed is None:
+                raise ConfigError("This backbone has no masked_embed (a teacher); it cannot take masks.")
             x = torch.where(masks.flatten(1).unsqueeze(-1), self.masked_embed.to(x.dtype), x)
         if pos_embed:
             x = vit._pos_embed(x)
@@ -96,38 +95,41 @@ def init_from_encoder(vit: VisionTransformer, spec: str) -> None:
     load_strict(vit, encoder.model.state_dict(), source=f"--init {spec}")
 
 
-def jigsaw_queries(tokens: Tensor, masks: Tensor) -> tuple[Tensor, Tensor]:
-    """Masked patch tokens in raster order, padded: tokens [B,N,D], masks [B,N] -> ([B,M,D], valid [B,M])."""
-    masks = masks.flatten(1).bool()
-    counts = masks.sum(1)
-    longest = max(int(counts.max()), 1)
-    order = torch.argsort((~masks).to(torch.int8), dim=1, stable=True)[
-        :, :longest
-    ]  # masked first, raster order
-    queries = tokens.gather(1, order.unsqueeze(-1).expand(-1, -1, tokens.shape[-1]))
-    valid = torch.arange(longest, device=tokens.device).unsqueeze(0) < counts.unsqueeze(1)
-    return queries, valid
+def temporal_head_size(config: TrainConfig, dim: int) -> tuple[int, int]:
+    """(hidden width, feed-forward width) of the temporal head: D/2 and 4*hidden unless the config sets them.
+
+    The authors' `hidden_mul=0.5`; `temporal_dim` / `temporal_ff` of 0 (or None) mean "auto".
+    """
+    hidden = config.temporal_dim or dim // 2
+    return hidden, config.temporal_ff or 4 * hidden
 
 
 class PLStitchModel(nn.Module):
-    """Student (backbone + heads, trained) and teacher (backbone + iBOT head, EMA of the student)."""
+    """Student (backbone + heads, trained) and teacher (backbone + iBOT head, EMA of the student).
+
+    The student's iBOT head has separate CLS and patch last layers (`last_layer`, `last_layer2`), the
+    teacher's one shared last layer (authors' `shared_head=False` / `shared_head_teacher=True`); the teacher
+    starts as the student's copy wherever their parameter names coincide. With `config.init` the weights then
+    come from a checkpoint (`plstitch_train.init.initialise`).
+    """
 
     def __init__(self, config: TrainConfig) -> None:
         super().__init__()
         self.config = config
         student_vit = build_vit(config, config.drop_path)
-        if config.init:
-            init_from_encoder(student_vit, config.init)
         dim = student_vit.embed_dim
         self.student = nn.ModuleDict({"backbone": ViTBackbone(student_vit)})
+        self.teacher = nn.ModuleDict({"backbone": ViTBackbone(build_vit(config, 0.0), masked_embed=False)})
         if config.lambda_mim > 0:
-            self.student["ibot_head"] = IBOTHead(
-                dim,
-                config.ibot_out_dim,
-                config.ibot_out_dim,
-                config.ibot_hidden_dim,
-                config.ibot_bottleneck_dim,
-            )
+            sizes = {
+                "in_dim": dim,
+                "out_dim": config.ibot_out_dim,
+                "patch_out_dim": config.ibot_out_dim,
+                "hidden_dim": config.ibot_hidden_dim,
+                "bottleneck_dim": config.ibot_bottleneck_dim,
+            }
+            self.student["ibot_head"] = IBOTHead(**sizes, shared_head=False)
+            self.teacher["ibot_head"] = IBOTHead(**sizes, shared_head=True)
             self.ibot_loss = IBOTLoss(
                 config.ibot_out_dim,
                 config.ibot_out_dim,
@@ -140,30 +142,34 @@ class PLStitchModel(nn.Module):
                 warmup_epochs=config.warmup_teacher_temp_epochs,
                 n_epochs=config.epochs,
             )
-        else:
-            self.student["backbone"].masked_embed.requires_grad_(False)
+        if config.lambda_mim == 0 and config.lambda_jigsaw == 0:
+            self.student["backbone"].masked_embed.requires_grad_(False)  # no branch sees masks
         if config.lambda_vid > 0:
             if config.objective == "permutation":
                 self.student["permutation_head"] = PermutationHead(dim, config.clip_len)
             else:
+                hidden, ff = temporal_head_size(config, dim)
                 self.student["temporal_head"] = TemporalHead(
-                    dim,
-                    config.temporal_dim,
-                    config.temporal_layers,
-                    config.temporal_heads,
-                    config.temporal_ff,
-                    config.temporal_dropout,
+                    dim, hidden, config.temporal_layers, config.temporal_heads, ff, config.temporal_dropout
                 )
         if config.lambda_jigsaw > 0:
             self.student["jigsaw_head"] = JigsawHead(dim, config.jigsaw_heads or None)
-        self.teacher = nn.ModuleDict()
-        teacher_vit = build_vit(config, 0.0)
-        teacher_vit.load_state_dict(student_vit.state_dict())
-        self.teacher["backbone"] = ViTBackbone(teacher_vit)
-        self.teacher["backbone"].load_state_dict(self.student["backbone"].state_dict())
-        if "ibot_head" in self.student:
-            self.teacher["ibot_head"] = copy.deepcopy(self.student["ibot_head"])
+        self.copy_student_to_teacher()
         self.teacher.requires_grad_(False)
+        if config.init:
+            from plstitch_train.init import initialise
+
+            initialise(self, config.init)
+
+    @torch.no_grad()
+    def copy_student_to_teacher(self) -> None:
+        """teacher <- student for every teacher tensor whose name the student has (all of them, by design)."""
+        student = self.student.state_dict()
+        teacher = self.teacher.state_dict()
+        missing = sorted(set(teacher) - set(student))
+        if missing:
+            raise ConfigError(f"Teacher tensors without a student counterpart: {missing[:10]}")
+        self.teacher.load_state_dict({k: student[k] for k in teacher}, strict=True)
 
     def train(self, mode: bool = True) -> PLStitchModel:
         """Train the student; the teacher always runs in eval mode (no dropout, like DINO's teacher)."""
@@ -228,26 +234,30 @@ class PLStitchModel(nn.Module):
         return losses["total"]
 
     def jigsaw_loss(self, context: Tensor, masks: Tensor) -> Tensor:
-        """L_jigsaw: masked current-frame patches (no PE) ranked in raster order vs context patches.
+        """L_jigsaw = L_PL(s, (1..N)) per item: all N patches of the masked current frame, in raster order.
 
-        `context` is [B, 3, 3, H, W] = (past, current, future); past and future are encoded without gradient.
+        `context` is [B, 3, 3, H, W] = (past, current, future), `masks` [B, h, w] the current frame's block
+        mask. Every frame is encoded without position embedding; the current one with `masked_embed` at the
+        masked patches, the past and future without gradient (their 2N patch tokens are keys and values).
         """
         batch = context.shape[0]
         backbone = self.student["backbone"]
-        current = backbone(context[:, 1], pos_embed=False)[:, 1:]
+        queries = backbone(context[:, 1], masks=masks, pos_embed=False)[:, 1:]
         with torch.no_grad():
             keys = backbone(context[:, 0::2].flatten(0, 1), pos_embed=False)[:, 1:]
             keys = keys.reshape(batch, -1, keys.shape[-1])
-        queries, valid = jigsaw_queries(current, masks)
-        scores = self.student["jigsaw_head"](queries, keys, query_mask=valid)
-        return pl_loss_per_item(scores, valid)
+        return pl_loss_per_item(self.student["jigsaw_head"](queries, keys))
 
     @torch.no_grad()
     def update_teacher(self, momentum: float) -> None:
-        """teacher = momentum * teacher + (1 - momentum) * student, parameter by parameter."""
+        """teacher = m * teacher + (1 - m) * student over the parameter names both have (iBOT's rule).
+
+        The student's `masked_embed` and patch last layer `last_layer2` have no teacher counterpart.
+        """
         student = dict(self.student.named_parameters())
         for name, teacher_param in self.teacher.named_parameters():
-            teacher_param.mul_(momentum).add_(student[name].detach(), alpha=1 - momentum)
+            if name in student:
+                teacher_param.mul_(momentum).add_(student[name].detach(), alpha=1 - momentum)
 
     def param_groups(self) -> list[dict[str, Any]]:
         """AdamW groups: weight decay on matrices, none on biases and norm/1-d parameters (DINO's rule)."""
@@ -257,6 +267,15 @@ class PLStitchModel(nn.Module):
                 continue
             (no_decay if name.endswith(".bias") or param.ndim <= 1 else decay).append(param)
         return [{"params": decay, "apply_wd": True}, {"params": no_decay, "apply_wd": False}]
+
+    def clipped_parameters(self) -> list[nn.Parameter]:
+        """Trainable parameters whose gradients are clipped: backbone and iBOT head only.
+
+        Why: the authors clip their `student` wrapper (backbone + iBOT head); the temporal head and the
+        jigsaw decoder are separate modules there and are never clipped.
+        """
+        parts = [self.student[name] for name in ("backbone", "ibot_head") if name in self.student]
+        return [p for part in parts for p in part.parameters() if p.requires_grad]
 
     def last_layer_parameters(self) -> list[nn.Parameter]:
         """iBOT head last-layer parameters (frozen during the first epoch(s))."""

@@ -1,8 +1,11 @@
 """PL-Stitch training loop: AdamW + cosine schedules, AMP, DDP (torchrun), accumulation, exact resume, export.
 
 Run directory: `last.ckpt` (everything an exact resume needs; loads with `torch.load(weights_only=True)`),
-`backbone/` (teacher ViT in timm format + temporal head; `load_encoder(run_dir)` reads it),
-`train_config.json` and `log.jsonl` (one JSON object per logged step). Only rank 0 writes files.
+`backbone/` (teacher ViT in timm format + temporal head; `load_encoder(run_dir)` reads it; written last and
+atomically, so its presence means "finished"), `train_config.json` and `log.jsonl` (one JSON object per logged
+step), `frame_cache/` (decoded frames unless `cache_dir` is set). Only rank 0 writes files. Training into a
+folder that holds a run resumes it (same settings), does nothing (finished) or is refused (other settings);
+`overwrite=True` replaces it. SIGINT/SIGTERM stop at a step boundary with a checkpoint (docs/training.md).
 """
 
 from __future__ import annotations
@@ -12,6 +15,10 @@ import json
 import math
 import os
 import random
+import shlex
+import shutil
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,23 +31,30 @@ from rich.progress import TextColumn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-from plstitch_eval.errors import TrainingError
+from plstitch_eval.errors import ConfigError, TrainingError
 from plstitch_eval.utils.console import console, logger, progress_bar
 from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision
 from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
-from plstitch_eval.utils.io import atomic_path, write_json_atomic, write_text_atomic
+from plstitch_eval.utils.io import atomic_path, temp_dir_beside, write_json_atomic, write_text_atomic
 from plstitch_train.data import FrameStore, TrainDataset, dataset_videos, discover_videos
 from plstitch_train.model import PLStitchModel
 from plstitch_train.presets import TrainConfig
 from plstitch_train.sampling import TrainSampler
 from plstitch_train.schedules import Schedules, ramp_weight
+from plstitch_train.transforms import AugmentationSettings
 
 CHECKPOINT_NAME = "last.ckpt"
 CONFIG_NAME = "train_config.json"
 LOG_NAME = "log.jsonl"
 BACKBONE_DIR = "backbone"
+FRAME_CACHE_DIR = "frame_cache"
+RUN_FILES = (BACKBONE_DIR, CHECKPOINT_NAME, LOG_NAME, CONFIG_NAME)  # removal order: "finished" goes first
 CHECKPOINT_FORMAT = 1
+# settings that do not change what a run computes: a rerun may change them and still resume
 RUNTIME_FIELDS = ("device", "num_workers", "checkpoint_every", "log_every", "cache_dir")
+PATH_FIELDS = ("data", "root")  # compared as absolute paths
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+DUPLICATE_SIGNAL_S = 1.0  # under torchrun one Ctrl-C arrives twice (terminal + agent): count it once
 LOSS_KEYS = ("loss", "vid", "mim", "jigsaw")
 
 
@@ -52,6 +66,7 @@ class TrainResult:
     step: int
     total_steps: int
     history: list[dict[str, float]] = field(default_factory=list)
+    already_finished: bool = False  # the folder held a finished run; nothing was trained or written
 
 
 # --- RNG state (plain tensors / numbers so torch.load(weights_only=True) reads it) --------------------------
@@ -132,7 +147,7 @@ def _frame_store(config: TrainConfig, out_dir: Path, info: DistInfo) -> FrameSto
         videos = discover_videos(config.data, folder_fps=config.fps)
     else:
         videos = dataset_videos(config.dataset, config.root, config.split)
-    cache_dir = Path(config.cache_dir) if config.cache_dir else out_dir / "frame_cache"
+    cache_dir = Path(config.cache_dir) if config.cache_dir else out_dir / FRAME_CACHE_DIR
 
     def build() -> FrameStore:
         return FrameStore.build(
@@ -157,7 +172,17 @@ def _loader(
         num_workers=config.num_workers,
         pin_memory=device.type == "cuda",
         generator=generator,
+        worker_init_fn=_ignore_stop_signals if config.num_workers > 0 else None,
     )
+
+
+def _ignore_stop_signals(worker_id: int) -> None:
+    """DataLoader workers ignore SIGINT/SIGTERM; the main process stops them after its checkpoint.
+
+    Why: a terminal's Ctrl-C reaches the whole process group, and a worker dying mid-epoch fails the step.
+    """
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 class _LiveLine:
@@ -192,6 +217,275 @@ class _LiveLine:
             logger.info("step %d/%d  %s  ETA %.0fs", step, self.total, "  ".join(parts), eta)
 
 
+# --- the run folder: resume, finished, refused or overwritten -----------------------------------------------
+
+
+def comparable_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings that change what a run computes: runtime fields left out, data paths made absolute.
+
+    Why: a rerun with other workers, device, cadence or cache folder is still the same run and may resume it.
+    """
+    plain = json.loads(json.dumps(settings))  # tuples -> lists, as train_config.json holds them
+    out = {key: value for key, value in plain.items() if key not in RUNTIME_FIELDS}
+    for key in PATH_FIELDS:
+        if isinstance(out.get(key), str):
+            out[key] = os.path.abspath(os.path.expanduser(out[key]))
+    return out
+
+
+def config_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """`{key: (old value, new value)}` for each result-changing setting that differs between two configs.
+
+    Why: one rule decides whether a rerun continues a run folder or is refused (see `comparable_settings`).
+    Keys of dict-valued settings are spelled `model_args.embed_dim`.
+    """
+    return _differences(comparable_settings(old), comparable_settings(new))
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> dict[str, tuple[Any, Any]]:
+    """Differing keys of two dicts (new's order first), descending into values that are dicts on both sides.
+
+    Why: `model_args.embed_dim 32 -> 48` says more than two cut-off dicts.
+    """
+    unset = "<unset>"
+    out: dict[str, tuple[Any, Any]] = {}
+    for key in list(new) + [key for key in old if key not in new]:
+        before, after = old.get(key, unset), new.get(key, unset)
+        if isinstance(before, dict) and isinstance(after, dict):
+            out.update(_differences(before, after, f"{prefix}{key}."))
+        elif before != after:
+            out[f"{prefix}{key}"] = (before, after)
+    return out
+
+
+def _describe_differences(diff: dict[str, tuple[Any, Any]], limit: int = 6) -> str:
+    """`base_lr 0.0004 -> 0.001, epochs 100 -> 4` (the first `limit` keys, then how many more)."""
+    parts = [f"{key} {_short(old)} -> {_short(new)}" for key, (old, new) in list(diff.items())[:limit]]
+    if len(diff) > limit:
+        parts.append(f"and {len(diff) - limit} more")
+    return ", ".join(parts)
+
+
+def _short(value: Any, width: int = 40) -> str:
+    """A JSON value cut to `width` characters, so a refusal stays one line."""
+    text = json.dumps(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def recorded_settings(run_dir: Path) -> dict[str, Any] | None:
+    """The settings a run folder was made with: its train_config.json, else its last.ckpt's, else None."""
+    path = run_dir / CONFIG_NAME
+    if path.is_file():
+        try:
+            settings = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise TrainingError(
+                f"{path} is unreadable ({exc}); choose another --out, or --overwrite to replace that run."
+            ) from exc
+        if not isinstance(settings, dict):
+            raise TrainingError(f"{path} is not a training config; choose another --out, or --overwrite.")
+        return settings
+    if (run_dir / CHECKPOINT_NAME).is_file():
+        return load_checkpoint(run_dir)["config"]
+    return None
+
+
+def is_finished(run_dir: Path) -> bool:
+    """True when the run's backbone was exported.
+
+    Why: the export is the last thing a run writes, and atomically, so it marks a completed run.
+    """
+    from plstitch_eval.hub.timm_format import is_timm_dir
+
+    return is_timm_dir(run_dir / BACKBONE_DIR)
+
+
+def plan_run(config: TrainConfig, run_dir: Path, overwrite: bool = False) -> str:
+    """What training `config` into `run_dir` does: "new", "resume", "finished" or "overwrite".
+
+    Why: rerunning a command must continue (or keep) its run, never restart over it silently; a run made with
+    other settings is refused naming them. It only reads, so every torchrun rank decides alike.
+    """
+    present = [name for name in RUN_FILES if (run_dir / name).exists()]
+    if not present:
+        return "new"
+    if overwrite:
+        return "overwrite"
+    recorded = recorded_settings(run_dir)
+    if recorded is None:
+        raise TrainingError(
+            f"{run_dir} holds {', '.join(present)} but neither {CONFIG_NAME} nor {CHECKPOINT_NAME}, so it is "
+            "no run to continue; choose another --out, or --overwrite to replace those files."
+        )
+    diff = config_differences(recorded, config.to_dict())
+    if diff:
+        raise TrainingError(
+            f"{run_dir} holds a run with other settings ({_describe_differences(diff)}, as old -> new): "
+            f"continue it with `--resume {shlex.quote(str(run_dir))}` (its saved settings), or start it "
+            "again with --overwrite (deletes its checkpoint, log and backbone)."
+        )
+    if is_finished(run_dir):
+        return "finished"
+    return "resume" if (run_dir / CHECKPOINT_NAME).is_file() else "new"
+
+
+def remove_run_files(run_dir: Path) -> None:
+    """Delete the trainer's own files in `run_dir` (backbone first) and their temp files; nothing else.
+
+    Why: --overwrite must never delete what is not ours; the frame cache stays (keyed by source and settings).
+    """
+    for name in RUN_FILES:
+        for path in [run_dir / name, *run_dir.glob(f".{name}.*.tmp")]:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+
+
+def _resume_target(resume: str | os.PathLike, out_dir: str | os.PathLike | None) -> Path:
+    """The folder an explicit `--resume` writes to: the checkpoint's own, or an `--out` without a run."""
+    source = Path(resume)
+    source_dir = source if source.is_dir() else source.parent
+    if out_dir is None:
+        return source_dir
+    target = Path(out_dir)
+    if target.resolve() != source_dir.resolve() and any((target / n).exists() for n in RUN_FILES):
+        raise TrainingError(
+            f"--out {target} already holds a run; resume {source_dir} in place or give an empty --out."
+        )
+    return target
+
+
+def _finished_result(run_dir: Path) -> TrainResult:
+    """A finished run's result, read back from its log (last record) or checkpoint; writes nothing."""
+    records = _read_log(run_dir / LOG_NAME)
+    step = int(records[-1]["step"]) if records else _checkpoint_step(run_dir)
+    logger.debug("%s already finished (step %d); nothing to do.", run_dir, step)
+    return TrainResult(run_dir, step, step, records[-1:], already_finished=True)
+
+
+def _checkpoint_step(run_dir: Path) -> int:
+    """The step of `run_dir/last.ckpt` (memory-mapped: a large checkpoint is not read), or 0 without one."""
+    path = run_dir / CHECKPOINT_NAME
+    if not path.is_file():
+        return 0
+    return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["step"])
+
+
+def _prepare_folder(out_dir: Path, config: TrainConfig, replace: bool, step: int) -> None:
+    """Rank 0, once the new run is built: drop an overwritten run's files, record the config, cut the log.
+
+    Why: nothing of an old run is deleted before the new settings proved they build a run.
+    """
+    if replace:
+        remove_run_files(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out_dir / CONFIG_NAME, config.to_dict())
+    _truncate_log(out_dir / LOG_NAME, step)
+
+
+# --- SIGINT / SIGTERM ---------------------------------------------------------------------------------------
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped by SIGINT/SIGTERM; `message()` names the checkpoint and the command that resumes.
+
+    A KeyboardInterrupt, so `except Exception` never swallows it; `exit_code` is 128 + signal (130, 143).
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.run_dir: Path | None = None
+        self.saved_step: int | None = None
+        self.total_steps: int | None = None
+        self.resume_command = ""
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's code for death by this signal: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + self.signum
+
+    def message(self) -> str:
+        """One or two lines for stderr: where the last checkpoint is and how to continue."""
+        name = signal.Signals(self.signum).name
+        if self.saved_step is None:
+            return f"stopped by {name} before a first checkpoint in {self.run_dir}; rerun the same command."
+        of_total = f" of {self.total_steps}" if self.total_steps else ""
+        return (
+            f"stopped by {name}; {self.run_dir / CHECKPOINT_NAME} holds step {self.saved_step}{of_total}."
+            f"\nresume with: {self.resume_command}  (or rerun the same command)"
+        )
+
+
+def resume_command(run_dir: Path, info: DistInfo) -> str:
+    """The shell command that resumes `run_dir`: `plstitch train --resume RUN`, or its torchrun launch."""
+    target = shlex.quote(str(run_dir))
+    if info.world_size == 1:
+        return f"plstitch train --resume {target}"
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", info.world_size))
+    command = f"torchrun --nproc_per_node {per_node} -m plstitch_train --resume {target}"
+    if per_node != info.world_size:
+        command += " (on every node, with your --nnodes/--rdzv-* options)"
+    return command
+
+
+class StopSignals:
+    """SIGINT/SIGTERM in training: the first asks to stop at the next step boundary, a second stops at once.
+
+    Why: a stop between steps leaves a checkpoint that resumes exactly; before the step loop (decoding,
+    building) there is nothing to save, so a signal stops at once there. Installed only in the main thread.
+    """
+
+    def __init__(self, announce: bool = False, duplicate_s: float = 0.0) -> None:
+        self.announce, self.duplicate_s = announce, duplicate_s
+        self.graceful = False  # True while the step loop can stop at a boundary
+        self.requested: int | None = None  # the signal that asked to stop
+        self.saved_step: int | None = None  # the step of the newest checkpoint on disk
+        self.total_steps: int | None = None
+        self._received_at = 0.0
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {signum: signal.signal(signum, self.handle) for signum in STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def handle(self, signum: int, frame: object = None) -> None:
+        """Signal handler: record the request (first, in the loop) or raise TrainingInterrupted."""
+        now = time.monotonic()
+        if self.requested is not None and now - self._received_at < self.duplicate_s:
+            return  # one Ctrl-C delivered twice under torchrun (terminal and agent)
+        immediate = not self.graceful or self.requested is not None
+        self.requested, self._received_at = signum, now
+        if immediate:
+            raise TrainingInterrupted(signum)
+        if self.announce:
+            os.write(2, b"\nstopping after this step to save a checkpoint (Ctrl-C again stops at once)\n")
+
+
+def _agreed_stop(requested: int | None, info: DistInfo, device: torch.device) -> int | None:
+    """The stop signal any rank received (max over ranks), so that every rank stops after the same step."""
+    if info.world_size == 1:
+        return requested
+    flag = torch.tensor([requested or 0], dtype=torch.int64, device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return int(flag.item()) or None
+
+
+def _stderr_is_terminal() -> bool:
+    """Whether a person watches stderr (then the first Ctrl-C is acknowledged at once)."""
+    try:
+        return os.isatty(2)
+    except OSError:
+        return False
+
+
 # --- the loop -----------------------------------------------------------------------------------------------
 
 
@@ -200,53 +494,81 @@ def train(
     out_dir: str | os.PathLike | None = None,
     *,
     resume: str | os.PathLike | None = None,
+    overwrite: bool = False,
     runtime: dict[str, Any] | None = None,
     stop_after: int | None = None,
 ) -> TrainResult:
-    """Train (or resume) a PL-Stitch model; returns the run folder and the per-step losses.
+    """Train a PL-Stitch model into `out_dir`, continuing the run already there; returns the per-step losses.
 
-    `resume` restores everything from a checkpoint (its config wins; `runtime` may change only device,
-    workers, checkpoint/log cadence). `stop_after` stops after that many optimizer steps as a kill would,
-    leaving a checkpoint but no export (used to test exact resume).
+    A folder holding a run of the same settings (`config_differences`) resumes from its last.ckpt, or, when
+    finished, returns at once with `already_finished` and writes nothing; other settings raise TrainingError
+    unless `overwrite` (the old run's files go only once the new run is built). `resume` restores from a
+    checkpoint whose config wins (`runtime` may change only RUNTIME_FIELDS). `stop_after` stops after that
+    many optimizer steps as a kill would, leaving a checkpoint but no export (tests of exact resume).
+    SIGINT/SIGTERM raise `TrainingInterrupted` after checkpointing at the next step boundary.
     """
+    if resume is not None and overwrite:
+        raise ConfigError("--resume continues a run and --overwrite replaces it: give one of them.")
     checkpoint = None
     if resume is not None:
+        out_dir = _resume_target(resume, out_dir)
+        if is_finished(out_dir):
+            return _finished_result(out_dir)
         checkpoint = load_checkpoint(resume)
         config = TrainConfig.from_dict(checkpoint["config"])
-        resume_path = Path(resume)
-        out_dir = out_dir or (resume_path if resume_path.is_dir() else resume_path.parent)
     if config is None or out_dir is None:
         raise TrainingError("train() needs a config and an output folder, or a checkpoint to resume.")
     config = config.replace(**{k: v for k, v in (runtime or {}).items() if k in RUNTIME_FIELDS})
     config.validate()
     out_dir = Path(out_dir)
+    plan = "resume" if checkpoint is not None else plan_run(config, out_dir, overwrite)
+    if plan == "finished":
+        return _finished_result(out_dir)
+    if plan == "resume" and checkpoint is None:
+        checkpoint = load_checkpoint(out_dir)
+        if int(os.environ.get("RANK", "0")) == 0:
+            logger.info("Resuming %s from step %d.", out_dir, int(checkpoint["step"]))
     device = resolve_device(config.device)
-    info, device = init_distributed(device)
+    info, device = init_distributed(device)  # a rendezvous: no rank writes before every rank has planned
     precision = resolve_precision(config.precision, device)
+    stops = StopSignals(
+        announce=info.is_main and _stderr_is_terminal(),
+        duplicate_s=DUPLICATE_SIGNAL_S if info.world_size > 1 else 0.0,
+    )
+    stops.saved_step = None if checkpoint is None else int(checkpoint["step"])
     try:
-        return _run(config, out_dir, checkpoint, device, precision, info, stop_after)
+        with stops:
+            run = _RunSetup(config, out_dir, checkpoint, plan == "overwrite", stop_after, stops)
+            return _run(run, device, precision, info)
+    except TrainingInterrupted as stop:
+        stop.run_dir, stop.saved_step, stop.total_steps = out_dir, stops.saved_step, stops.total_steps
+        stop.resume_command = resume_command(out_dir, info)
+        raise
     finally:
         teardown_distributed(info)
 
 
-def _run(
-    config: TrainConfig,
-    out_dir: Path,
-    checkpoint: dict[str, Any] | None,
-    device: torch.device,
-    precision: str,
-    info: DistInfo,
-    stop_after: int | None,
-) -> TrainResult:
+@dataclass
+class _RunSetup:
+    """What `_run` trains: the config, the folder, a checkpoint to restore, whether to replace an old run."""
+
+    config: TrainConfig
+    out_dir: Path
+    checkpoint: dict[str, Any] | None
+    replace: bool
+    stop_after: int | None
+    stops: StopSignals
+
+
+def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -> TrainResult:
+    """Build the data, model and optimizer of `run`, restore its checkpoint, train, checkpoint and export."""
+    config, out_dir, checkpoint, stops = run.config, run.out_dir, run.checkpoint, run.stops
     micro_batch, remainder = divmod(config.batch_size, info.world_size * config.accum_steps)
     if remainder or micro_batch < 1:
         raise TrainingError(
             f"batch_size {config.batch_size} must be a multiple of processes ({info.world_size}) x "
             f"accum_steps ({config.accum_steps})."
         )
-    if info.is_main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(out_dir / CONFIG_NAME, config.to_dict())
     store = _frame_store(config, out_dir, info)
 
     seed_everything(config.seed)  # identical initial weights on every rank
@@ -260,6 +582,7 @@ def _run(
         need_clip=config.lambda_vid > 0,
         need_mim=config.lambda_mim > 0,
         need_jigsaw=config.lambda_jigsaw > 0,
+        augmentation=AugmentationSettings(config.img_size, neighbour_colour=config.jigsaw_neighbour_colour),
     )
     sampler = TrainSampler(
         store.lengths,
@@ -297,12 +620,12 @@ def _run(
     optimizer = torch.optim.AdamW(model.param_groups(), lr=0.0)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
 
-    step = 0
+    step = 0 if checkpoint is None else int(checkpoint["step"])
+    if info.is_main:  # the new run is built: only now may an old one's files go
+        _prepare_folder(out_dir, config, run.replace, step)
     seed_everything(config.seed + 1 + info.rank)  # drop path / dropout differ per rank
     if checkpoint is not None:
         step = _restore(checkpoint, model, optimizer, scaler, sampler, info, device)
-        if info.is_main:
-            _truncate_log(out_dir / LOG_NAME, step)
 
     ddp = None
     if info.world_size > 1:
@@ -315,11 +638,12 @@ def _run(
         )
     state = _LoopState(config, model, ddp, optimizer, scaler, schedules, device, precision, info)
     history: list[dict[str, float]] = []
-    trainable = [p for group in optimizer.param_groups for p in group["params"]]
+    clipped = model.clipped_parameters()  # backbone + iBOT head; the ranking heads are not clipped
     log_path = out_dir / LOG_NAME
     model.train()
     start_time = time.perf_counter()
     live_enabled = info.is_main and not os.environ.get("PLSTITCH_NO_LIVE")
+    stops.graceful, stops.total_steps = True, total_steps
     with _LiveLine(total_steps, step, live_enabled, config.log_every) as live:
         while step < total_steps:
             epoch, step_in_epoch = divmod(step, steps_per_epoch)
@@ -329,7 +653,7 @@ def _run(
                 tick = time.perf_counter()
                 micro = [next(batches) for _ in range(config.accum_steps)]
                 data_time = time.perf_counter() - tick
-                losses = state.step(step, micro, epoch + step_in_epoch / steps_per_epoch, trainable)
+                losses = state.step(step, micro, epoch + step_in_epoch / steps_per_epoch, clipped)
                 step, step_in_epoch = step + 1, step_in_epoch + 1
                 elapsed = time.perf_counter() - tick
                 record = {
@@ -348,7 +672,8 @@ def _run(
                     live.update(step, record)
                     if step % config.log_every == 0 or step == total_steps:
                         _append_log(log_path, record)
-                stopping = stop_after is not None and step >= stop_after
+                stop_signal = _agreed_stop(stops.requested, info, device)
+                stopping = stop_signal is not None or (run.stop_after is not None and step >= run.stop_after)
                 if step % config.checkpoint_every == 0 or step == total_steps or stopping:
                     next_epoch, next_step = divmod(step, steps_per_epoch)
                     sampler.set_position(next_epoch, next_step * config.accum_steps)
@@ -363,9 +688,13 @@ def _run(
                         info,
                         device,
                     )
+                    stops.saved_step = step
+                if stop_signal is not None:
+                    raise TrainingInterrupted(stop_signal)
                 if stopping:
                     return TrainResult(out_dir, step, total_steps, history)
             del batches
+    stops.graceful = False  # the export is short: a signal now stops at once (the run resumes into it)
     if info.is_main:
         export_backbone(model, out_dir, config)
         logger.info("Finished %d steps; backbone written to %s", step, out_dir / BACKBONE_DIR)
@@ -394,7 +723,7 @@ class _LoopState:
         self.device, self.precision, self.info = device, precision, info
 
     def step(
-        self, step: int, micro: list[dict[str, torch.Tensor]], epoch_float: float, trainable: list
+        self, step: int, micro: list[dict[str, torch.Tensor]], epoch_float: float, clipped: list
     ) -> dict[str, float]:
         config, accum = self.config, self.config.accum_steps
         epoch = int(epoch_float)
@@ -423,7 +752,7 @@ class _LoopState:
                 totals[key] = totals.get(key, 0.0) + value / accum
         self.scaler.unscale_(self.optimizer)
         if config.clip_grad > 0:
-            clip_gradients(trainable, config.clip_grad, per_parameter=config.clip_per_parameter)
+            clip_gradients(clipped, config.clip_grad, per_parameter=config.clip_per_parameter)
         if epoch < config.freeze_last_layer_epochs:
             for param in self.model.last_layer_parameters():
                 param.grad = None
@@ -463,6 +792,14 @@ def _truncate_log(path: Path, step: int) -> None:
     kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
     if len(kept) != len(lines):
         write_text_atomic(path, "".join(line + "\n" for line in kept))
+
+
+def _read_log(path: Path) -> list[dict[str, Any]]:
+    """The records of a log.jsonl ([] without one)."""
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def _append_log(path: Path, record: dict[str, float]) -> None:
@@ -540,14 +877,24 @@ def _restore(
 
 
 def export_backbone(model: PLStitchModel, out_dir: Path, config: TrainConfig) -> Path:
-    """Teacher ViT in timm format (+ temporal head) under `out_dir/backbone`, which `load_encoder` reads."""
+    """Teacher ViT in timm format (+ temporal head) under `out_dir/backbone`, which `load_encoder` reads.
+
+    Why atomic (staged folder, then one rename): a run counts as finished exactly when the folder exists.
+    """
     from plstitch_eval.hub.data_config import DataConfig
     from plstitch_eval.hub.temporal_head import save_temporal_head
     from plstitch_eval.hub.timm_format import save_timm_dir
 
     target = out_dir / BACKBONE_DIR
-    vit = model.teacher["backbone"].vit
-    save_timm_dir(vit, target, DataConfig.for_size(config.img_size))
-    if "temporal_head" in model.student:
-        save_temporal_head(model.student["temporal_head"], target)
+    staging = temp_dir_beside(target)  # whole folder renamed into place: its presence means "finished"
+    try:
+        save_timm_dir(model.teacher["backbone"].vit, staging, DataConfig.for_size(config.img_size))
+        if "temporal_head" in model.student:
+            save_temporal_head(model.student["temporal_head"], staging)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
     return target

@@ -246,3 +246,19 @@ def test_shipped_model_as_a_registry_entry(monkeypatch: pytest.MonkeyPatch) -> N
     encoder = load_encoder("plstitch-tiny-synthetic")
     assert encoder.feature_dim == 64
     assert encoder.provenance["path"] == str((SHIPPED_DIR / "model.safetensors").resolve())
+
+
+@shipped
+def test_shipped_card_states_the_real_architecture() -> None:
+    """The card's Architecture row is what `architecture_text` makes of the shipped config.json (64-d ViT)."""
+    from plstitch_train.cards import architecture_text
+
+    config = json.loads((SHIPPED_DIR / "config.json").read_text(encoding="utf-8"))
+    args = config["model_args"]
+    row = architecture_text(config)
+    for part in (f"embed dim {args['embed_dim']}", f"depth {args['depth']}", f"{args['num_heads']} heads"):
+        assert part in row
+    assert f"patch {args['patch_size'][0]}," in row and f"{args['img_size'][0]} px input" in row
+    assert row.startswith("timm VisionTransformer") and "layout" not in row
+    card = (SHIPPED_DIR / "README.md").read_text(encoding="utf-8")
+    assert f"| Architecture | {row} |" in card

@@ -197,26 +197,18 @@ def render_progression(result: dict[str, Any], out: Path, name: str, meta: dict[
     return png, js, data
 
 
-def temporal_head_dir(model: str | Path) -> Path:
-    """Folder holding `temporal_head.json`: a run's `backbone/`, or the given folder itself."""
-    model = Path(model)
-    for candidate in (model / "backbone", model):
-        if (candidate / "temporal_head.json").exists():
-            return candidate
-    raise ConfigError(
-        f"{model} holds no temporal head (looked for {model / 'backbone' / 'temporal_head.json'} and "
-        f"{model / 'temporal_head.json'}); pass a training run folder made by `plstitch train`."
-    )
-
-
 def run_progression(config: ProgressionConfig) -> tuple[Path, Path, dict[str, Any]]:
-    """Load the run's backbone and temporal head, get per-frame features, score, draw and save."""
+    """Load the model's temporal head (and backbone), get per-frame features, score, draw and save.
+
+    `config.model` is any `load_encoder` spec that carries a temporal head: a training run or exported folder,
+    a released `pl_*.pth`, or a registry name such as `pl-stitch-lemon`.
+    """
     from plstitch_eval.hub.temporal_head import load_temporal_head
     from plstitch_eval.utils.console import logger
     from plstitch_eval.utils.device import resolve_device, resolve_precision
 
     device = resolve_device(config.device)
-    head = load_temporal_head(temporal_head_dir(config.model)).to(device).eval()
+    head = load_temporal_head(config.model, device)
     videos: dict[str, np.ndarray] = {}
     if config.features:
         from plstitch_eval.features import FeatureStore

@@ -115,7 +115,11 @@ def awareness(
 @analyze_app.command("progression")
 def progression(
     model: Annotated[
-        str, typer.Option("--model", help="Training run folder (backbone/ with temporal head).")
+        str,
+        typer.Option(
+            "--model",
+            help="Model with a temporal head: run/exported folder, PL-Stitch .pth, or e.g. pl-stitch-lemon.",
+        ),
     ],
     dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset to decode and encode.")] = None,
     root: Annotated[str | None, typer.Option("--root", help="Dataset root folder.")] = None,

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.utils.console import console
+from plstitch_eval.utils.console import print_error, result_console
+from plstitch_eval.utils.io import write_json_output
 
 SYNTHETIC_DEFAULT_MODEL = "plstitch-tiny-synthetic"
 
@@ -35,7 +35,7 @@ def datasets() -> None:
             ", ".join(cls.split_schemes),
             " ".join(layout.split()),
         )
-    Console(soft_wrap=True).print(table)  # the list is a result: stdout
+    result_console(soft_wrap=True).print(table)  # the list is a result: stdout
 
 
 def default_model(dataset: str) -> str:
@@ -98,7 +98,12 @@ def extract(
     fail_fast: Annotated[
         bool, typer.Option("--fail-fast", help="Stop at the first video that cannot be decoded.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON on stdout.")] = False,
+    json_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--json", help="Write the run summary JSON to this file; - prints it on stdout.", dir_okay=False
+        ),
+    ] = None,
 ) -> None:
     """Extract frozen per-frame CLS features of a dataset into a resumable feature store.
 
@@ -129,24 +134,22 @@ def extract(
             resize_on_decode=resize_on_decode,
         )
     except KeyboardInterrupt:
-        console.print(
-            f"[yellow]interrupted:[/yellow] {out} holds every video finished so far; "
-            "rerun the same command to resume.",
-            highlight=False,
+        print_error(
+            f"{out} holds every video finished so far; rerun the same command to resume.",
+            label="interrupted",
+            style="yellow",
         )
         raise typer.Exit(code=130) from None
     if summary.rank != 0:
         raise typer.Exit(code=0 if summary.ok else 1)
     print_summary(summary)
-    if as_json:
-        typer.echo(json.dumps(summary.to_dict(), indent=2))
+    if json_path is not None:
+        write_json_output(json_path, summary.to_dict())
     if not summary.ok:
         failed = ", ".join(r.video for r in summary.failed)
-        console.print(
-            f"[bold red]error:[/bold red] {len(summary.failed)} video(s) failed: {failed}; the others are in "
-            f"{summary.store}. Fix or remove them and rerun the same command to resume.",
-            highlight=False,
-            soft_wrap=True,
+        print_error(
+            f"{len(summary.failed)} video(s) failed: {failed}; the others are in {summary.store}. "
+            "Fix or remove them and rerun the same command to resume."
         )
         raise typer.Exit(code=1)
 

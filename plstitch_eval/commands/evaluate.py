@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from plstitch_eval.errors import ConfigError
 
@@ -14,7 +13,12 @@ FeaturesOpt = Annotated[
     Path, typer.Option("--features", "-f", help="Feature store folder (plstitch extract).")
 ]
 JsonOpt = Annotated[
-    Path | None, typer.Option("--json", help="Write the results JSON here (atomically).", dir_okay=False)
+    Path | None,
+    typer.Option(
+        "--json",
+        help="Write the results JSON to this file (atomically); - prints it on stdout.",
+        dir_okay=False,
+    ),
 ]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu or cuda[:N].")]
 SchemeOpt = Annotated[
@@ -23,15 +27,20 @@ SchemeOpt = Annotated[
 
 
 def _finish(results: dict[str, Any], json_path: Path | None, title: str) -> None:
-    """Print the metrics table on stdout and write the JSON if asked."""
+    """Print the metrics table on stdout and write the results JSON if asked.
+
+    With `--json -` the JSON alone goes to stdout and the table to stderr, so stdout parses as JSON.
+    """
     from plstitch_eval.protocols import write_results
     from plstitch_eval.tables import metrics_table
-    from plstitch_eval.utils.console import console
+    from plstitch_eval.utils.console import console, result_console
 
-    Console().print(metrics_table(results, title=title))
+    to_stdout = json_path is not None and str(json_path) == "-"
+    (console if to_stdout else result_console()).print(metrics_table(results, title=title))
     if json_path is not None:
         write_results(json_path, results)
-        console.print(f"results written to {json_path}")
+        if not to_stdout:
+            console.print(f"results written to {json_path}", highlight=False)
 
 
 def _knn_config(
@@ -175,11 +184,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Paper-style table: rows = models, columns = dataset / protocol / metric."""
         from plstitch_eval.tables import build_table, load_results, to_latex, to_markdown, to_rich
+        from plstitch_eval.utils.console import result_console
         from plstitch_eval.utils.io import write_text_atomic
 
         table = build_table(load_results(results), metric or None)
         if fmt == "rich":
-            Console().print(to_rich(table))
+            result_console().print(to_rich(table))
             text = to_markdown(table)
         elif fmt in ("markdown", "md"):
             text = to_markdown(table)

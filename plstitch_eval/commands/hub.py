@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from plstitch_eval.utils.console import console
+from plstitch_eval.utils.console import console, result_console
+from plstitch_eval.utils.io import write_json_output
 
 
 def register(app: typer.Typer) -> None:
@@ -20,9 +21,14 @@ def register(app: typer.Typer) -> None:
 
 
 def models(
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the registry as JSON instead of a table.")
-    ] = False,
+    json_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--json",
+            help="Write the registry as JSON to this file; - prints it on stdout instead of the table.",
+            dir_okay=False,
+        ),
+    ] = None,
     cache_dir: Annotated[
         Path | None,
         typer.Option("--cache-dir", help="Hugging Face cache to check (default: HF_HUB_CACHE)."),
@@ -43,9 +49,10 @@ def models(
         }
         for entry in list_models()
     ]
-    if as_json:
-        typer.echo(json.dumps(rows, indent=2))
-        return
+    if json_path is not None:
+        write_json_output(json_path, rows)
+        if str(json_path) == "-":
+            return
     table = Table(title="plstitch encoders")
     for column in ("name", "architecture", "feature dim", "source", "license", "cached?"):
         table.add_column(column, justify="right" if column == "feature dim" else "left")
@@ -56,14 +63,14 @@ def models(
             str(row["feature_dim"]),
             row["source"],
             row["license"],
-            "[green]yes[/green]" if row["cached"] else "no",
+            Text("yes", style="green") if row["cached"] else "no",
         )
-    Console(width=max(console.width, 140)).print(table)
+    result_console(width=max(console.width, 140)).print(table)
 
 
 def download(
     name: Annotated[
-        str, typer.Argument(help="Registry name (see `plstitch models`) or hf-hub:ORG/NAME[/FILE].")
+        str, typer.Argument(help="Registry name (see `plstitch models`) or hf-hub:ORG/NAME\\[/FILE].")
     ],
     revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit.")] = None,
     cache_dir: Annotated[
@@ -75,7 +82,9 @@ def download(
 
     files = download_model(name, revision=revision, cache_dir=cache_dir)
     for hub_file in files:
-        console.print(f"[green]cached[/green] {hub_file.repo_id}/{hub_file.filename} @ {hub_file.commit}")
+        console.print(
+            Text.assemble(("cached", "green"), f" {hub_file.repo_id}/{hub_file.filename} @ {hub_file.commit}")
+        )
     typer.echo(
         json.dumps(
             {

@@ -6,6 +6,7 @@ from plstitch_eval.hub.download import download_model
 from plstitch_eval.hub.encoder import Encoder, load_encoder
 from plstitch_eval.hub.registry import ModelEntry, get_model_entry, list_models, register
 from plstitch_eval.hub.safe_load import load_checkpoint
+from plstitch_eval.hub.temporal_head import TemporalHead, load_temporal_head
 from plstitch_eval.hub.timm_format import load_timm_dir, save_timm_dir
 
 __all__ = [
@@ -13,12 +14,14 @@ __all__ = [
     "Encoder",
     "EvalTransform",
     "ModelEntry",
+    "TemporalHead",
     "convnext_from_state_dict",
     "download_model",
     "get_model_entry",
     "list_models",
     "load_checkpoint",
     "load_encoder",
+    "load_temporal_head",
     "load_timm_dir",
     "model_from_checkpoint",
     "preprocess_batch",

@@ -7,7 +7,7 @@ from pathlib import Path
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.hub import timm_format
 from plstitch_eval.hub.hub_files import HubFile, fetch_file, is_cached, parse_hf_spec
-from plstitch_eval.hub.registry import MODELS, ModelEntry
+from plstitch_eval.hub.registry import MODELS, ModelEntry, did_you_mean
 
 _RETRY_HINT = "this download again with network access (HF_HUB_OFFLINE unset)"
 
@@ -26,7 +26,10 @@ def hub_files_of(spec: str) -> tuple[str, list[str], str | None, str]:
         repo_id, filename, revision = parse_hf_spec(spec)
         files = [filename] if filename else [timm_format.CONFIG_NAME, timm_format.WEIGHTS_NAME]
         return repo_id, files, revision, _RETRY_HINT
-    raise ConfigError(f"Unknown model {spec!r}; use a name from `plstitch models` or hf-hub:ORG/NAME[/FILE].")
+    raise ConfigError(
+        f"Unknown model {spec!r}.{did_you_mean(spec)} Use a name from `plstitch models` or "
+        "hf-hub:ORG/NAME[/FILE]."
+    )
 
 
 def _entry_files(entry: ModelEntry) -> list[str]:

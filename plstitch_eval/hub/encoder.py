@@ -13,7 +13,7 @@ from plstitch_eval.hub import timm_format
 from plstitch_eval.hub.convert import model_from_checkpoint
 from plstitch_eval.hub.data_config import DataConfig, EvalTransform, preprocess_batch
 from plstitch_eval.hub.hub_files import HubFile, fetch_file, parse_hf_spec
-from plstitch_eval.hub.registry import MODELS, ModelEntry
+from plstitch_eval.hub.registry import MODELS, ModelEntry, did_you_mean
 from plstitch_eval.hub.safe_load import CHECKPOINT_SUFFIXES, load_checkpoint, sha256_file
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.device import resolve_device
@@ -101,8 +101,8 @@ def _build(
     if path.exists():
         return _from_path(spec, path, which, trust_pickle, None)
     raise ModelNotFoundError(
-        f"{spec!r} is neither a registry model ({', '.join(sorted(MODELS))}), "
-        "an hf-hub:ORG/NAME[/FILE] spec, nor an existing path. Run `plstitch models` for the list."
+        f"{spec!r} is neither a registry model, an hf-hub:ORG/NAME[/FILE] spec, nor an existing path."
+        f"{did_you_mean(spec)} Run `plstitch models` for the list ({', '.join(sorted(MODELS))})."
     )
 
 

@@ -2,11 +2,13 @@
 
 Adding a model is one `register(ModelEntry(...))` call. Sources: a timm-format Hub repo (`repo_id`, no
 `filename`), a raw checkpoint file in a Hub repo (`repo_id` + `filename`), or a local folder/file
-(`local_path`; relative paths resolve against the repository root so a tiny model can ship with the code).
+(`local_path`; relative paths resolve inside the installed `plstitch_eval` package, where the shipped tiny
+model lives as package data, so it is found from a wheel as well as from a checkout).
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +16,8 @@ from typing import Any
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.hub.data_config import DataConfig
+from plstitch_eval.resources import package_path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DINO_EVAL = DataConfig(input_size=(3, 224, 224), resize_size=256, crop_pct=0.875, interpolation="bicubic")
 
 PL_STITCH_CITATION = "PL-Stitch: self-supervised Plackett-Luce ranking for procedural video. CVPR 2026."
@@ -59,7 +61,7 @@ class ModelEntry:
         if not raw:
             return None
         path = Path(raw).expanduser()
-        return path if path.is_absolute() else REPO_ROOT / path
+        return path if path.is_absolute() else package_path(*path.parts)
 
 
 MODELS: dict[str, ModelEntry] = {}
@@ -78,7 +80,25 @@ def get_model_entry(name: str) -> ModelEntry:
     try:
         return MODELS[name]
     except KeyError:
-        raise ConfigError(f"Unknown model {name!r}; known: {', '.join(sorted(MODELS))}.") from None
+        raise ConfigError(
+            f"Unknown model {name!r}.{did_you_mean(name)} Known: {', '.join(sorted(MODELS))}."
+        ) from None
+
+
+def close_model_names(name: str, n: int = 3) -> list[str]:
+    """Registry names closest to `name` (difflib ratio >= 0.6), best first.
+
+    Why: a mistyped model name should point at the name the user meant.
+    """
+    return difflib.get_close_matches(name, list(MODELS), n=n, cutoff=0.6)
+
+
+def did_you_mean(name: str) -> str:
+    """A hint such as `Did you mean 'a'?` naming the registry names closest to `name`; "" when none is."""
+    close = [repr(c) for c in close_model_names(name)]
+    if not close:
+        return ""
+    return f" Did you mean {' or '.join([', '.join(close[:-1]), close[-1]] if len(close) > 1 else close)}?"
 
 
 def list_models() -> list[ModelEntry]:

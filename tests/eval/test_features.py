@@ -1,8 +1,12 @@
+import os
+import stat
+
 import numpy as np
 import pytest
 
 from plstitch_eval.errors import FeatureStoreError
 from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.utils.io import atomic_path, write_text_atomic
 
 
 def _manifest(spec="m1"):
@@ -44,3 +48,40 @@ def test_refuses_to_mix_models(tmp_path):
 def test_length_mismatch_names_video():
     with pytest.raises(FeatureStoreError, match="vid7"):
         VideoFeatures("vid7", np.zeros((3, 2), np.float32), np.zeros(2), np.zeros(3))
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640)])
+def test_store_files_follow_the_umask(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        store = FeatureStore.create(tmp_path / "s", _manifest())
+        feats = np.zeros((3, 2), np.float32)
+        store.write(VideoFeatures("v1", feats, np.zeros(3, np.int64), np.arange(3, dtype=np.float64)))
+    finally:
+        os.umask(old)
+    assert _mode(store.path("v1")) == mode  # safetensors writes 0600 files; atomic_path fixes it
+    assert _mode(tmp_path / "s" / "manifest.json") == mode
+
+
+def test_atomic_writes_follow_the_umask_whatever_the_writer(tmp_path, umask_022):
+    target = tmp_path / "f.bin"
+    with atomic_path(target) as tmp:
+        tmp.unlink()  # a writer that replaces the temp file by a new private one
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.close(fd)
+    assert _mode(target) == 0o644
+    write_text_atomic(tmp_path / "t.txt", "x")
+    assert _mode(tmp_path / "t.txt") == 0o644

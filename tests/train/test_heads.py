@@ -1,4 +1,4 @@
-"""Heads: shapes, equivariance, padding, weight norm, and the temporal head's save/load."""
+"""Heads: the authors' equations and key names, shapes, equivariance, padding, weight norm, save/load."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from plstitch_eval.errors import CheckpointError, ConfigError
+from plstitch_eval.errors import CheckpointError, ConfigError, ModelNotFoundError
 from plstitch_eval.hub import temporal_head as hub_temporal_head
 from plstitch_train.heads import (
     IBOTHead,
@@ -20,10 +20,19 @@ from plstitch_train.heads import (
     TemporalHead,
     convert_ibot_head_state_dict,
     default_jigsaw_heads,
+    load_jigsaw_head,
     load_temporal_head,
     save_temporal_head,
 )
 from plstitch_train.losses import plackett_luce_loss
+from tests.official import (
+    TINY,
+    official_checkpoint,
+    puzzle_decoder_state,
+    reference_jigsaw_scores,
+    unwrap,
+    write_official_checkpoint,
+)
 
 
 def tiny_temporal_head(in_dim: int = 24) -> TemporalHead:
@@ -36,14 +45,16 @@ def tiny_temporal_head(in_dim: int = 24) -> TemporalHead:
 def test_temporal_head_is_the_hub_class_with_reference_defaults() -> None:
     assert TemporalHead is hub_temporal_head.TemporalHead
     head = TemporalHead(768)
-    layer = head.encoder.layers[0]
-    assert len(head.encoder.layers) == 6
-    assert head.input_proj[0].out_features == 384 and isinstance(head.input_proj[1], nn.GELU)
+    layer = head.temporal.enc.layers[0]
+    assert len(head.temporal.enc.layers) == 6
+    assert head.reduce[0].out_features == 384 and isinstance(head.reduce[1], nn.GELU)
     assert layer.self_attn.num_heads == 8 and layer.linear1.out_features == 1536
     assert layer.norm_first is False and layer.activation_relu_or_gelu == 1  # post-norm, ReLU
     assert layer.dropout.p == 0.1 and layer.self_attn.batch_first
     assert [m.out_features for m in head.scorer if isinstance(m, nn.Linear)] == [192, 1]
     assert not any("pos" in name for name, _ in head.named_parameters())  # no temporal position embedding
+    small = TemporalHead(384)  # ViT-S: width D/2 = 192, feed-forward 4 x 192
+    assert small.reduce[0].out_features == 192 and small.temporal.enc.layers[0].linear1.out_features == 768
 
 
 def test_temporal_head_shapes_and_permutation_equivariance() -> None:
@@ -118,7 +129,7 @@ def test_temporal_head_mismatched_load_raises(tmp_path) -> None:
     save_file({**weights, "extra.weight": torch.zeros(1)}, str(tmp_path / "temporal_head.safetensors"))
     with pytest.raises(CheckpointError, match="unexpected"):
         load_temporal_head(tmp_path)
-    with pytest.raises(CheckpointError, match="not found"):
+    with pytest.raises(ModelNotFoundError):
         load_temporal_head(tmp_path / "nowhere")
 
 
@@ -164,6 +175,67 @@ def test_jigsaw_head_uses_context() -> None:
     queries = torch.randn(1, 4, 16)
     with torch.no_grad():
         assert not torch.allclose(head(queries, torch.randn(1, 6, 16)), head(queries, torch.randn(1, 6, 16)))
+
+
+def test_jigsaw_head_keys_are_the_authors_puzzle_decoder_keys() -> None:
+    for dim in (32, 768):
+        ours = JigsawHead(dim).state_dict()
+        authors = puzzle_decoder_state(dim)
+        assert ours.keys() == authors.keys()
+        assert all(ours[k].shape == authors[k].shape for k in ours)
+    assert JigsawHead(768).n_heads == 12 and JigsawHead(384).n_heads == 8
+
+
+def test_jigsaw_scorer_last_layer_init() -> None:
+    torch.manual_seed(0)
+    last = JigsawHead(768).scorer[-1]
+    assert torch.all(last.bias == 0)
+    assert 0.017 < last.weight.std().item() < 0.023 and last.weight.abs().max() < 0.1
+
+
+@pytest.mark.parametrize(("dim", "n_heads"), [(32, 4), (48, None), (64, 8)])
+def test_jigsaw_head_matches_the_equations(dim: int, n_heads: int | None) -> None:
+    """LN1(4 CA + x), LN2(SA + x), LN3(Linear + x), scorer: identical weights, independent formulation."""
+    head = JigsawHead(dim, n_heads).eval()
+    with torch.no_grad():  # non-trivial norms and biases, so a missing residual or scale shows
+        for param in head.parameters():
+            param.add_(0.2 * torch.randn_like(param))
+    queries, context = torch.randn(2, 9, dim), torch.randn(2, 18, dim)
+    state = {k: v.detach() for k, v in head.state_dict().items()}
+    with torch.no_grad():
+        expected = reference_jigsaw_scores(state, queries, context, head.n_heads)
+        torch.testing.assert_close(head(queries, context), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_load_jigsaw_head_gives_the_authors_scores(tmp_path) -> None:
+    checkpoint = write_official_checkpoint(tmp_path / "pl_tiny.pth")
+    head = load_jigsaw_head(tmp_path / "pl_tiny.pth")
+    assert not head.training and head.n_heads == 8  # the authors' rule for D != 768
+    queries, context = torch.randn(2, 16, TINY["dim"]), torch.randn(2, 32, TINY["dim"])
+    with torch.no_grad():
+        expected = reference_jigsaw_scores(unwrap(checkpoint["puzzle_decoder"]), queries, context, 8)
+        torch.testing.assert_close(head(queries, context), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_load_jigsaw_head_from_a_run_and_strict_errors(tmp_path) -> None:
+    head = JigsawHead(32, n_heads=2).eval()
+    run = tmp_path / "run"
+    run.mkdir()
+    model = {f"student.jigsaw_head.{k}": v for k, v in head.state_dict().items()}
+    torch.save({"model": model, "config": {"jigsaw_heads": 2}}, run / "last.ckpt")
+    queries, context = torch.randn(1, 4, 32), torch.randn(1, 8, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(load_jigsaw_head(run)(queries, context), head(queries, context))
+    checkpoint = official_checkpoint()
+    broken = dict(checkpoint["puzzle_decoder"])
+    broken.pop("module.decoder.0.auxiliary_linear.bias")
+    broken["module.decoder.0.extra.weight"] = torch.zeros(2)
+    torch.save(dict(checkpoint, puzzle_decoder=broken), tmp_path / "broken.pth")
+    with pytest.raises(CheckpointError, match=r"missing \['decoder.0.auxiliary_linear.bias'\]"):
+        load_jigsaw_head(tmp_path / "broken.pth")
+    save_temporal_head(tiny_temporal_head(), tmp_path / "exported")
+    with pytest.raises(CheckpointError, match="last.ckpt"):
+        load_jigsaw_head(tmp_path / "exported")  # exported folders carry only the temporal head
 
 
 # --- iBOT head ---

@@ -1,4 +1,4 @@
-"""Model branches, backbone variants, jigsaw queries, schedules, data items, and overfitting a batch."""
+"""Model branches, backbone variants, the jigsaw inputs, iBOT heads and EMA, data items, overfitting."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import torch
 from torch.utils.data import default_collate
 
 from plstitch_train.data import FrameStore, TrainDataset, discover_videos
-from plstitch_train.model import PLStitchModel, ViTBackbone, build_vit, jigsaw_queries
+from plstitch_train.losses import pl_chance_level
+from plstitch_train.model import PLStitchModel, ViTBackbone, build_vit
 from plstitch_train.sampling import SampleSpec, TrainSampler
 from plstitch_train.schedules import cosine_schedule, ramp_weight
 from tests.train.conftest import tiny_config
@@ -79,18 +80,114 @@ def test_without_position_embedding_patches_are_permutation_equivariant(config) 
         assert not torch.allclose(backbone(swapped)[:, 0], backbone(images)[:, 0], atol=1e-5)  # PE sees order
 
 
-def test_jigsaw_queries_match_a_loop() -> None:
+def _manual_tokens(backbone: ViTBackbone, images: torch.Tensor, masks: torch.Tensor | None) -> torch.Tensor:
+    """Patch embed, masked_embed at masked patches, CLS in front, no position embedding, blocks, norm."""
+    vit = backbone.vit
+    patches = vit.patch_embed(images)
+    if masks is not None:
+        patches = patches.clone()
+        patches[masks.flatten(1)] = backbone.masked_embed[0]
+    tokens = torch.cat([vit.cls_token.expand(len(images), -1, -1), patches], dim=1)
+    for block in vit.blocks:
+        tokens = block(tokens)
+    return vit.norm(tokens)
+
+
+def _manual_pl_per_item(scores: torch.Tensor) -> torch.Tensor:
+    """mean over lists of sum_i [log sum_{j >= i} exp(s_j) - s_i] / N (true order = raster order)."""
+    n = scores.shape[1]
+    per_list = [sum(torch.logsumexp(row[i:], 0) - row[i] for i in range(n)) / n for row in scores]
+    return torch.stack(per_list).mean()
+
+
+def test_jigsaw_queries_are_all_patches_of_the_masked_frame(config) -> None:
+    """Queries: all N tokens of the current frame (masked_embed at masked patches, no PE); keys: 2N tokens."""
+    model = PLStitchModel(config.replace(lambda_vid=0.0, lambda_mim=0.0)).eval()
+    backbone = model.student["backbone"]
+    torch.nn.init.normal_(backbone.masked_embed)
+    generator = torch.Generator().manual_seed(3)
+    context = torch.randn(2, 3, 3, 32, 32, generator=generator)
+    masks = torch.rand(2, 4, 4, generator=generator) < 0.4
+    block_inputs, head_inputs = [], []
+    hooks = [
+        backbone.vit.blocks[0].register_forward_pre_hook(lambda m, args: block_inputs.append(args[0])),
+        model.student["jigsaw_head"].register_forward_pre_hook(lambda m, args: head_inputs.append(args)),
+    ]
+    with torch.no_grad():
+        loss = model.jigsaw_loss(context, masks)
+    for hook in hooks:
+        hook.remove()
+    current = block_inputs[0]  # the first backbone call encodes the current frame
+    assert current.shape == (2, 1 + 16, 32)
+    flat = masks.flatten(1)
+    assert torch.equal(current[:, 1:][flat], backbone.masked_embed.expand(int(flat.sum()), -1))  # no PE added
+    torch.testing.assert_close(current[:, 0], backbone.vit.cls_token[0].expand(2, -1))
+    queries, keys = head_inputs[0]
+    assert queries.shape == (2, 16, 32) and keys.shape == (2, 32, 32)
+    with torch.no_grad():
+        manual_queries = _manual_tokens(backbone, context[:, 1], masks)[:, 1:]
+        past = _manual_tokens(backbone, context[:, 0], None)[:, 1:]
+        future = _manual_tokens(backbone, context[:, 2], None)[:, 1:]
+        torch.testing.assert_close(queries, manual_queries, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(keys, torch.cat([past, future], dim=1), rtol=1e-5, atol=1e-5)
+        expected = _manual_pl_per_item(
+            model.student["jigsaw_head"](manual_queries, torch.cat([past, future], 1))
+        )
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_jigsaw_loss_overfits_one_batch_below_chance(config) -> None:
+    """Per-item PL loss of uniform scores is log(N!)/N; a few Adam steps on one batch must beat it clearly."""
+    torch.manual_seed(0)
+    model = PLStitchModel(config.replace(lambda_vid=0.0, lambda_mim=0.0, lambda_jigsaw=1.0)).train()
     generator = torch.Generator().manual_seed(0)
-    tokens = torch.randn(3, 16, 5, generator=generator)
-    masks = torch.rand(3, 4, 4, generator=generator) < 0.4
-    masks[1] = False
-    masks[1, 0, 3] = True
-    queries, valid = jigsaw_queries(tokens, masks)
-    for b in range(3):
-        positions = [i for i in range(16) if masks[b].flatten()[i]]  # raster order
-        assert valid[b].sum() == len(positions)
-        for slot, pos in enumerate(positions):
-            assert torch.equal(queries[b, slot], tokens[b, pos])
+    context = torch.randn(4, 3, 3, 32, 32, generator=generator)
+    masks = torch.rand(4, 4, 4, generator=generator) < 0.3
+    optimizer = torch.optim.Adam([p for p in model.student.parameters() if p.requires_grad], lr=3e-3)
+    chance = pl_chance_level(16)
+    first = None
+    for _ in range(60):
+        loss = model.jigsaw_loss(context, masks)
+        first = loss.item() if first is None else first
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert first == pytest.approx(chance, abs=0.1)  # the fresh head's scores are nearly uniform
+    assert loss.item() < 0.8 * chance, (loss.item(), chance)
+
+
+def test_ibot_heads_student_separate_teacher_shared(config) -> None:
+    model = PLStitchModel(config)
+    student, teacher = model.student["ibot_head"], model.teacher["ibot_head"]
+    assert student.last_layer2 is not None and teacher.last_layer2 is None
+    tokens = torch.randn(2, 5, 32)
+    _, patches = teacher(tokens)
+    normed = torch.nn.functional.normalize(teacher.mlp(tokens[:, 1:]), dim=-1)
+    torch.testing.assert_close(patches, teacher.last_layer(normed))  # teacher: patches through the CLS layer
+    _, student_patches = student(tokens)
+    normed = torch.nn.functional.normalize(student.mlp(tokens[:, 1:]), dim=-1)
+    torch.testing.assert_close(student_patches, student.last_layer2(normed))
+    assert model.teacher["backbone"].masked_embed is None
+    # the teacher starts as the student wherever the names coincide, and has no other tensors
+    student_state, teacher_state = model.student.state_dict(), model.teacher.state_dict()
+    assert set(teacher_state) < set(student_state)
+    assert all(torch.equal(teacher_state[k], student_state[k]) for k in teacher_state)
+    assert {k for k in set(student_state) - set(teacher_state) if "ibot" in k or "masked" in k} == {
+        "backbone.masked_embed",
+        "ibot_head.last_layer2.parametrizations.weight.original0",
+        "ibot_head.last_layer2.parametrizations.weight.original1",
+    }
+
+
+def test_temporal_head_width_is_half_the_embedding(config) -> None:
+    model = PLStitchModel(config.replace(temporal_dim=0, temporal_ff=0, temporal_heads=8))
+    head = model.student["temporal_head"]
+    assert head.config["in_dim"] == 32 and head.config["hidden_dim"] == 16 and head.config["ff_dim"] == 64
+    explicit = PLStitchModel(
+        config.replace(temporal_dim=24, temporal_ff=40, temporal_heads=2, lambda_mim=0.0)
+    )
+    assert explicit.student["temporal_head"].config["hidden_dim"] == 24
+    assert explicit.student["temporal_head"].config["ff_dim"] == 40
 
 
 @pytest.mark.parametrize(
@@ -128,17 +225,24 @@ def test_jigsaw_weight_zero_skips_the_branch(store, config) -> None:
     assert "jigsaw" not in out
 
 
-def test_teacher_is_an_ema_of_the_student(config) -> None:
+def test_teacher_is_an_ema_of_the_student_over_common_names(config) -> None:
     model = PLStitchModel(config.replace(lambda_jigsaw=0.0))
-    name = "backbone.vit.blocks.0.mlp.fc1.weight"
-    student = dict(model.student.named_parameters())[name]
-    teacher = dict(model.teacher.named_parameters())[name]
-    assert torch.equal(student, teacher)
+    student = dict(model.student.named_parameters())
+    teacher = dict(model.teacher.named_parameters())
+    for name in (
+        "backbone.vit.blocks.0.mlp.fc1.weight",
+        "ibot_head.last_layer.parametrizations.weight.original1",
+    ):
+        assert torch.equal(student[name], teacher[name])
     with torch.no_grad():
-        student.add_(1.0)
-    before = teacher.detach().clone()
+        for param in student.values():
+            param.add_(1.0)
+    before = {k: v.detach().clone() for k, v in teacher.items()}
     model.update_teacher(0.9)
-    torch.testing.assert_close(teacher, 0.9 * before + 0.1 * student.detach())
+    for name, param in teacher.items():  # every teacher tensor follows the student tensor of its name
+        torch.testing.assert_close(param, 0.9 * before[name] + 0.1 * student[name].detach())
+    # the shared teacher layer follows the student's CLS layer, not its patch layer last_layer2
+    assert "ibot_head.last_layer2.parametrizations.weight.original1" not in teacher
     assert not any(p.requires_grad for p in model.teacher.parameters())
 
 

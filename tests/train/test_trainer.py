@@ -12,15 +12,16 @@ from plstitch_eval.errors import TrainingError
 from plstitch_train.model import PLStitchModel
 from plstitch_train.presets import TrainConfig
 from plstitch_train.trainer import CHECKPOINT_NAME, load_checkpoint, train
-from tests.train.conftest import assert_states_close, tiny_config
+from tests.train.conftest import VIDEO_FRAMES, assert_states_close, tiny_config
 
 STEPS = 4
+BATCH = 16  # an epoch = every training frame once: (24 + 32) frames // 16 = 3 steps, so 4 steps cross one
 
 
 @pytest.fixture(scope="module")
 def full_run(video_dir: Path, frame_cache: Path, tmp_path_factory: pytest.TempPathFactory):
-    """An uninterrupted 4-step run (2 epochs of 2 steps) with every branch on."""
-    config = tiny_config(video_dir, frame_cache, max_steps=STEPS)
+    """An uninterrupted 4-step run (one epoch of 3 steps, then one step) with every branch on."""
+    config = tiny_config(video_dir, frame_cache, max_steps=STEPS, batch_size=BATCH)
     return config, train(config, tmp_path_factory.mktemp("full"))
 
 
@@ -51,7 +52,12 @@ def test_checkpoint_holds_everything_and_loads_weights_only(full_run) -> None:
     checkpoint = torch.load(result.out_dir / CHECKPOINT_NAME, map_location="cpu", weights_only=True)
     assert {"config", "model", "optimizer", "scaler", "rng", "sampler", "step"} <= checkpoint.keys()
     assert checkpoint["step"] == STEPS
-    assert checkpoint["sampler"] == {"epoch": 2, "batch": 0, "seed": 0}
+    frames = sum(VIDEO_FRAMES)
+    assert checkpoint["sampler"] == {
+        "epoch": STEPS // (frames // BATCH),
+        "batch": STEPS % (frames // BATCH),
+        "seed": 0,
+    }
     assert set(checkpoint["rng"][0]) >= {"torch", "numpy", "python"}
     assert TrainConfig.from_dict(checkpoint["config"]).max_steps == STEPS
     log = [json.loads(line) for line in (result.out_dir / "log.jsonl").read_text().splitlines()]

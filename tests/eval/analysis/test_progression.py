@@ -14,6 +14,13 @@ from plstitch_eval.cli import app
 from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub.temporal_head import load_temporal_head
 from tests.eval.analysis.conftest import check_png
+from tests.official import (
+    TINY,
+    reference_temporal_scores,
+    serve_from_hf_cache,
+    unwrap,
+    write_official_checkpoint,
+)
 
 runner = CliRunner()
 
@@ -119,3 +126,53 @@ def test_progression_cli_on_videos(tmp_path, run_dir, video_root):
     assert set(data["per_video"]) == {"video01", "video02", "video03"}
     assert data["per_video"]["video01"]["n_frames"] >= 8  # 8-10 s at 1 fps
     assert min(data["mean"]) >= 0 and max(data["mean"]) <= 1 and len(data["std"]) == 100
+
+
+def _reference_curve(scores: np.ndarray, n_bins: int) -> np.ndarray:
+    """Min-max progress binned on normalised time by hand (empty bins interpolated)."""
+    n = len(scores)
+    p = (scores.max() - scores) / (scores.max() - scores.min())
+    bins = np.minimum((np.arange(n) / (n - 1) * n_bins).astype(int), n_bins - 1)
+    sums, counts = np.bincount(bins, p, n_bins), np.bincount(bins, minlength=n_bins)
+    centres = (np.arange(n_bins) + 0.5) / n_bins
+    ok = counts > 0
+    return np.interp(centres, centres[ok], sums[ok] / counts[ok])
+
+
+def test_progression_from_an_official_checkpoint(tmp_path, monkeypatch):
+    """A released-layout .pth (and the registry name that resolves to it) gives the authors' head's curves."""
+    checkpoint = write_official_checkpoint(tmp_path / "pl_tiny.pth")
+    rng = np.random.default_rng(2)
+    from plstitch_eval.features import VideoFeatures
+
+    store = FeatureStore.create(tmp_path / "store", {"dataset": "toy", "class_names": ["a"], "splits": {}})
+    lengths = {"v1": 9, "v2": 14}
+    for v, n in lengths.items():
+        feats = rng.normal(size=(n, TINY["dim"])).astype(np.float32)
+        store.write(VideoFeatures(v, feats, np.zeros(n, int), np.arange(n) * 1.0))
+    serve_from_hf_cache(monkeypatch, tmp_path / "hf", tmp_path / "pl_tiny.pth")
+    state = unwrap(checkpoint["temporal_head"])
+    for spec in (str(tmp_path / "pl_tiny.pth"), "pl-stitch-lemon"):
+        out = tmp_path / spec.replace("/", "_")
+        args = ["analyze", "progression", "--model", spec, "--features", str(store.root)]
+        args += ["--split", "all", "--bins", "6", "--device", "cpu", "--out", str(out)]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        data = json.loads((out / "progression.json").read_text())
+        for v in lengths:
+            with torch.no_grad():
+                scores = reference_temporal_scores(state, torch.as_tensor(store.read(v).features)[None])[0]
+            expected = _reference_curve(scores.double().numpy(), 6)
+            np.testing.assert_allclose(data["per_video"][v]["curve"], expected, atol=1e-5)
+
+
+def test_progression_decodes_videos_with_an_official_checkpoint(tmp_path, video_root):
+    """--dataset with a .pth: teacher backbone (heads from the checkpoint's args) and temporal head."""
+    write_official_checkpoint(tmp_path / "pl_tiny.pth")
+    args = ["analyze", "progression", "--model", str(tmp_path / "pl_tiny.pth"), "--dataset", "cholec80"]
+    args += ["--root", str(video_root), "--split", "all", "--device", "cpu", "--out", str(tmp_path / "figs")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "figs" / "progression.json").read_text())
+    assert set(data["per_video"]) == {"video01", "video02", "video03"}
+    assert data["model"] == str(tmp_path / "pl_tiny.pth")

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.protocols import read_label_file, video_key
+from plstitch_eval.utils.console import is_quiet
 
 runner = CliRunner()
 
@@ -114,3 +115,61 @@ def test_bad_store_and_options_are_one_line_errors(tmp_path, tiny_store):
     bad_json.write_text(json.dumps({"schema": "other"}))
     result = runner.invoke(app, ["table", str(bad_json)])
     assert result.exit_code == 1 and "schema" in result.output
+
+
+def _stderr_lines(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.strip()]
+
+
+def test_json_dash_prints_only_json_on_stdout(tiny_store, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("knn", "--features", tiny_store.root, "--k", 5, "--json", "-")
+    results = json.loads(result.stdout)  # nothing else on stdout
+    assert results["task"] == "knn" and results["protocol"]["k"] == 5
+    assert "accuracy" in result.stderr  # the table moved to stderr
+    assert not (tmp_path / "-").exists()  # `-` is stdout, not a file named "-"
+    quiet = invoke("-q", "knn", "--features", tiny_store.root, "--k", 5, "--json", "-")
+    assert json.loads(quiet.stdout)["metrics"] == results["metrics"] and quiet.stderr.strip() == ""
+
+
+def test_quiet_keeps_the_results_table_on_stdout(tiny_store, tmp_path):
+    out = tmp_path / "knn.json"
+    loud = invoke("knn", "--features", tiny_store.root, "--json", out)
+    assert "results written to" in loud.stderr
+    quiet = invoke("--quiet", "knn", "--features", tiny_store.root, "--json", out)
+    assert quiet.stderr.strip() == "" and quiet.stdout == loud.stdout and out.is_file()
+    assert not is_quiet()  # --quiet held for that invocation only
+
+
+def test_store_with_labels_beyond_class_names_is_refused(tiny_store, tmp_path):
+    manifest = {k: v for k, v in tiny_store.manifest.items() if k != "format_version"}
+    manifest["class_names"] = manifest["class_names"][:-1]
+    tiny_store.write_manifest(manifest)
+    out = tmp_path / "knn.json"
+    result = runner.invoke(app, ["knn", "--features", str(tiny_store.root), "--json", str(out)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    lines = _stderr_lines(result)
+    assert len(lines) == 1
+    assert str(tiny_store.root / "manifest.json") in lines[0] and "class_names" in lines[0]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("folder", ["[exp1]", "[/old]", "[bold]x[/bold]"])
+def test_bracketed_paths_are_reported_verbatim(tmp_path, folder):
+    features = tmp_path / "runs" / folder / "feats"
+    result = runner.invoke(app, ["knn", "--features", str(features)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    lines = _stderr_lines(result)
+    assert len(lines) == 1 and str(features) in lines[0] and "not a feature store" in lines[0]
+
+
+def test_quiet_still_shows_warnings(tiny_store):
+    from plstitch_eval.features import VideoFeatures
+
+    for video in tiny_store.splits()["train"]:  # class 3 only in val/test: k-NN warns it cannot predict it
+        item = tiny_store.read(video)
+        labels = item.labels.copy()
+        labels[labels == 3] = 2
+        tiny_store.write(VideoFeatures(video, item.features, labels, item.frame_times))
+    quiet = invoke("-q", "knn", "--features", tiny_store.root)
+    assert "cannot be predicted" in " ".join(quiet.stderr.split()) and "accuracy" in quiet.stdout

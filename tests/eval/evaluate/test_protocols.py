@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from plstitch_eval.errors import ConfigError, EvaluationError
+from plstitch_eval.errors import ConfigError, EvaluationError, FeatureStoreError
 from plstitch_eval.features import FeatureStore, VideoFeatures
 from plstitch_eval.knn import KnnConfig
 from plstitch_eval.linear import LinearConfig
@@ -149,3 +149,37 @@ def test_resolve_split_schemes_as_written_by_extract(tmp_path):
     assert resolve_splits(store) == {"train": ["a"], "val": [], "test": ["b"]}
     assert resolve_splits(store, "40-40")["test"] == ["b"]
     assert resolve_splits(store, "32-8-40") == {"train": ["c"], "val": ["d"], "test": []}
+
+
+def _drop_last_class_name(store: FeatureStore) -> None:
+    manifest = {k: v for k, v in store.manifest.items() if k != "format_version"}
+    manifest["class_names"] = manifest["class_names"][:-1]
+    store.write_manifest(manifest)
+
+
+@pytest.mark.parametrize("run", [run_knn, lambda root: run_linear(root, FAST), lambda root: run_cv(root, 3)])
+def test_labels_not_covered_by_class_names_are_refused(tiny_store, tmp_path, run):
+    _drop_last_class_name(tiny_store)  # label 3 ("pour") is used by the videos but no longer named
+    results = tmp_path / "results.json"
+    with pytest.raises(FeatureStoreError, match=r"has label 3 .*manifest\.json lists 3 class_names") as info:
+        write_results(results, run(tiny_store.root))
+    assert "\n" not in str(info.value) and "plstitch extract" in str(info.value)
+    assert not results.exists()
+
+
+def test_negative_labels_other_than_unlabelled_are_refused(tiny_store):
+    video = tiny_store.splits()["train"][0]
+    labels = tiny_store.read(video).labels.copy()
+    labels[0], labels[1] = -1, -2  # -1 = unlabelled is fine, -2 is not
+    _rewrite(tiny_store, video, labels=labels)
+    with pytest.raises(FeatureStoreError, match=rf"{video}\.safetensors has label -2"):
+        run_knn(tiny_store.root)
+    labels[1] = -1
+    _rewrite(tiny_store, video, labels=labels)
+    assert run_knn(tiny_store.root)["class_names"] == tiny_store.class_names
+
+
+def test_write_results_dash_prints_json_on_stdout(tiny_store, capsys):
+    results = run_knn(tiny_store.root, KnnConfig(k=3))
+    write_results("-", results)
+    assert json.loads(capsys.readouterr().out)["metrics"] == pytest.approx(results["metrics"])

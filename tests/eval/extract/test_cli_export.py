@@ -31,12 +31,12 @@ def test_datasets_lists_adapters():
 
 def test_extract_then_export(cholec_root, tiny_model_dir, tmp_path):
     store_dir = tmp_path / "store"
-    result = runner.invoke(app, [*_extract_args(cholec_root, tiny_model_dir, store_dir), "--json"])
+    result = runner.invoke(app, [*_extract_args(cholec_root, tiny_model_dir, store_dir), "--json", "-"])
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout[result.stdout.index("{") :])
+    summary = json.loads(result.stdout)  # `--json -`: stdout is the JSON alone (the table is on stderr)
     assert summary["ok"] and [v["status"] for v in summary["videos"]] == ["done"] * 3
 
-    again = runner.invoke(app, [*_extract_args(cholec_root, tiny_model_dir, store_dir), "--json"])
+    again = runner.invoke(app, [*_extract_args(cholec_root, tiny_model_dir, store_dir), "--json", "-"])
     assert again.exit_code == 0
     assert "skipped" in again.stdout
 
@@ -105,3 +105,28 @@ def test_cli_corrupt_video_exits_non_zero(cholec_root, tiny_model_dir, tmp_path)
 def test_synthetic_without_model_needs_model(tmp_path):
     result = runner.invoke(app, ["extract", "--dataset", "synthetic", "--out", str(tmp_path / "s")])
     assert result.exit_code == 1 and "--model is required" in result.output
+
+
+def test_quiet_silences_progress_and_tables_but_keeps_results(cholec_root, tiny_model_dir, tmp_path):
+    args = [*_extract_args(cholec_root, tiny_model_dir, tmp_path / "store"), "--json", "-"]
+    loud = runner.invoke(app, args)
+    assert loud.exit_code == 0, loud.output
+    assert "Feature extraction" in loud.stderr and "3/3" in loud.stderr  # summary table + progress bar
+    quiet_args = [*_extract_args(cholec_root, tiny_model_dir, tmp_path / "quiet"), "--json", "-"]
+    quiet = runner.invoke(app, ["-q", *quiet_args])
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stderr.strip() == ""
+    summary = json.loads(quiet.stdout)  # results on stdout stay
+    assert summary["ok"] and [v["status"] for v in summary["videos"]] == ["done"] * 3
+    again = runner.invoke(app, args)  # the next invocation without -q is loud again
+    assert "Feature extraction" in again.stderr
+
+
+def test_extract_json_writes_a_file(cholec_root, tiny_model_dir, tmp_path):
+    out = tmp_path / "summary.json"
+    args = _extract_args(cholec_root, tiny_model_dir, tmp_path / "store")
+    result = runner.invoke(app, [*args, "--videos", "video02", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(out.read_text())
+    assert [v["video"] for v in summary["videos"]] == ["video02"] and summary["ok"]
+    assert result.stdout.strip() == ""  # the file holds the summary; the table went to stderr

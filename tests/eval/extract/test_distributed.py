@@ -31,7 +31,7 @@ def test_torchrun_two_ranks_match_one_process(cholec_root, tiny_model_dir, tmp_p
         "-m", "plstitch_eval.extract",
         "--dataset", "cholec80", "--root", str(cholec_root), "--model", str(tiny_model_dir),
         "--out", str(sharded), "--fps", "5", "--batch-size", "4", "--num-workers", "0", "--device", "cpu",
-        "--json",
+        "--json", "-",
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=240)

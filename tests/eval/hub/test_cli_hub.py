@@ -19,7 +19,7 @@ def test_models_table_lists_every_entry(hf_cache):
 
 def test_models_json_reports_cached_state(hf_cache):
     hf_cache("visurg/PL-Stitch", {"pl_gtea.pth": lambda p: torch.save({"w": torch.ones(1)}, p)})
-    result = runner.invoke(app, ["models", "--json"])
+    result = runner.invoke(app, ["models", "--json", "-"])
     assert result.exit_code == 0, result.output
     rows = {row["name"]: row for row in json.loads(result.stdout)}
     assert rows["pl-stitch-gtea"]["cached"] is True and rows["pl-stitch-lemon"]["cached"] is False
@@ -44,3 +44,11 @@ def test_download_unknown_and_local_only_models(hf_cache):
     assert runner.invoke(app, ["download", "no-such-model"]).exit_code == 1
     result = runner.invoke(app, ["download", "ibot-vitb16"])
     assert result.exit_code == 1 and "not on the Hugging Face Hub" in result.output
+
+
+def test_models_json_file_keeps_the_table(hf_cache, tmp_path):
+    out = tmp_path / "models.json"
+    result = runner.invoke(app, ["models", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert [row["name"] for row in json.loads(out.read_text())] == [e.name for e in list_models()]
+    assert "plstitch encoders" in result.stdout  # the table is still the stdout result

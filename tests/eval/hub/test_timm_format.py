@@ -1,4 +1,6 @@
 import json
+import os
+import stat
 
 import timm
 import torch
@@ -47,3 +49,18 @@ def test_extra_files_are_copied(tmp_path):
         make_tiny_vit(), tmp_path / "vit", DataConfig.for_size(32), extra_files={"README.md": card}
     )
     assert (out / "README.md").read_text() == "# tiny"
+
+
+def test_saved_files_follow_the_umask(tmp_path):
+    card = tmp_path / "card.md"
+    card.write_text("# tiny")
+    card.chmod(0o600)  # a private source file: the copy still follows the umask
+    old = os.umask(0o022)
+    try:
+        out = save_timm_dir(
+            make_tiny_vit(), tmp_path / "vit", DataConfig.for_size(32), extra_files={"README.md": card}
+        )
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()}
+    assert modes == {"config.json": 0o644, "model.safetensors": 0o644, "README.md": 0o644}

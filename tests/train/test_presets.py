@@ -1,0 +1,95 @@
+"""Presets: the paper's numbers, the authors' script where the paper is silent, auto temporal-head widths."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from plstitch_eval.errors import ConfigError
+from plstitch_train.presets import PRESETS, TrainConfig, get_preset
+
+# Paper (main text + supplement) where it states a number; else the authors' scripts/pretrain_lmdb.sh and the
+# argparse defaults of main_pl_lmdb.py. Written out here, independently of presets.py.
+PAPER_VITB16 = {
+    "arch": "vit_base_patch16_224",
+    "img_size": 224,
+    "fps": 1.0,  # paper: image branch at 1 fps
+    "clip_len": 8,  # paper: k = 8
+    "min_step": 1,  # authors' Temporal_RandStep_dataset
+    "max_step": 20,
+    "clip_length_bounds": (240, 960),
+    "clips_per_video": (60, 200, 300),
+    "context_seconds": (1.5, 2.5),  # paper
+    "mask_ratio": 0.3,  # paper
+    "lambda_vid": 1.0,
+    "lambda_mim": 1.0,
+    "lambda_jigsaw": 0.4,  # paper
+    "jigsaw_start_epoch": 6.0,  # authors: --start_epoch_puzzle 6, half-cosine over one epoch
+    "jigsaw_ramp_epochs": 1.0,
+    "epochs": 30,  # paper (LEMON)
+    "warmup_epochs": 3.0,  # paper
+    "batch_size": 240,  # paper
+    "base_lr": 4e-4,  # paper; scaled by batch / 256 as in the authors' code
+    "min_lr": 1e-6,  # authors
+    "weight_decay": 0.04,  # authors' cosine 0.04 -> 0.4 (the supplement says 0.05)
+    "weight_decay_end": 0.4,
+    "momentum_teacher": 0.998,  # authors' script
+    "clip_grad": 3.0,  # authors, per parameter
+    "clip_per_parameter": True,
+    "drop_path": 0.1,
+    "freeze_last_layer_epochs": 1,
+    "ibot_out_dim": 8192,
+    "ibot_hidden_dim": 2048,
+    "ibot_bottleneck_dim": 256,
+    "student_temp": 0.1,
+    "teacher_temp": 0.04,
+    "warmup_teacher_temp": 0.04,
+    "teacher_patch_temp": 0.07,
+    "warmup_teacher_patch_temp": 0.04,
+    "warmup_teacher_temp_epochs": 3,  # authors' default
+    "temporal_dim": 0,  # auto = D/2 (hidden_mul 0.5)
+    "temporal_ff": 0,  # auto = 4 x hidden
+    "temporal_layers": 6,
+    "temporal_heads": 8,
+    "temporal_dropout": 0.1,
+    "jigsaw_heads": 0,  # auto = 12 for D=768 else 8
+    "objective": "pl",
+}
+
+
+def test_paper_vitb16_has_the_paper_and_authors_numbers() -> None:
+    config = get_preset("paper-vitb16")
+    got = {key: getattr(config, key) for key in PAPER_VITB16}
+    assert got == PAPER_VITB16
+
+
+def test_cooking_and_ablation_presets_differ_from_the_paper_preset_only_where_the_paper_says() -> None:
+    paper = dataclasses.asdict(get_preset("paper-vitb16"))
+    cooking = dataclasses.asdict(get_preset("paper-vitb16-cooking"))
+    ablation = dataclasses.asdict(get_preset("ablation-vits16"))
+    assert {k: v for k, v in cooking.items() if paper[k] != v} == {"epochs": 100, "warmup_epochs": 10.0}
+    assert {k: v for k, v in ablation.items() if paper[k] != v} == {"arch": "vit_small_patch16_224"}
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_uses_the_auto_temporal_head_width(name: str) -> None:
+    config = get_preset(name)
+    assert (config.temporal_dim, config.temporal_ff) == (0, 0)
+
+
+def test_temporal_widths_are_validated_on_construction() -> None:
+    for changes in ({"temporal_dim": -1}, {"temporal_ff": -4}):
+        with pytest.raises(ConfigError, match="temporal_dim and temporal_ff"):
+            TrainConfig(**changes)
+        with pytest.raises(ConfigError, match="temporal_dim and temporal_ff"):
+            get_preset("tiny-cpu").replace(**changes)
+        with pytest.raises(ConfigError, match="temporal_dim and temporal_ff"):
+            TrainConfig.from_dict({**TrainConfig().to_dict(), **changes})
+
+
+def test_data_source_is_checked_by_validate_not_on_construction() -> None:
+    config = get_preset("paper-vitb16")  # a preset names no data yet
+    with pytest.raises(ConfigError, match="exactly one data source"):
+        config.validate()
+    assert config.replace(data="videos").validate().data == "videos"
