@@ -23,6 +23,7 @@ from torch import Tensor
 
 from plstitch_eval.errors import CheckpointError
 from plstitch_eval.hub.convert import load_strict
+from plstitch_eval.hub.temporal_head import strip_wrappers
 from plstitch_eval.utils.console import logger
 from plstitch_train.heads import convert_ibot_head_state_dict
 
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["initialise", "is_official_checkpoint", "load_official_checkpoint"]
 
 HEAD_ENTRIES = ("temporal_head", "puzzle_decoder")
-_WRAPPERS = ("module.", "_orig_mod.")
 
 
 def is_official_checkpoint(checkpoint: Any) -> bool:
@@ -87,15 +87,6 @@ def init_backbones(model: PLStitchModel, spec: str) -> None:
     logger.info("--init %s: starting fresh: %s.", spec, ", ".join(fresh))
 
 
-def _unwrap(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    out = {}
-    for key, value in state.items():
-        while key.startswith(_WRAPPERS):
-            key = key.split(".", 1)[1]
-        out[key] = value
-    return out
-
-
 def _split(state: Mapping[str, Tensor], source: str) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     """A MultiCropWrapper state dict -> (backbone tensors, iBOT head tensors), prefixes removed."""
     backbone = {k.removeprefix("backbone."): v for k, v in state.items() if k.startswith("backbone.")}
@@ -127,8 +118,8 @@ def load_official_checkpoint(model: PLStitchModel, checkpoint: Mapping[str, Any]
 
     Parts the model lacks (a branch switched off) are reported as unused, never half-loaded.
     """
-    student_vit, student_head = _split(_unwrap(checkpoint["student"]), f"{source} student")
-    teacher_vit, teacher_head = _split(_unwrap(checkpoint["teacher"]), f"{source} teacher")
+    student_vit, student_head = _split(strip_wrappers(checkpoint["student"]), f"{source} student")
+    teacher_vit, teacher_head = _split(strip_wrappers(checkpoint["teacher"]), f"{source} teacher")
     loaded: list[str] = []
     unused: list[str] = []
     fresh: list[str] = []
@@ -173,7 +164,7 @@ def load_official_checkpoint(model: PLStitchModel, checkpoint: Mapping[str, Any]
         state = checkpoint.get(entry)
         has = name in model.student
         if isinstance(state, Mapping) and has:
-            load_strict(model.student[name], _unwrap(state), f"{source} ({entry})")
+            load_strict(model.student[name], strip_wrappers(state), f"{source} ({entry})")
             loaded.append(f"{name} (from {entry})")
         elif isinstance(state, Mapping):
             unused.append(f"{entry} (this run has no {name})")

@@ -260,15 +260,15 @@ def _local_source(path: Path, folder_files: tuple[str, ...] | None, spec: str) -
     )
 
 
-def _strip_wrappers(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
+def strip_wrappers(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """`state` with DDP / torch.compile prefixes (`module.`, `_orig_mod.`, repeated) removed from every key.
+
+    Why: the authors saved from DDP modules; one helper serves the head loaders and `train --init`.
+    """
     out = {}
     for key, value in state.items():
-        changed = True
-        while changed:
-            changed = False
-            for prefix in _WRAPPER_PREFIXES:
-                if key.startswith(prefix):
-                    key, changed = key[len(prefix) :], True
+        while key.startswith(_WRAPPER_PREFIXES):
+            key = key.split(".", 1)[1]
         out[key] = value
     return out
 
@@ -285,11 +285,11 @@ def head_state_from_checkpoint(
         raise CheckpointError(f"{source} is not a training checkpoint (found a {type(checkpoint).__name__}).")
     official = checkpoint.get(official_key)
     if isinstance(official, Mapping):
-        return _strip_wrappers(official), {}
+        return strip_wrappers(official), {}
     model = checkpoint.get("model")
     if isinstance(model, Mapping):
         marker = f"student.{student_name}."
-        state = {k[len(marker) :]: v for k, v in _strip_wrappers(model).items() if k.startswith(marker)}
+        state = {k[len(marker) :]: v for k, v in strip_wrappers(model).items() if k.startswith(marker)}
         if state:
             config = checkpoint.get("config")
             return state, dict(config) if isinstance(config, Mapping) else {}
