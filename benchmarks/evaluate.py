@@ -36,14 +36,13 @@ def clustered(n: int, dim: int, classes: int, rng: np.random.Generator) -> tuple
 def bench_knn(args: argparse.Namespace) -> None:
     from sklearn.neighbors import KNeighborsClassifier
 
-    from plstitch_eval.knn import knn_predict
+    from plstitch_eval.knn import KnnConfig, knn_predict
 
     rng = np.random.default_rng(0)
     train, labels = clustered(args.n_train, args.dim, args.classes, rng)
     queries, _ = clustered(args.n_query, args.dim, args.classes, rng)
-    ours, t_ours = _timed(
-        knn_predict, train, labels, queries, k=args.k, weighting="uniform", num_threads=args.threads
-    )
+    uniform = KnnConfig(k=args.k, weighting="uniform", num_threads=args.threads)
+    ours, t_ours = _timed(knn_predict, train, labels, queries, uniform)
     clf = KNeighborsClassifier(n_neighbors=args.k, algorithm="brute", metric="cosine", n_jobs=args.threads)
     clf.fit(train, labels)
     theirs, t_theirs = _timed(clf.predict, queries)
@@ -54,7 +53,7 @@ def bench_knn(args: argparse.Namespace) -> None:
         f"plstitch/FAISS {t_ours:.1f} s, sklearn brute cosine {t_theirs:.1f} s, "
         f"speed-up x{t_theirs / t_ours:.1f}, identical predictions {same:.3f}%"
     )
-    _, t_exp = _timed(knn_predict, train, labels, queries, k=args.k, num_threads=args.threads)
+    _, t_exp = _timed(knn_predict, train, labels, queries, KnnConfig(k=args.k, num_threads=args.threads))
     print(f"k-NN  plstitch exp(sim/0.07) weighting (DINO default): {t_exp:.1f} s")
 
 

@@ -28,8 +28,9 @@ from PIL import Image
 from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.data.datasets.autolaparo import AUTOLAPARO_PHASES
 from plstitch_eval.data.datasets.cholec80 import CHOLEC80_PHASES
-from plstitch_eval.extract import extract_features, frame_plan, normalize_on_device
+from plstitch_eval.extract import ExtractOptions, extract_features
 from plstitch_eval.hub import DataConfig, Encoder
+from plstitch_eval.preprocess import frame_plan, normalize_crops
 
 SOURCE_FPS = 25
 SAMPLE_FPS = 1.0
@@ -115,10 +116,10 @@ def forward_only_fps(encoder: Encoder, batch_size: int, n_frames: int) -> float:
     images = torch.randint(0, 256, (batch_size, 3, *plan.crop), dtype=torch.uint8)
     n_batches = max(1, round(n_frames / batch_size))
     with torch.inference_mode():
-        encoder(normalize_on_device(images, plan))  # warm-up
+        encoder(normalize_crops(images, plan))  # warm-up
         start = time.perf_counter()
         for _ in range(n_batches):
-            encoder(normalize_on_device(images, plan)).float().cpu()
+            encoder(normalize_crops(images, plan)).float().cpu()
         elapsed = time.perf_counter() - start
     return n_batches * batch_size / elapsed
 
@@ -129,10 +130,7 @@ def end_to_end_fps(
     """Frames/s of a full `extract_features` run (decode workers, forward, labelling, atomic writes)."""
     adapter = get_dataset(dataset, root=root)
     start = time.perf_counter()
-    summary = extract_features(
-        adapter,
-        encoder,
-        out,
+    options = ExtractOptions(
         fps=SAMPLE_FPS,
         batch_size=args.batch_size,
         num_workers=args.num_workers,
@@ -141,6 +139,7 @@ def end_to_end_fps(
         resize_on_decode=args.resize_on_decode,
         progress=False,
     )
+    summary = extract_features(adapter, encoder, out, options)
     elapsed = time.perf_counter() - start
     if not summary.ok:
         raise SystemExit(f"extraction failed: {[r.error for r in summary.failed]}")

@@ -2,7 +2,8 @@
 
 Prints, per setting, the measured seconds per optimizer step, the FLOPs of one forward+backward
 (torch.utils.flop_counter.FlopCounterMode) and the fraction of step time spent waiting for the DataLoader,
-then the full/MIM-only ratio measured next to the FLOP-estimated ratio.
+then the full/MIM-only ratio measured next to the FLOP-estimated ratio. The dataset and sampler come from
+the trainer's own builder (`plstitch_train.data.build_training_data`); only the frames are synthetic.
 
     python benchmarks/train_step.py [--steps 6] [--batch-size 16] [--num-workers 0] [--threads 2]
 """
@@ -18,10 +19,9 @@ import torch
 from torch.utils.data import DataLoader
 from torch.utils.flop_counter import FlopCounterMode
 
-from plstitch_train.data import FrameStore, TrainDataset
+from plstitch_train.data import FrameStore, build_training_data
 from plstitch_train.model import PLStitchModel
 from plstitch_train.presets import TrainConfig, get_preset
-from plstitch_train.sampling import TrainSampler
 
 SETTINGS = {
     "full": {},
@@ -42,24 +42,8 @@ def synthetic_store(n_videos: int = 4, n_frames: int = 120, size: int = 64) -> F
 
 
 def make_loader(config: TrainConfig, store: FrameStore, model: PLStitchModel) -> DataLoader:
-    dataset = TrainDataset(
-        store,
-        config.img_size,
-        model.student["backbone"].grid_size,
-        config.mask_ratio,
-        need_clip=config.lambda_vid > 0,
-        need_mim=config.lambda_mim > 0,
-        need_jigsaw=config.lambda_jigsaw > 0,
-    )
-    sampler = TrainSampler(
-        store.lengths,
-        batch_size=config.batch_size,
-        clip_len=config.clip_len,
-        max_step=config.max_step,
-        fps=store.fps,
-        context_seconds=config.context_seconds,
-        counts=(64, 64, 64),
-    )
+    """The trainer's dataset and sampler for `config` (one process) in a plain DataLoader."""
+    dataset, sampler = build_training_data(config, store, model.student["backbone"].grid_size)
     return DataLoader(dataset, batch_sampler=sampler, num_workers=config.num_workers)
 
 

@@ -1,7 +1,8 @@
 """The `plstitch` command line: a thin Typer app that parses arguments and calls library functions.
 
-Each command group lives in its own module with a `register(app)` function; this file wires them up and
-turns `PlstitchError` into one red line on stderr and exit code 1 (`--debug` shows the traceback).
+Each command module of `plstitch_eval.commands` has a `register(app)` function; this file wires them up and
+turns `PlstitchError` into one red line on stderr and exit code 1 (`--debug` shows the traceback). It is the
+top floor: only `plstitch_eval/__main__.py` (`python -m plstitch_eval`, the torchrun entry) imports it.
 """
 
 from __future__ import annotations
@@ -72,20 +73,15 @@ def _main(
 
 
 def _register_all() -> None:
-    from plstitch_eval.commands import analyze, data, evaluate, hub, quickstart
-    from plstitch_train import commands as train_commands
+    from plstitch_eval.commands import analyze, data, evaluate, hub, publish, quickstart, reproduce, train
 
-    for module in (quickstart, hub, data, evaluate, analyze, train_commands):
+    for module in (quickstart, hub, data, evaluate, analyze, train, reproduce, publish):
         module.register(app)
 
 
 _register_all()
 
 
-def main() -> None:
-    """Console-script entry point."""
-    app()
-
-
-if __name__ == "__main__":
-    main()
+def main(prog_name: str | None = None) -> None:
+    """Entry point of the `plstitch` script and of `python -m plstitch_eval` (torchrun)."""
+    app(prog_name=prog_name)

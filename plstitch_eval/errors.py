@@ -39,6 +39,10 @@ class EvaluationError(PlstitchError, ValueError):
     """Inputs to an evaluation are inconsistent (lengths, classes, NaN); the message names the video."""
 
 
+class RunFolderError(PlstitchError, ValueError):
+    """A file of a training run folder is unreadable or not what the trainer writes; the message names it."""
+
+
 class TrainingError(PlstitchError, RuntimeError):
     """Training cannot start or resume (bad checkpoint, mismatched config, non-finite loss)."""
 

@@ -2,11 +2,12 @@
 
 DataLoader workers each decode whole videos sequentially and prepare uint8 model crops (resize with the
 model's interpolation, or on decode with `resize_on_decode`; centre crop) while the main process runs batched
-forwards; normalisation happens on the device. Each video is written atomically
-as soon as its last frame is encoded, so a killed run leaves a consistent store that a rerun resumes.
+forwards; normalisation happens on the device (both steps from `plstitch_eval.preprocess`). Each video is
+written atomically as soon as its last frame is encoded, so a killed run leaves a consistent store that a
+rerun resumes.
 Under `torchrun` (RANK/WORLD_SIZE set) rank r takes videos[r::world_size] and rank 0 writes the manifest.
 
-Run as `python -m plstitch_eval.extract ...` (same options as `plstitch extract`) for torchrun.
+Under torchrun run it as `torchrun ... -m plstitch_eval extract ...` (same options as `plstitch extract`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
 from datetime import datetime, timezone
@@ -30,15 +29,15 @@ from rich.progress import TextColumn
 from rich.table import Table
 from rich.text import Text
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
-from torchvision.transforms.v2 import functional as tvf
 
 from plstitch_eval import __version__
 from plstitch_eval.data.datasets import DatasetAdapter, VideoRecord, get_dataset, labels_at
 from plstitch_eval.data.video import read_frames
 from plstitch_eval.errors import ConfigError, DecodeError, FeatureStoreError
 from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures, compat_key
+from plstitch_eval.preprocess import FramePlan, frame_plan, normalize_crops, prepare_frame
 from plstitch_eval.utils.console import console, logger, progress_bar
-from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision
+from plstitch_eval.utils.device import PRECISIONS, autocast, resolve_device, resolve_precision
 from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
 
 SUMMARY_ROWS = 30  # per-video rows shown in the end-of-run table; failures are always shown
@@ -106,71 +105,6 @@ class ExtractSummary:
             "ok": self.ok,
             "videos": [{**asdict(r), "frames_per_second": r.frames_per_second} for r in self.results],
         }
-
-
-# ------------------------------------------------------------------------------------ preprocessing
-
-
-@dataclass(frozen=True)
-class FramePlan:
-    """How frames reach the model: sample at `fps`, resize shorter side to `resize`, centre crop `crop`.
-
-    `resize_on_decode=False` (default) decodes at full size and resizes with the model's own interpolation
-    (torchvision, uint8, antialiased), so pixels equal `Encoder.transform`'s exactly; True lets FFmpeg/PIL
-    resize while decoding (bilinear: faster on large videos, slightly different pixels).
-    """
-
-    fps: float | None
-    resize: int
-    crop: tuple[int, int]  # (H, W)
-    interpolation: str
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-    resize_on_decode: bool = False
-
-
-def frame_plan(data_config: Any, fps: float | None, resize_on_decode: bool = False) -> FramePlan:
-    """Derive the decode/resize/crop plan from an encoder's `DataConfig`."""
-    _, height, width = tuple(data_config.input_size)
-    resize = getattr(data_config, "resize_size", None) or round(min(height, width) / data_config.crop_pct)
-    return FramePlan(
-        fps=fps,
-        resize=int(resize),
-        crop=(int(height), int(width)),
-        interpolation=str(getattr(data_config, "interpolation", "bicubic")),
-        mean=tuple(float(m) for m in data_config.mean),
-        std=tuple(float(s) for s in data_config.std),
-        resize_on_decode=resize_on_decode,
-    )
-
-
-_INTERPOLATION = {
-    "bicubic": tvf.InterpolationMode.BICUBIC,
-    "bilinear": tvf.InterpolationMode.BILINEAR,
-    "nearest": tvf.InterpolationMode.NEAREST,
-}
-
-
-def prepare_frame(image: np.ndarray, plan: FramePlan) -> torch.Tensor:
-    """uint8 HWC frame -> uint8 [3,H,W] crop: resize the shorter side (unless done on decode), centre crop."""
-    with warnings.catch_warnings():  # PIL arrays are read-only; we only read them (resize/crop copy)
-        warnings.simplefilter("ignore", UserWarning)
-        chw = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)
-    if not plan.resize_on_decode and min(chw.shape[1:]) != plan.resize:
-        chw = tvf.resize(chw, [plan.resize], interpolation=_INTERPOLATION[plan.interpolation], antialias=True)
-    height, width = chw.shape[1:]
-    if height < plan.crop[0] or width < plan.crop[1]:
-        raise DecodeError(
-            f"Frame resized to {height}x{width} is smaller than the model's {plan.crop[0]}x{plan.crop[1]} "
-            "crop; the model's resize size must be at least its crop size."
-        )
-    return tvf.center_crop(chw, list(plan.crop))
-
-
-def normalize_on_device(images: torch.Tensor, plan: FramePlan) -> torch.Tensor:
-    """uint8 [B,3,H,W] -> float32: x/255, minus mean, over std (the same ops as `Encoder.transform`)."""
-    x = tvf.to_dtype(images, torch.float32, scale=True)
-    return tvf.normalize(x, list(plan.mean), list(plan.std), inplace=True)
 
 
 # --------------------------------------------------------------------------------------- data loading
@@ -394,20 +328,34 @@ def open_store(root: Path, manifest: dict[str, Any], overwrite: bool) -> Feature
 
 @dataclass
 class ExtractOptions:
-    """Settings of one extraction run (what `plstitch extract` exposes)."""
+    """Settings of one extraction run (what `plstitch extract` exposes), checked when made."""
 
     fps: float | None = None  # None: the dataset's evaluation fps
     batch_size: int = 64
     num_workers: int | None = None  # None: min(4, CPU count)
-    device: str = "auto"
+    device: str = "auto"  # auto | cpu | cuda | cuda:N (a torch.device is turned into its name)
     precision: str = "auto"  # auto = bf16 on CUDA, fp32 on CPU
     overwrite: bool = False
     fail_fast: bool = False
-    videos: Sequence[str] | None = None
-    split: str | None = None
+    videos: Sequence[str] | None = None  # None: every video of `split`
+    split: str | None = None  # None: every video of the dataset
     split_scheme: str | None = None
     resize_on_decode: bool = False
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.device = str(self.device)
+        if self.fps is not None and not self.fps > 0:
+            raise ConfigError(f"Extraction fps (--fps) must be > 0, got {self.fps}.")
+        if self.batch_size < 1:
+            raise ConfigError(f"Extraction batch_size (--batch-size) must be >= 1, got {self.batch_size}.")
+        if self.num_workers is not None and self.num_workers < 0:
+            raise ConfigError(f"Extraction num_workers (--num-workers) must be >= 0, got {self.num_workers}.")
+        if self.precision != "auto" and self.precision not in PRECISIONS:
+            known = " | ".join(["auto", *PRECISIONS])
+            raise ConfigError(f"Extraction precision (--precision) must be {known}, got {self.precision!r}.")
+        if isinstance(self.videos, str):
+            raise ConfigError(f"Extraction videos must be a list of names, not the string {self.videos!r}.")
 
 
 def _resolve_dataset(dataset: DatasetAdapter | str, root: str | Path | None) -> DatasetAdapter:
@@ -446,47 +394,21 @@ def extract_features(
     dataset: DatasetAdapter | str,
     encoder: Any,
     out: str | Path,
+    options: ExtractOptions | None = None,
     *,
     root: str | Path | None = None,
-    fps: float | None = None,
-    batch_size: int = 64,
-    num_workers: int | None = None,
-    device: str | torch.device = "auto",
-    precision: str = "auto",
-    overwrite: bool = False,
-    fail_fast: bool = False,
-    videos: Sequence[str] | None = None,
-    split: str | None = None,
-    split_scheme: str | None = None,
-    resize_on_decode: bool = False,
-    progress: bool = True,
     on_video_done: Callable[[VideoResult], None] | None = None,
 ) -> ExtractSummary:
-    """Encode every frame sampled at `fps` (default: the dataset's eval fps) into a resumable feature store.
+    """Encode every frame sampled at `options.fps` (default: the dataset's eval fps) into a resumable store.
 
     `dataset` is a DatasetAdapter or a registry name (with `root`); `encoder` an Encoder or a model spec.
     Videos already in the store are skipped; a decoding error fails that video only unless `fail_fast`.
     Under torchrun each rank extracts a disjoint share and every rank returns the merged summary.
     `on_video_done` is called after each video is written (tests use it to interrupt a run).
     """
-    options = ExtractOptions(
-        fps=fps,
-        batch_size=batch_size,
-        num_workers=num_workers,
-        device=str(device),
-        precision=precision,
-        overwrite=overwrite,
-        fail_fast=fail_fast,
-        videos=videos,
-        split=split,
-        split_scheme=split_scheme,
-        resize_on_decode=resize_on_decode,
-        progress=progress,
-    )
-    if batch_size < 1:
-        raise ConfigError(f"--batch-size must be >= 1, got {batch_size}.")
+    options = options if options is not None else ExtractOptions()
     start = time.perf_counter()
-    dist_info, torch_device = init_distributed(resolve_device(device))
+    dist_info, torch_device = init_distributed(resolve_device(options.device))
     try:
         summary = _extract(
             _resolve_dataset(dataset, root),
@@ -494,7 +416,7 @@ def extract_features(
             Path(out),
             options,
             torch_device,
-            resolve_precision(precision, torch_device),
+            resolve_precision(options.precision, torch_device),
             dist_info,
             on_video_done,
         )
@@ -617,7 +539,7 @@ class _EncodeLoop:
 
         Keeping them on the device until the video is complete avoids a host sync per batch on CUDA.
         """
-        x = normalize_on_device(images.to(self.device, non_blocking=True), self.plan)
+        x = normalize_crops(images.to(self.device, non_blocking=True), self.plan)
         with autocast(self.device, self.precision):
             features = self.encoder(x)
         return features.float()
@@ -689,25 +611,11 @@ def print_summary(summary: ExtractSummary) -> None:
     console.print(summary_table(summary))
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m plstitch_eval.extract ...` = `plstitch extract ...` (torchrun entry point)."""
-    from plstitch_eval.cli import app
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    top_level = [a for a in args if a in ("--debug", "--quiet", "-q")]  # options of `plstitch` itself
-    rest = [a for a in args if a not in top_level]
-    app([*top_level, "extract", *rest], prog_name="python -m plstitch_eval.extract")
-
-
 __all__ = [
+    "ExtractOptions",
     "ExtractSummary",
-    "FramePlan",
     "VideoResult",
     "build_manifest",
     "extract_features",
-    "frame_plan",
     "print_summary",
 ]
-
-if __name__ == "__main__":
-    main()

@@ -7,7 +7,8 @@ class id wins (numpy/torch argmax). One search with the largest k serves several
 clipped to ``n_train``.
 
 Backends: FAISS ``IndexFlatIP`` (exact) on CPU, its thread count set explicitly (``num_threads``, default
-all cores); torch matmul + topk in fp32 on CUDA (or with ``backend="torch"``).
+all cores); torch matmul + topk in fp32 on CUDA (or with ``backend="torch"``). Every setting lives in
+``KnnConfig``, checked on construction; ``knn_predict(train, labels, queries, config)`` takes it whole.
 
 macOS: torch and faiss-cpu each bundle an OpenMP runtime and the process can abort with "OMP: Error #15";
 the usual workaround is ``export KMP_DUPLICATE_LIB_OK=TRUE`` (or installing both from conda-forge, which
@@ -25,11 +26,12 @@ import numpy as np
 from plstitch_eval.errors import ConfigError, EvaluationError
 
 WEIGHTINGS = ("exp", "similarity", "uniform")
+BACKENDS = ("auto", "faiss", "torch")
 
 
 @dataclass
 class KnnConfig:
-    """Settings of the k-NN protocol."""
+    """Settings of the k-NN protocol, checked on construction (ConfigError names the field and choices)."""
 
     k: int = 20
     temperature: float = 0.07
@@ -38,6 +40,22 @@ class KnnConfig:
     device: str = "cpu"
     backend: str = "auto"  # auto | faiss | torch
     num_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.weighting not in WEIGHTINGS:
+            raise ConfigError(
+                f"k-NN weighting {self.weighting!r} unknown; choose one of {', '.join(WEIGHTINGS)}."
+            )
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"k-NN backend {self.backend!r} unknown; choose one of {', '.join(BACKENDS)}.")
+        if self.k < 1:
+            raise ConfigError(f"k-NN k must be >= 1 (got {self.k}).")
+        if not self.temperature > 0:
+            raise ConfigError(f"k-NN temperature must be > 0 (got {self.temperature}).")
+        if self.chunk_size < 1:
+            raise ConfigError(f"k-NN chunk_size must be >= 1 (got {self.chunk_size}).")
+        if self.num_threads is not None and self.num_threads < 1:
+            raise ConfigError(f"k-NN num_threads must be >= 1 or unset (got {self.num_threads}).")
 
 
 def _prepare(x: np.ndarray, what: str) -> np.ndarray:
@@ -165,30 +183,31 @@ def knn_predict_multi(
     train_feats: np.ndarray,
     train_labels: np.ndarray,
     test_feats: np.ndarray,
-    ks: Sequence[int] = (10, 20, 100, 200),
-    temperature: float = 0.07,
-    weighting: str = "exp",
+    config: KnnConfig | None = None,
+    ks: Sequence[int] | None = None,
+    *,
     num_classes: int | None = None,
-    chunk_size: int = 4096,
-    device: str = "cpu",
-    backend: str = "auto",
-    num_threads: int | None = None,
     return_scores: bool = False,
 ) -> dict[int, np.ndarray] | tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
-    """Predictions for several k from one search with the largest k: ``{k: labels [Q]}``.
+    """Predictions for several k (default ``config.k`` alone) from one search with the largest k.
 
-    With ``return_scores`` also ``{k: votes [Q, C]}``.
+    Returns ``{k: labels [Q]}``, with ``return_scores`` also ``{k: votes [Q, C]}``. ``num_classes`` sizes the
+    votes (default: the largest training label + 1).
     """
-    if weighting not in WEIGHTINGS:
-        raise ConfigError(f"Unknown k-NN weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}.")
+    config = config or KnnConfig()
+    ks = [config.k] if ks is None else list(ks)
+    if not ks or min(ks) < 1:
+        raise ConfigError(f"k-NN ks must be one or more values >= 1 (got {ks}).")
     n_classes = _check_labels(train_feats, train_labels, num_classes)
     train_labels = np.asarray(train_labels, dtype=np.int64)
-    sims, idx = knn_search(train_feats, test_feats, max(ks), chunk_size, device, backend, num_threads)
+    sims, idx = knn_search(
+        train_feats, test_feats, max(ks), config.chunk_size, config.device, config.backend, config.num_threads
+    )
     neighbour_labels = train_labels[idx]
     preds, scores = {}, {}
     for k in ks:
         kk = min(int(k), sims.shape[1])
-        votes = vote(sims[:, :kk], neighbour_labels[:, :kk], n_classes, temperature, weighting)
+        votes = vote(sims[:, :kk], neighbour_labels[:, :kk], n_classes, config.temperature, config.weighting)
         preds[int(k)] = votes.argmax(1)
         if return_scores:
             scores[int(k)] = votes
@@ -199,35 +218,20 @@ def knn_predict(
     train_feats: np.ndarray,
     train_labels: np.ndarray,
     test_feats: np.ndarray,
-    k: int = 20,
-    temperature: float = 0.07,
-    weighting: str = "exp",
+    config: KnnConfig | None = None,
+    *,
     num_classes: int | None = None,
-    chunk_size: int = 4096,
-    device: str = "cpu",
-    backend: str = "auto",
-    num_threads: int | None = None,
     return_scores: bool = False,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """Predicted class per query frame [Q] by weighted k-NN voting.
+    """Predicted class per query frame [Q] by weighted k-NN voting with ``config`` (default ``KnnConfig()``).
 
     With ``return_scores`` also the summed votes [Q, C].
     """
+    config = config or KnnConfig()
     out = knn_predict_multi(
-        train_feats,
-        train_labels,
-        test_feats,
-        ks=[k],
-        temperature=temperature,
-        weighting=weighting,
-        num_classes=num_classes,
-        chunk_size=chunk_size,
-        device=device,
-        backend=backend,
-        num_threads=num_threads,
-        return_scores=return_scores,
+        train_feats, train_labels, test_feats, config, num_classes=num_classes, return_scores=return_scores
     )
     if return_scores:
         preds, scores = out
-        return preds[int(k)], scores[int(k)]
-    return out[int(k)]
+        return preds[config.k], scores[config.k]
+    return out[config.k]

@@ -22,11 +22,12 @@ from plstitch_eval.errors import ConfigError, EvaluationError
 from plstitch_eval.utils.device import resolve_device
 
 OPTIMIZERS = ("sgd", "adamw")
+SELECT_METRICS = ("accuracy", "macro_f1")
 
 
 @dataclass
 class LinearConfig:
-    """Settings of the linear-probe grid."""
+    """Settings of the linear-probe grid, checked on construction (ConfigError names field and choices)."""
 
     lrs: Sequence[float] = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
     weight_decays: Sequence[float] = (0.0, 1e-4, 1e-3)
@@ -40,6 +41,32 @@ class LinearConfig:
     seed: int = 0
     device: str = "auto"
     num_threads: int | None = None  # CPU threads; None = 1 for small steps (OpenMP overhead), else torch's
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(
+                f"linear-probe optimizer {self.optimizer!r} unknown; choose one of {', '.join(OPTIMIZERS)}."
+            )
+        if self.select_metric not in SELECT_METRICS:
+            raise ConfigError(
+                f"linear-probe select_metric {self.select_metric!r} unknown; choose one of "
+                f"{', '.join(SELECT_METRICS)}."
+            )
+        if not self.lrs or not self.weight_decays:
+            raise ConfigError("linear-probe lrs and weight_decays need at least one value each.")
+        if min(self.lrs) <= 0 or min(self.weight_decays) < 0:
+            raise ConfigError(
+                f"linear-probe lrs must be > 0 and weight_decays >= 0 (got {list(self.lrs)}, "
+                f"{list(self.weight_decays)})."
+            )
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ConfigError(
+                f"linear-probe epochs and batch_size must be >= 1 (got {self.epochs}, {self.batch_size})."
+            )
+        if not 0 <= self.momentum < 1:
+            raise ConfigError(f"linear-probe momentum must be in [0, 1) (got {self.momentum}).")
+        if self.num_threads is not None and self.num_threads < 1:
+            raise ConfigError(f"linear-probe num_threads must be >= 1 or unset (got {self.num_threads}).")
 
 
 @contextlib.contextmanager
@@ -118,10 +145,6 @@ def train_linear_grid(
 def _train_grid(
     features: np.ndarray, labels: np.ndarray, num_classes: int, config: LinearConfig
 ) -> LinearGrid:
-    if config.optimizer not in OPTIMIZERS:
-        raise ConfigError(f"Unknown optimizer {config.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}.")
-    if not config.lrs or not config.weight_decays:
-        raise ConfigError("The linear-probe grid needs at least one learning rate and one weight decay.")
     features = np.asarray(features, dtype=np.float32)
     labels = np.asarray(labels, dtype=np.int64)
     if len(features) != len(labels):

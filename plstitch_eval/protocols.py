@@ -197,19 +197,7 @@ def _predict_knn(
 ) -> dict[int, dict[str, np.ndarray]]:
     x, y = stack_labelled(train)
     queries = np.concatenate([it.features for it in test]).astype(np.float32, copy=False)
-    preds = knn_predict_multi(
-        x,
-        y,
-        queries,
-        ks=ks,
-        temperature=config.temperature,
-        weighting=config.weighting,
-        num_classes=num_classes,
-        chunk_size=config.chunk_size,
-        device=config.device,
-        backend=config.backend,
-        num_threads=config.num_threads,
-    )
+    preds = knn_predict_multi(x, y, queries, config, ks, num_classes=num_classes)
     bounds = np.cumsum([0] + [len(it.labels) for it in test])
     return {
         k: {it.video: p[bounds[i] : bounds[i + 1]] for i, it in enumerate(test)} for k, p in preds.items()

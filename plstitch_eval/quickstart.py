@@ -1,9 +1,9 @@
 """The embedded default end to end, offline: synthetic videos -> shipped tiny PL-Stitch -> features -> k-NN +
 linear probe -> results JSON, a printed table and a timeline figure.
 
-Every step is a library call of its own module (`generate_synthetic` via the `synthetic` adapter,
-`load_encoder`, `extract_features`, `run_knn`/`run_linear`, `build_table`, `run_timeline`); this module only
-chains them into one output folder::
+Every step is a library call of its own module (`evaluate_encoder`: the `synthetic` adapter, `load_encoder`,
+`extract_features`, `run_knn`/`run_linear`; then `build_table`, `run_timeline`); this module only chains them
+into one output folder::
 
     <out>/features/            feature store (1 fps), resumable
     <out>/results/knn.json     plstitch.results/v1 (k-NN, k=20, exp weighting)
@@ -23,7 +23,7 @@ from plstitch_eval.errors import ModelNotFoundError
 from plstitch_eval.hub.registry import MODELS
 from plstitch_eval.hub.timm_format import is_timm_dir
 from plstitch_eval.resources import model_cards_dir
-from plstitch_eval.utils.console import console, logger
+from plstitch_eval.utils.console import console
 
 SHIPPED_MODEL = "plstitch-tiny-synthetic"
 SHIPPED_DIR = model_cards_dir() / SHIPPED_MODEL
@@ -74,31 +74,16 @@ class QuickstartResult:
     seconds: dict[str, float]
 
 
-class _Stopwatch:
-    """Records the wall time of named stages (reported in the summary, never asserted)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._start = time.perf_counter()
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        self.seconds[name] = round(now - self._start, 2)
-        self._start = now
-
-
 def run_quickstart(config: QuickstartConfig) -> QuickstartResult:
     """Run the whole offline pipeline into `config.out`; returns paths, results and stage timings.
 
     Rerunning resumes: finished videos of the feature store are skipped, results and figure are rewritten.
     """
     from plstitch_eval.analysis.timeline import TimelineConfig, run_timeline
-    from plstitch_eval.data.datasets import get_dataset
-    from plstitch_eval.extract import extract_features
-    from plstitch_eval.hub import load_encoder
+    from plstitch_eval.evaluate import EvaluateConfig, evaluate_encoder
+    from plstitch_eval.extract import ExtractOptions
     from plstitch_eval.knn import KnnConfig
     from plstitch_eval.linear import LinearConfig
-    from plstitch_eval.protocols import run_knn, run_linear, write_results
     from plstitch_eval.tables import build_table, to_markdown
     from plstitch_eval.utils.device import resolve_device
     from plstitch_eval.utils.io import write_text_atomic
@@ -106,36 +91,30 @@ def run_quickstart(config: QuickstartConfig) -> QuickstartResult:
     out = Path(config.out).expanduser()
     features, results_dir, figures = out / "features", out / "results", out / "figures"
     device = str(resolve_device(config.device))
-    clock = _Stopwatch()
-
-    adapter = get_dataset("synthetic", fps=config.fps, **config.dataset_options)
-    clock.lap("dataset")
-    spec = config.model or default_model_spec()
-    encoder = load_encoder(spec, device=device)
-    clock.lap("load_model")
-    logger.info("quickstart: %s (%d-d features) on %s", spec, encoder.feature_dim, device)
-    summary = extract_features(
-        adapter,
-        encoder,
+    evaluation = evaluate_encoder(
+        config.model or default_model_spec(),
         features,
-        fps=config.fps,
-        batch_size=config.batch_size,
-        num_workers=config.num_workers,
-        device=device,
-        overwrite=config.overwrite,
-        fail_fast=True,
-        progress=config.progress,
+        results_dir,
+        EvaluateConfig(
+            dataset="synthetic",
+            dataset_options=config.dataset_options,
+            extract=ExtractOptions(
+                fps=config.fps,
+                batch_size=config.batch_size,
+                num_workers=config.num_workers,
+                device=device,
+                overwrite=config.overwrite,
+                fail_fast=True,
+                progress=config.progress,
+            ),
+            knn=KnnConfig(k=config.knn_k, device=device),
+            linear=LinearConfig(epochs=config.linear_epochs, device=device),
+        ),
     )
-    clock.lap("extract")
-    logger.info("extracted %d frames of %d videos", summary.frames, len(summary.results))
+    knn, linear = evaluation.results["knn"], evaluation.results["linear"]
+    knn_json, linear_json = evaluation.paths["knn"], evaluation.paths["linear"]
 
-    knn = run_knn(features, KnnConfig(k=config.knn_k, device=device))
-    linear = run_linear(features, LinearConfig(epochs=config.linear_epochs, device=device))
-    knn_json, linear_json = results_dir / "knn.json", results_dir / "linear.json"
-    write_results(knn_json, knn)
-    write_results(linear_json, linear)
-    clock.lap("evaluate")
-
+    start = time.perf_counter()
     table = build_table([knn, linear])
     table_md = results_dir / "table.md"
     write_text_atomic(table_md, to_markdown(table))
@@ -144,7 +123,7 @@ def run_quickstart(config: QuickstartConfig) -> QuickstartResult:
             features=str(features), pred=str(knn_json), max_videos=config.timeline_videos, out=figures
         )
     )
-    clock.lap("figure")
+    seconds = {**evaluation.seconds, "figure": round(time.perf_counter() - start, 2)}
     return QuickstartResult(
         out=out,
         features=features,
@@ -154,7 +133,7 @@ def run_quickstart(config: QuickstartConfig) -> QuickstartResult:
         timeline_png=timeline_png,
         knn=knn,
         linear=linear,
-        seconds=clock.seconds,
+        seconds=seconds,
     )
 
 

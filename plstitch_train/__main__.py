@@ -1,31 +1,15 @@
-"""`python -m plstitch_train ...` runs the `train` command (entry point of `torchrun -m plstitch_train`)."""
+"""`python -m plstitch_train` was the torchrun entry of `train`; it now only says where that moved.
 
-from __future__ import annotations
+Why: one entry point for every command (`python -m plstitch_eval`); this shim imports nothing of the CLI.
+"""
 
-import logging
-import os
 import sys
 
-import typer
-
-from plstitch_eval.errors import PlstitchError
-from plstitch_eval.utils.console import print_error, setup_logging
-from plstitch_train import cli_train
-
-
-def main() -> None:
-    """Run `train` with our one-red-line error handling (PLSTITCH_DEBUG=1 shows tracebacks)."""
-    setup_logging(logging.DEBUG if os.environ.get("PLSTITCH_DEBUG") else logging.INFO)
-    app = typer.Typer(pretty_exceptions_enable=False, add_completion=False)
-    cli_train.register(app)
-    try:
-        app()
-    except PlstitchError as exc:
-        if os.environ.get("PLSTITCH_DEBUG"):
-            raise
-        print_error(exc)
-        sys.exit(1)
-
+MESSAGE = (
+    "`python -m plstitch_train` was replaced by `python -m plstitch_eval train` "
+    "(torchrun: `torchrun ... -m plstitch_eval train ...`)"
+)
 
 if __name__ == "__main__":
-    main()
+    print(MESSAGE, file=sys.stderr)
+    sys.exit(2)

@@ -3,7 +3,8 @@
 `FrameStore` holds one memory-mapped [T, H, W, 3] array per video (shorter side `frame_size`, sampled at the
 training fps); `TrainDataset` turns a `SampleSpec` into augmented tensors (`plstitch_train.transforms`), every
 frame under its own seed derived from the spec's seed alone, so items do not depend on worker count, rank or
-resume point.
+resume point. `build_training_data(config, store, grid)` is the one place a `TrainConfig` becomes the dataset
+and its `TrainSampler` (the trainer and `benchmarks/train_step.py` both use it).
 """
 
 from __future__ import annotations
@@ -12,18 +13,22 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
 from plstitch_eval.data.video import read_frames
-from plstitch_eval.errors import ConfigError, DataError
+from plstitch_eval.errors import ConfigError, DataError, TrainingError
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import atomic_path
 from plstitch_train.masking import BlockMaskGenerator
-from plstitch_train.sampling import SampleSpec
+from plstitch_train.sampling import SampleSpec, TrainSampler
 from plstitch_train.transforms import AugmentationSettings, ItemAugmentation
+
+if TYPE_CHECKING:
+    from plstitch_train.presets import TrainConfig
 
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv"}
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
@@ -204,3 +209,59 @@ class TrainDataset(Dataset):
 def _chw(frames: np.ndarray) -> torch.Tensor:
     """uint8 [n,H,W,3] ndarray -> uint8 [n,3,H,W] tensor."""
     return torch.from_numpy(frames).permute(0, 3, 1, 2).contiguous()
+
+
+class TrainingData(NamedTuple):
+    """The items of a run (`dataset`) and the batches of spec lists one rank draws from it (`sampler`)."""
+
+    dataset: TrainDataset
+    sampler: TrainSampler
+
+
+def micro_batch_size(config: TrainConfig, world_size: int = 1) -> int:
+    """Items per forward pass on one rank: `batch_size / (world_size * accum_steps)`, an exact division.
+
+    Why separate: the trainer checks it before decoding any video, so a bad batch split fails at once.
+    """
+    micro_batch, remainder = divmod(config.batch_size, world_size * config.accum_steps)
+    if remainder or micro_batch < 1:
+        raise TrainingError(
+            f"batch_size {config.batch_size} must be a multiple of processes ({world_size}) x "
+            f"accum_steps ({config.accum_steps})."
+        )
+    return micro_batch
+
+
+def build_training_data(
+    config: TrainConfig, store: FrameStore, grid: tuple[int, int], *, rank: int = 0, world_size: int = 1
+) -> TrainingData:
+    """The dataset and this rank's sampler of a run: every data setting of `config`, read in one place.
+
+    `grid` is the backbone's patch grid (mask shape). Why one builder: a hand-built copy (a benchmark, a
+    tool) silently drifts from what training samples once a setting is added.
+    """
+    dataset = TrainDataset(
+        store,
+        config.img_size,
+        grid,
+        config.mask_ratio,
+        need_clip=config.lambda_vid > 0,
+        need_mim=config.lambda_mim > 0,
+        need_jigsaw=config.lambda_jigsaw > 0,
+        augmentation=AugmentationSettings(config.img_size, neighbour_colour=config.jigsaw_neighbour_colour),
+    )
+    sampler = TrainSampler(
+        store.lengths,
+        batch_size=micro_batch_size(config, world_size),
+        clip_len=config.clip_len,
+        min_step=config.min_step,
+        max_step=config.max_step,
+        fps=config.fps,
+        context_seconds=config.context_seconds,
+        length_bounds=config.clip_length_bounds,
+        counts=config.clips_per_video,
+        seed=config.seed,
+        rank=rank,
+        world_size=world_size,
+    )
+    return TrainingData(dataset, sampler)

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from plstitch_eval import __version__
-from plstitch_eval.errors import CheckpointError, PublishError
+from plstitch_eval.errors import CheckpointError, PublishError, RunFolderError
 from plstitch_eval.hub.convert import (
     CONVNEXT_TOP_LEVEL,
     VIT_TOP_LEVEL,
@@ -34,7 +34,14 @@ from plstitch_eval.hub.convert import (
     split_backbone,
     unwrap_state_dict,
 )
-from plstitch_eval.hub.data_config import DataConfig
+from plstitch_eval.hub.run_folder import (
+    BACKBONE_DIR,
+    CHECKPOINT_NAME,
+    backbone_dir,
+    is_finished,
+    read_log,
+    read_train_config,
+)
 from plstitch_eval.hub.safe_load import load_checkpoint, sha256_file
 from plstitch_eval.hub.temporal_head import (
     HEAD_CONFIG_FILE,
@@ -50,6 +57,7 @@ from plstitch_eval.hub.timm_format import (
     read_data_config,
     save_timm_dir,
 )
+from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.tables import load_results
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import temp_dir_beside, write_json_atomic, write_text_atomic
@@ -58,8 +66,6 @@ from plstitch_train.cards import CardInfo, architecture_text, eval_results_from_
 EXPORT_SCHEMA = "plstitch.export/v1"
 METADATA_NAME = "plstitch.json"
 CARD_NAME = "README.md"
-BACKBONE_DIR = "backbone"
-TRAIN_CONFIG_NAME = "train_config.json"
 _DATA_KEY_HINTS = ("data", "video", "fps", "split", "frames", "clip", "crop", "img_size", "image_size")
 
 
@@ -89,18 +95,18 @@ def resolve_source(source: str | os.PathLike) -> _Source:
     """A run directory (`backbone/` inside), a timm folder, or a checkpoint file (run dir = its folder)."""
     path = Path(source).expanduser()
     if path.is_dir():
-        if is_timm_dir(path / BACKBONE_DIR):
-            return _Source(path, path, None, path / BACKBONE_DIR)
+        if is_finished(path):
+            return _Source(path, path, None, backbone_dir(path))
         if is_timm_dir(path):
             return _Source(path, None, None, path)
         raise PublishError(
-            f"{path} is neither a training run directory (with {BACKBONE_DIR}/{CONFIG_NAME} and "
-            f"{BACKBONE_DIR}/{WEIGHTS_NAME}) nor a timm folder; pass the run directory or its last.ckpt."
+            f"{path} is neither a finished training run directory (with {BACKBONE_DIR}/{CONFIG_NAME} and "
+            f"{BACKBONE_DIR}/{WEIGHTS_NAME}) nor a timm folder; pass the run directory or its "
+            f"{CHECKPOINT_NAME}."
         )
     if path.is_file():
         run_dir = path.parent
-        backbone_dir = run_dir / BACKBONE_DIR
-        return _Source(path, run_dir, path, backbone_dir if is_timm_dir(backbone_dir) else None)
+        return _Source(path, run_dir, path, backbone_dir(run_dir) if is_finished(run_dir) else None)
     raise PublishError(f"{path} does not exist; pass a training run directory or a checkpoint file.")
 
 
@@ -174,14 +180,15 @@ def _temporal_head_tensors(checkpoint: Any) -> dict[str, torch.Tensor]:
     }
 
 
-def read_train_config(src: _Source, checkpoint: Any = None) -> dict[str, Any]:
+def source_train_config(src: _Source, checkpoint: Any = None) -> dict[str, Any]:
     """`train_config.json` of the run, else the checkpoint's `config` entry, else {}."""
-    if src.run_dir is not None and (src.run_dir / TRAIN_CONFIG_NAME).is_file():
-        path = src.run_dir / TRAIN_CONFIG_NAME
+    if src.run_dir is not None:
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise PublishError(f"{path} line {exc.lineno}: invalid JSON ({exc.msg}).") from exc
+            settings = read_train_config(src.run_dir)
+        except RunFolderError as exc:
+            raise PublishError(str(exc)) from exc
+        if settings is not None:
+            return settings
     if checkpoint is not None:
         config = checkpoint.get("config") if isinstance(checkpoint, dict) else None
         if isinstance(config, dict):
@@ -195,17 +202,11 @@ def data_summary(train_config: dict[str, Any], run_dir: Path | None) -> dict[str
     for key, value in train_config.items():
         if any(hint in key.lower() for hint in _DATA_KEY_HINTS):
             summary[key] = value
-    log_path = run_dir / "log.jsonl" if run_dir is not None else None
-    if log_path is not None and log_path.is_file():
-        lines = [line for line in log_path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        if lines:
-            try:
-                last = json.loads(lines[-1])
-            except json.JSONDecodeError:
-                last = {}
-            summary["last_log"] = {
-                k: v for k, v in last.items() if k in ("epoch", "step", "iteration", "loss")
-            }
+    records = read_log(run_dir) if run_dir is not None else []
+    if records:
+        summary["last_log"] = {
+            k: v for k, v in records[-1].items() if k in ("epoch", "step", "iteration", "loss")
+        }
     return summary
 
 
@@ -314,7 +315,7 @@ def export_model(
     results_data = load_results(results)
     checkpoint = load_checkpoint(src.checkpoint) if src.checkpoint is not None else None
     model, data_config, dropped = load_backbone(src, checkpoint)
-    train_config = read_train_config(src, checkpoint)
+    train_config = source_train_config(src, checkpoint)
     summary = data_summary(train_config, src.run_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_dir_beside(out_dir)

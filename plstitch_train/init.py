@@ -16,19 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from plstitch_eval.errors import CheckpointError
 from plstitch_eval.hub.convert import load_strict
 from plstitch_eval.hub.temporal_head import strip_wrappers
 from plstitch_eval.utils.console import logger
 from plstitch_train.heads import convert_ibot_head_state_dict
-
-if TYPE_CHECKING:
-    from plstitch_train.model import PLStitchModel
 
 __all__ = ["initialise", "is_official_checkpoint", "load_official_checkpoint"]
 
@@ -44,7 +41,7 @@ def is_official_checkpoint(checkpoint: Any) -> bool:
     )
 
 
-def initialise(model: PLStitchModel, spec: str) -> None:
+def initialise(model: nn.Module, spec: str) -> None:
     """Fill `model` from `spec`: a released PL-Stitch checkpoint entirely, another encoder's backbone only."""
     from plstitch_eval.hub.safe_load import load_checkpoint
 
@@ -73,7 +70,7 @@ def _checkpoint_file(spec: str) -> Path | None:
     return resolve_head_source(spec, folder_files=None) if names_file else None
 
 
-def init_backbones(model: PLStitchModel, spec: str) -> None:
+def init_backbones(model: nn.Module, spec: str) -> None:
     """Student and teacher ViTs <- the encoder `spec` (strict); every head starts fresh."""
     from plstitch_eval.hub import load_encoder
 
@@ -113,7 +110,7 @@ def _drop_shared_alias(head: dict[str, Tensor], source: str) -> dict[str, Tensor
     return {k: v for k, v in head.items() if k not in alias}
 
 
-def load_official_checkpoint(model: PLStitchModel, checkpoint: Mapping[str, Any], source: str) -> None:
+def load_official_checkpoint(model: nn.Module, checkpoint: Mapping[str, Any], source: str) -> None:
     """Load every part of a released PL-Stitch checkpoint that `model` has, strictly; log what starts fresh.
 
     Parts the model lacks (a branch switched off) are reported as unused, never half-loaded.

@@ -20,7 +20,11 @@ _TUPLE_FIELDS = ("context_seconds", "clip_length_bounds", "clips_per_video")
 
 @dataclass
 class TrainConfig:
-    """All settings of one pretraining run; JSON-serialisable through `to_dict` / `from_dict`."""
+    """All settings of one pretraining run; JSON-serialisable through `to_dict` / `from_dict`.
+
+    Every value is checked on construction (also by `replace`, `from_dict` and the presets), so a bad setting
+    fails before any video is decoded; only the data source waits for `validate()`, as presets name none.
+    """
 
     # --- data
     dataset: str | None = None  # dataset adapter name (with `root`, `split`)
@@ -102,6 +106,10 @@ class TrainConfig:
             raise ConfigError(f"objective {self.objective!r} unknown; use one of {', '.join(OBJECTIVES)}.")
         if self.clip_len < 2:
             raise ConfigError(f"clip_len must be >= 2 (got {self.clip_len}).")
+        if self.objective == "permutation":
+            from plstitch_train.permutations import check_clip_len  # torch: only for this objective
+
+            check_clip_len(self.clip_len)  # clip_len! classes: <= 8 frames
         if not 1 <= self.min_step <= self.max_step:
             raise ConfigError(f"need 1 <= min_step <= max_step (got {self.min_step}, {self.max_step}).")
         low, high = self.context_seconds
@@ -131,9 +139,16 @@ class TrainConfig:
                 "clip_length_bounds must be ascending and clips_per_video >= 1 "
                 f"(got {self.clip_length_bounds}, {self.clips_per_video})."
             )
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ConfigError(f"max_steps must be >= 1 or unset (got {self.max_steps}).")
+        if self.checkpoint_every < 1 or self.log_every < 1 or self.num_workers < 0:
+            raise ConfigError(
+                "checkpoint_every and log_every must be >= 1, num_workers >= 0 "
+                f"(got {self.checkpoint_every}, {self.log_every}, {self.num_workers})."
+            )
 
     def validate(self) -> TrainConfig:
-        """Check everything, including that exactly one data source is set; returns self."""
+        """Ready to train: every value (as on construction) and exactly one data source; returns self."""
         self._check_values()
         if (self.dataset is None) == (self.data is None):
             raise ConfigError("Give exactly one data source: --data DIR, or --dataset NAME with --root.")

@@ -215,25 +215,20 @@ def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
 
 def ensure_trained(run_dir: Path, train: TrainConfig) -> Path:
     """Train the run unless finished (`backbone/` exists); resume from `last.ckpt` when interrupted."""
-    from plstitch_eval.hub.timm_format import is_timm_dir
-    from plstitch_train.trainer import BACKBONE_DIR, CHECKPOINT_NAME, CONFIG_NAME
+    from plstitch_eval.hub.run_folder import checkpoint_path, is_finished, read_train_config
     from plstitch_train.trainer import train as run_training
 
-    recorded = run_dir / CONFIG_NAME
-    if recorded.is_file():
-        previous = json.loads(recorded.read_text(encoding="utf-8"))
-        if _comparable(previous) != _comparable(train.to_dict()):
-            diff = sorted(
-                k for k in _comparable(train.to_dict()) if previous.get(k) != train.to_dict().get(k)
-            )
-            raise ConfigError(
-                f"{run_dir} was trained with other settings ({', '.join(diff)} differ); remove it or "
-                "choose another --out."
-            )
-    if is_timm_dir(run_dir / BACKBONE_DIR):
+    previous = read_train_config(run_dir)
+    if previous is not None and _comparable(previous) != _comparable(train.to_dict()):
+        diff = sorted(k for k in _comparable(train.to_dict()) if previous.get(k) != train.to_dict().get(k))
+        raise ConfigError(
+            f"{run_dir} was trained with other settings ({', '.join(diff)} differ); remove it or "
+            "choose another --out."
+        )
+    if is_finished(run_dir):
         logger.info("skip %s: already trained", run_dir.name)
         return run_dir
-    if (run_dir / CHECKPOINT_NAME).is_file():
+    if checkpoint_path(run_dir).is_file():
         logger.info("resume %s", run_dir.name)
         run_training(resume=run_dir, runtime={"device": train.device, "cache_dir": train.cache_dir})
     else:
@@ -244,13 +239,14 @@ def ensure_trained(run_dir: Path, train: TrainConfig) -> Path:
 
 def ensure_random_init(run_dir: Path, train: TrainConfig) -> Path:
     """Save the untrained backbone (the same init every trained run of this seed starts from)."""
-    from plstitch_eval.hub.data_config import DataConfig
-    from plstitch_eval.hub.timm_format import is_timm_dir, save_timm_dir
+    from plstitch_eval.hub.run_folder import backbone_dir, is_finished
+    from plstitch_eval.hub.timm_format import save_timm_dir
+    from plstitch_eval.preprocess import DataConfig
     from plstitch_train.model import build_vit
-    from plstitch_train.trainer import BACKBONE_DIR, seed_everything
+    from plstitch_train.trainer import seed_everything
 
-    target = run_dir / BACKBONE_DIR
-    if not is_timm_dir(target):
+    target = backbone_dir(run_dir)
+    if not is_finished(run_dir):
         seed_everything(train.seed)
         save_timm_dir(build_vit(train, 0.0), target, DataConfig.for_size(train.img_size))
     return run_dir
@@ -258,37 +254,30 @@ def ensure_random_init(run_dir: Path, train: TrainConfig) -> Path:
 
 def ensure_evaluated(run_dir: Path, config: ReproduceConfig) -> dict[str, dict[str, Any]]:
     """Extract the run's frozen features on every synthetic video and score k-NN + linear (cached JSON)."""
-    from plstitch_eval.data.datasets import get_dataset
-    from plstitch_eval.extract import extract_features
-    from plstitch_eval.hub import load_encoder
+    from plstitch_eval.evaluate import EvaluateConfig, evaluate_encoder, result_paths
+    from plstitch_eval.extract import ExtractOptions
     from plstitch_eval.knn import KnnConfig
     from plstitch_eval.linear import LinearConfig
-    from plstitch_eval.protocols import run_knn, run_linear, write_results
 
     preset = config.preset
-    paths = {p: run_dir / "eval" / f"{p}.json" for p in PROTOCOLS}
+    results_dir = run_dir / "eval"
+    paths = result_paths(results_dir)
     if all(p.is_file() for p in paths.values()):
         return {p: json.loads(path.read_text(encoding="utf-8")) for p, path in paths.items()}
-    features = run_dir / "features"
-    adapter = get_dataset(preset.dataset, fps=preset.eval_fps, **config.dataset_options)
-    encoder = load_encoder(run_dir, device=config.device)
-    extract_features(
-        adapter,
-        encoder,
-        features,
-        fps=preset.eval_fps,
-        num_workers=config.num_workers,
-        device=config.device,
-        fail_fast=True,
-        progress=False,
+    evaluation = EvaluateConfig(
+        dataset=preset.dataset,
+        dataset_options=config.dataset_options,
+        extract=ExtractOptions(
+            fps=preset.eval_fps,
+            num_workers=config.num_workers,
+            device=config.device,
+            fail_fast=True,
+            progress=False,
+        ),
+        knn=KnnConfig(k=preset.knn_k, device=config.device),
+        linear=LinearConfig(epochs=preset.linear_epochs, device=config.device),
     )
-    results = {
-        "knn": run_knn(features, KnnConfig(k=preset.knn_k, device=config.device)),
-        "linear": run_linear(features, LinearConfig(epochs=preset.linear_epochs, device=config.device)),
-    }
-    for protocol, result in results.items():
-        write_results(paths[protocol], result)
-    return results
+    return evaluate_encoder(run_dir, run_dir / "features", results_dir, evaluation).results
 
 
 # ------------------------------------------------------------------------------------------ aggregation

@@ -1,11 +1,12 @@
 """PL-Stitch training loop: AdamW + cosine schedules, AMP, DDP (torchrun), accumulation, exact resume, export.
 
-Run directory: `last.ckpt` (everything an exact resume needs; loads with `torch.load(weights_only=True)`),
-`backbone/` (teacher ViT in timm format + temporal head; `load_encoder(run_dir)` reads it; written last and
-atomically, so its presence means "finished"), `train_config.json` and `log.jsonl` (one JSON object per logged
-step), `frame_cache/` (decoded frames unless `cache_dir` is set). Only rank 0 writes files. Training into a
-folder that holds a run resumes it (same settings), does nothing (finished) or is refused (other settings);
-`overwrite=True` replaces it. SIGINT/SIGTERM stop at a step boundary with a checkpoint (docs/training.md).
+Run directory (layout: `plstitch_eval.hub.run_folder`): `last.ckpt` (everything an exact resume needs;
+loads with `torch.load(weights_only=True)`), `backbone/` (teacher ViT in timm format + temporal head;
+`load_encoder(run_dir)` reads it; written last and atomically, so its presence means "finished"),
+`train_config.json` and `log.jsonl` (one JSON object per logged step), `frame_cache/` (decoded frames unless
+`cache_dir` is set). Only rank 0 writes files. Training into a folder that holds a run resumes it (same
+settings), does nothing (finished) or is refused (other settings); `overwrite=True` replaces it.
+SIGINT/SIGTERM stop at a step boundary with a checkpoint (docs/training.md).
 """
 
 from __future__ import annotations
@@ -31,24 +32,37 @@ from rich.progress import TextColumn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-from plstitch_eval.errors import ConfigError, TrainingError
+from plstitch_eval.errors import ConfigError, RunFolderError, TrainingError
+from plstitch_eval.hub.run_folder import (
+    CHECKPOINT_NAME,
+    FRAME_CACHE_DIR,
+    LOG_NAME,
+    RUN_FILES,
+    TRAIN_CONFIG_NAME,
+    backbone_dir,
+    checkpoint_path,
+    is_finished,
+    present_run_files,
+    read_log,
+    read_train_config,
+)
 from plstitch_eval.utils.console import console, logger, progress_bar
 from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision
 from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
 from plstitch_eval.utils.io import atomic_path, temp_dir_beside, write_json_atomic, write_text_atomic
-from plstitch_train.data import FrameStore, TrainDataset, dataset_videos, discover_videos
+from plstitch_train.data import (
+    FrameStore,
+    TrainDataset,
+    build_training_data,
+    dataset_videos,
+    discover_videos,
+    micro_batch_size,
+)
 from plstitch_train.model import PLStitchModel
 from plstitch_train.presets import TrainConfig
 from plstitch_train.sampling import TrainSampler
 from plstitch_train.schedules import Schedules, ramp_weight
-from plstitch_train.transforms import AugmentationSettings
 
-CHECKPOINT_NAME = "last.ckpt"
-CONFIG_NAME = "train_config.json"
-LOG_NAME = "log.jsonl"
-BACKBONE_DIR = "backbone"
-FRAME_CACHE_DIR = "frame_cache"
-RUN_FILES = (BACKBONE_DIR, CHECKPOINT_NAME, LOG_NAME, CONFIG_NAME)  # removal order: "finished" goes first
 CHECKPOINT_FORMAT = 1
 # settings that do not change what a run computes: a rerun may change them and still resume
 RUNTIME_FIELDS = ("device", "num_workers", "checkpoint_every", "log_every", "cache_dir")
@@ -123,11 +137,12 @@ def seed_everything(seed: int) -> None:
 # --- building the pieces ------------------------------------------------------------------------------------
 
 
-def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a run checkpoint with `weights_only=True`; TrainingError names the file if it is not ours."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / CHECKPOINT_NAME
+def load_training_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """A run folder's (or file's) training checkpoint, read `weights_only`; TrainingError if it is not ours.
+
+    Unlike `plstitch_eval.hub.safe_load.load_checkpoint` (any checkpoint file) it checks the trainer's format.
+    """
+    path = checkpoint_path(path)
     if not path.is_file():
         raise TrainingError(
             f"Cannot resume: {path} does not exist; pass a run folder or its {CHECKPOINT_NAME}."
@@ -274,30 +289,15 @@ def _short(value: Any, width: int = 40) -> str:
 
 def recorded_settings(run_dir: Path) -> dict[str, Any] | None:
     """The settings a run folder was made with: its train_config.json, else its last.ckpt's, else None."""
-    path = run_dir / CONFIG_NAME
-    if path.is_file():
-        try:
-            settings = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise TrainingError(
-                f"{path} is unreadable ({exc}); choose another --out, or --overwrite to replace that run."
-            ) from exc
-        if not isinstance(settings, dict):
-            raise TrainingError(f"{path} is not a training config; choose another --out, or --overwrite.")
+    try:
+        settings = read_train_config(run_dir)
+    except RunFolderError as exc:
+        raise TrainingError(f"{exc} Choose another --out, or --overwrite to replace that run.") from exc
+    if settings is not None:
         return settings
-    if (run_dir / CHECKPOINT_NAME).is_file():
-        return load_checkpoint(run_dir)["config"]
+    if checkpoint_path(run_dir).is_file():
+        return load_training_checkpoint(run_dir)["config"]
     return None
-
-
-def is_finished(run_dir: Path) -> bool:
-    """True when the run's backbone was exported.
-
-    Why: the export is the last thing a run writes, and atomically, so it marks a completed run.
-    """
-    from plstitch_eval.hub.timm_format import is_timm_dir
-
-    return is_timm_dir(run_dir / BACKBONE_DIR)
 
 
 def plan_run(config: TrainConfig, run_dir: Path, overwrite: bool = False) -> str:
@@ -306,7 +306,7 @@ def plan_run(config: TrainConfig, run_dir: Path, overwrite: bool = False) -> str
     Why: rerunning a command must continue (or keep) its run, never restart over it silently; a run made with
     other settings is refused naming them. It only reads, so every torchrun rank decides alike.
     """
-    present = [name for name in RUN_FILES if (run_dir / name).exists()]
+    present = present_run_files(run_dir)
     if not present:
         return "new"
     if overwrite:
@@ -314,8 +314,8 @@ def plan_run(config: TrainConfig, run_dir: Path, overwrite: bool = False) -> str
     recorded = recorded_settings(run_dir)
     if recorded is None:
         raise TrainingError(
-            f"{run_dir} holds {', '.join(present)} but neither {CONFIG_NAME} nor {CHECKPOINT_NAME}, so it is "
-            "no run to continue; choose another --out, or --overwrite to replace those files."
+            f"{run_dir} holds {', '.join(present)} but neither {TRAIN_CONFIG_NAME} nor {CHECKPOINT_NAME}, so "
+            "it is no run to continue; choose another --out, or --overwrite to replace those files."
         )
     diff = config_differences(recorded, config.to_dict())
     if diff:
@@ -326,7 +326,7 @@ def plan_run(config: TrainConfig, run_dir: Path, overwrite: bool = False) -> str
         )
     if is_finished(run_dir):
         return "finished"
-    return "resume" if (run_dir / CHECKPOINT_NAME).is_file() else "new"
+    return "resume" if checkpoint_path(run_dir).is_file() else "new"
 
 
 def remove_run_files(run_dir: Path) -> None:
@@ -349,7 +349,7 @@ def _resume_target(resume: str | os.PathLike, out_dir: str | os.PathLike | None)
     if out_dir is None:
         return source_dir
     target = Path(out_dir)
-    if target.resolve() != source_dir.resolve() and any((target / n).exists() for n in RUN_FILES):
+    if target.resolve() != source_dir.resolve() and present_run_files(target):
         raise TrainingError(
             f"--out {target} already holds a run; resume {source_dir} in place or give an empty --out."
         )
@@ -358,7 +358,7 @@ def _resume_target(resume: str | os.PathLike, out_dir: str | os.PathLike | None)
 
 def _finished_result(run_dir: Path) -> TrainResult:
     """A finished run's result, read back from its log (last record) or checkpoint; writes nothing."""
-    records = _read_log(run_dir / LOG_NAME)
+    records = read_log(run_dir)
     step = int(records[-1]["step"]) if records else _checkpoint_step(run_dir)
     logger.debug("%s already finished (step %d); nothing to do.", run_dir, step)
     return TrainResult(run_dir, step, step, records[-1:], already_finished=True)
@@ -366,7 +366,7 @@ def _finished_result(run_dir: Path) -> TrainResult:
 
 def _checkpoint_step(run_dir: Path) -> int:
     """The step of `run_dir/last.ckpt` (memory-mapped: a large checkpoint is not read), or 0 without one."""
-    path = run_dir / CHECKPOINT_NAME
+    path = checkpoint_path(run_dir)
     if not path.is_file():
         return 0
     return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["step"])
@@ -380,7 +380,7 @@ def _prepare_folder(out_dir: Path, config: TrainConfig, replace: bool, step: int
     if replace:
         remove_run_files(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out_dir / CONFIG_NAME, config.to_dict())
+    write_json_atomic(out_dir / TRAIN_CONFIG_NAME, config.to_dict())
     _truncate_log(out_dir / LOG_NAME, step)
 
 
@@ -424,7 +424,7 @@ def resume_command(run_dir: Path, info: DistInfo) -> str:
     if info.world_size == 1:
         return f"plstitch train --resume {target}"
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", info.world_size))
-    command = f"torchrun --nproc_per_node {per_node} -m plstitch_train --resume {target}"
+    command = f"torchrun --nproc_per_node {per_node} -m plstitch_eval train --resume {target}"
     if per_node != info.world_size:
         command += " (on every node, with your --nnodes/--rdzv-* options)"
     return command
@@ -514,7 +514,7 @@ def train(
         out_dir = _resume_target(resume, out_dir)
         if is_finished(out_dir):
             return _finished_result(out_dir)
-        checkpoint = load_checkpoint(resume)
+        checkpoint = load_training_checkpoint(resume)
         config = TrainConfig.from_dict(checkpoint["config"])
     if config is None or out_dir is None:
         raise TrainingError("train() needs a config and an output folder, or a checkpoint to resume.")
@@ -525,7 +525,7 @@ def train(
     if plan == "finished":
         return _finished_result(out_dir)
     if plan == "resume" and checkpoint is None:
-        checkpoint = load_checkpoint(out_dir)
+        checkpoint = load_training_checkpoint(out_dir)
         if int(os.environ.get("RANK", "0")) == 0:
             logger.info("Resuming %s from step %d.", out_dir, int(checkpoint["step"]))
     device = resolve_device(config.device)
@@ -563,40 +563,13 @@ class _RunSetup:
 def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -> TrainResult:
     """Build the data, model and optimizer of `run`, restore its checkpoint, train, checkpoint and export."""
     config, out_dir, checkpoint, stops = run.config, run.out_dir, run.checkpoint, run.stops
-    micro_batch, remainder = divmod(config.batch_size, info.world_size * config.accum_steps)
-    if remainder or micro_batch < 1:
-        raise TrainingError(
-            f"batch_size {config.batch_size} must be a multiple of processes ({info.world_size}) x "
-            f"accum_steps ({config.accum_steps})."
-        )
+    micro_batch_size(config, info.world_size)  # a bad batch split fails before any video is decoded
     store = _frame_store(config, out_dir, info)
 
     seed_everything(config.seed)  # identical initial weights on every rank
     model = PLStitchModel(config).to(device)
-    probe_grid = model.student["backbone"].grid_size
-    dataset = TrainDataset(
-        store,
-        config.img_size,
-        probe_grid,
-        config.mask_ratio,
-        need_clip=config.lambda_vid > 0,
-        need_mim=config.lambda_mim > 0,
-        need_jigsaw=config.lambda_jigsaw > 0,
-        augmentation=AugmentationSettings(config.img_size, neighbour_colour=config.jigsaw_neighbour_colour),
-    )
-    sampler = TrainSampler(
-        store.lengths,
-        batch_size=micro_batch,
-        clip_len=config.clip_len,
-        min_step=config.min_step,
-        max_step=config.max_step,
-        fps=config.fps,
-        context_seconds=config.context_seconds,
-        length_bounds=config.clip_length_bounds,
-        counts=config.clips_per_video,
-        seed=config.seed,
-        rank=info.rank,
-        world_size=info.world_size,
+    dataset, sampler = build_training_data(
+        config, store, model.student["backbone"].grid_size, rank=info.rank, world_size=info.world_size
     )
     steps_per_epoch = sampler.batches_per_epoch // config.accum_steps
     if steps_per_epoch < 1:
@@ -697,7 +670,7 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
     stops.graceful = False  # the export is short: a signal now stops at once (the run resumes into it)
     if info.is_main:
         export_backbone(model, out_dir, config)
-        logger.info("Finished %d steps; backbone written to %s", step, out_dir / BACKBONE_DIR)
+        logger.info("Finished %d steps; backbone written to %s", step, backbone_dir(out_dir))
     if info.world_size > 1:
         dist.barrier()
     return TrainResult(out_dir, step, total_steps, history)
@@ -794,14 +767,6 @@ def _truncate_log(path: Path, step: int) -> None:
         write_text_atomic(path, "".join(line + "\n" for line in kept))
 
 
-def _read_log(path: Path) -> list[dict[str, Any]]:
-    """The records of a log.jsonl ([] without one)."""
-    if not path.is_file():
-        return []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
-
-
 def _append_log(path: Path, record: dict[str, float]) -> None:
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
@@ -881,11 +846,11 @@ def export_backbone(model: PLStitchModel, out_dir: Path, config: TrainConfig) ->
 
     Why atomic (staged folder, then one rename): a run counts as finished exactly when the folder exists.
     """
-    from plstitch_eval.hub.data_config import DataConfig
     from plstitch_eval.hub.temporal_head import save_temporal_head
     from plstitch_eval.hub.timm_format import save_timm_dir
+    from plstitch_eval.preprocess import DataConfig
 
-    target = out_dir / BACKBONE_DIR
+    target = backbone_dir(out_dir)
     staging = temp_dir_beside(target)  # whole folder renamed into place: its presence means "finished"
     try:
         save_timm_dir(model.teacher["backbone"].vit, staging, DataConfig.for_size(config.img_size))

@@ -24,7 +24,7 @@ from torch import Tensor
 from torchvision.transforms import InterpolationMode, v2
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.hub.data_config import IMAGENET_MEAN, IMAGENET_STD
+from plstitch_eval.preprocess import IMAGENET_MEAN, IMAGENET_STD
 
 Transform = Callable[[Tensor], Tensor]
 

@@ -216,14 +216,13 @@ def test_shipped_model_is_small_and_loads_with_plain_timm() -> None:
 @shipped
 def test_shipped_model_knn_accuracy_above_floor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from plstitch_eval.data.datasets import get_dataset
-    from plstitch_eval.extract import extract_features
+    from plstitch_eval.extract import ExtractOptions, extract_features
     from plstitch_eval.knn import KnnConfig
     from plstitch_eval.protocols import run_knn
 
     adapter = get_dataset("synthetic")  # the full default dataset the model was evaluated on
-    extract_features(
-        adapter, default_model_spec(), tmp_path / "f", device="cpu", num_workers=1, progress=False
-    )
+    options = ExtractOptions(device="cpu", num_workers=1, progress=False)
+    extract_features(adapter, default_model_spec(), tmp_path / "f", options)
     result = run_knn(tmp_path / "f", KnnConfig(k=20))
     assert result["metrics"]["accuracy"] > SHIPPED_KNN_FLOOR
 

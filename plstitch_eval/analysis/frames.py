@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from plstitch_eval.errors import DataError
+from plstitch_eval.preprocess import frame_plan, normalize_crops, prepare_frame
 from plstitch_eval.utils.device import autocast
 
 
@@ -39,14 +40,24 @@ def dataset_records(dataset: str, root: str | Path | None, split: str | None, fp
     return adapter, records
 
 
+def model_inputs(encoder: Any, images: list[Any], device: torch.device | str) -> torch.Tensor:
+    """The encoder's normalised batch [B,3,h,w] on `device`: uint8 crops on CPU, normalised on the device.
+
+    The same steps as extraction, so figure features equal the ones in a feature store.
+    """
+    plan = frame_plan(encoder.data_config)
+    crops = torch.stack([prepare_frame(image, plan) for image in images])
+    return normalize_crops(crops.to(device, non_blocking=True), plan)
+
+
 def _batch_features(
     encoders: Mapping[str, Any], images: list[Any], device: torch.device, precision: str
 ) -> dict[str, np.ndarray]:
-    """Encode one batch of images with every encoder, each through its own transform."""
+    """Encode one batch of images with every encoder, each through its own preprocessing."""
     out = {}
     with torch.no_grad():
         for key, encoder in encoders.items():
-            x = torch.stack([encoder.transform(im) for im in images]).to(device, non_blocking=True)
+            x = model_inputs(encoder, images, device)
             with autocast(device, precision):
                 out[key] = encoder(x).float().cpu().numpy()
     return out

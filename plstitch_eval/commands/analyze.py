@@ -9,12 +9,6 @@ import typer
 
 from plstitch_eval.errors import ConfigError
 
-analyze_app = typer.Typer(
-    name="analyze",
-    help="Figures and analyses: awareness, progression, tsne, timeline, attention, retrieval.",
-    no_args_is_help=True,
-)
-
 OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Output folder for NAME.png and NAME.json.")]
 NameOpt = Annotated[
     str | None, typer.Option("--name", help="File stem of the outputs (default: the command).")
@@ -56,7 +50,6 @@ def _done(png: Path, js: Path, summary: str) -> None:
     typer.echo(f"wrote {js}")
 
 
-@analyze_app.command("awareness", context_settings=_EXTRA_ARGS)
 def awareness(
     ctx: typer.Context,
     forward: Annotated[
@@ -112,7 +105,6 @@ def awareness(
     _done(png, js, f"cosine distance  {summary}")
 
 
-@analyze_app.command("progression")
 def progression(
     model: Annotated[
         str,
@@ -165,7 +157,6 @@ def progression(
     )
 
 
-@analyze_app.command("tsne")
 def tsne(
     features: Annotated[str, typer.Option("--features", help="Feature store folder.")],
     perplexity: Annotated[
@@ -198,7 +189,6 @@ def tsne(
     _done(png, js, f"{data['n_points']} frames, k-means (k={c['k']}) ARI {c['ari']:.2f} NMI {c['nmi']:.2f}")
 
 
-@analyze_app.command("timeline")
 def timeline(
     features: Annotated[str, typer.Option("--features", help="Feature store the predictions were made on.")],
     pred: Annotated[str, typer.Option("--pred", help="Results JSON with per-frame predictions.")],
@@ -221,7 +211,6 @@ def timeline(
     _done(png, js, f"accuracy: {acc}")
 
 
-@analyze_app.command("attention", context_settings=_EXTRA_ARGS)
 def attention(
     ctx: typer.Context,
     model: Annotated[str, typer.Option("--model", help="Encoder spec, timm folder or run folder (a ViT).")],
@@ -249,7 +238,6 @@ def attention(
     _done(png, js, f"{data['n_heads']} heads, entropy of mean CLS attention {ent}")
 
 
-@analyze_app.command("retrieval")
 def retrieval(
     features: Annotated[str, typer.Option("--features", help="Feature store folder.")],
     query: Annotated[str, typer.Option("--query", help="VIDEO:SECOND, e.g. video41:120.")],
@@ -288,5 +276,16 @@ def retrieval(
 
 
 def register(app: typer.Typer) -> None:
-    """Add the `analyze` command group to the top-level app."""
-    app.add_typer(analyze_app, name="analyze")
+    """Add the `analyze` command group (a sub-app holding this module's commands) to the top-level app."""
+    sub = typer.Typer(
+        name="analyze",
+        help="Figures and analyses: awareness, progression, tsne, timeline, attention, retrieval.",
+        no_args_is_help=True,
+    )
+    sub.command("awareness", context_settings=_EXTRA_ARGS)(awareness)
+    sub.command("progression")(progression)
+    sub.command("tsne")(tsne)
+    sub.command("timeline")(timeline)
+    sub.command("attention", context_settings=_EXTRA_ARGS)(attention)
+    sub.command("retrieval")(retrieval)
+    app.add_typer(sub, name="analyze")

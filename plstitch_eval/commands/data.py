@@ -107,32 +107,30 @@ def extract(
 ) -> None:
     """Extract frozen per-frame CLS features of a dataset into a resumable feature store.
 
-    Rerunning the same command resumes; under torchrun (`python -m plstitch_eval.extract ...`) each rank
-    takes a disjoint share of the videos.
+    Rerunning the same command resumes; under torchrun (`torchrun ... -m plstitch_eval extract ...`) each
+    rank takes a disjoint share of the videos.
     """
     from plstitch_eval.data.datasets.registry import get_dataset
-    from plstitch_eval.extract import extract_features, print_summary
+    from plstitch_eval.extract import ExtractOptions, extract_features, print_summary
     from plstitch_eval.hub import load_encoder
 
+    options = ExtractOptions(
+        fps=fps,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        device=device,
+        precision=precision,
+        overwrite=overwrite,
+        fail_fast=fail_fast,
+        videos=[v.strip() for v in videos.split(",") if v.strip()] if videos else None,
+        split=split,
+        split_scheme=split_scheme,
+        resize_on_decode=resize_on_decode,
+    )
     encoder = load_encoder(model or default_model(dataset), revision=revision, trust_pickle=trust_pickle)
     adapter = get_dataset(dataset, root=root)
     try:
-        summary = extract_features(
-            adapter,
-            encoder,
-            out,
-            fps=fps,
-            batch_size=batch_size,
-            num_workers=num_workers,
-            device=device,
-            precision=precision,
-            overwrite=overwrite,
-            fail_fast=fail_fast,
-            videos=[v.strip() for v in videos.split(",") if v.strip()] if videos else None,
-            split=split,
-            split_scheme=split_scheme,
-            resize_on_decode=resize_on_decode,
-        )
+        summary = extract_features(adapter, encoder, out, options)
     except KeyboardInterrupt:
         print_error(
             f"{out} holds every video finished so far; rerun the same command to resume.",

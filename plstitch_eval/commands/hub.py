@@ -14,12 +14,6 @@ from plstitch_eval.utils.console import console, result_console
 from plstitch_eval.utils.io import write_json_output
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to the top-level app."""
-    app.command("models")(models)
-    app.command("download")(download)
-
-
 def models(
     json_path: Annotated[
         Path | None,
@@ -94,3 +88,9 @@ def download(
             }
         )
     )
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the top-level app."""
+    app.command("models")(models)
+    app.command("download")(download)

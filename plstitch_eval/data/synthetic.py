@@ -25,20 +25,13 @@ from pathlib import Path
 import av
 import numpy as np
 
+from plstitch_eval.data.datasets.cholec80 import CHOLEC80_PHASES
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import temp_dir_beside
 
 VERSION = "v2"
-PHASES = [
-    "Preparation",
-    "CalotTriangleDissection",
-    "ClippingCutting",
-    "GallbladderDissection",
-    "GallbladderPackaging",
-    "CleaningCoagulation",
-    "GallbladderRetraction",
-]
+PHASES = CHOLEC80_PHASES  # the synthetic videos are annotated with Cholec80's seven phases, in its layout
 # mean share of the procedure per phase (Cholec80-like); each is scaled by a log-normal factor per video
 PHASE_SHARES = np.array([0.06, 0.30, 0.14, 0.22, 0.08, 0.12, 0.08])
 TOOL_OF_PHASE = [None, "grasper", "grasper", "hook", "grasper", "irrigator", "irrigator"]

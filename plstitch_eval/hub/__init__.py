@@ -1,13 +1,13 @@
 """Encoder hub: load PL-Stitch and baseline encoders (registry names, Hub repos, local files) safely."""
 
 from plstitch_eval.hub.convert import convnext_from_state_dict, model_from_checkpoint, vit_from_state_dict
-from plstitch_eval.hub.data_config import DataConfig, EvalTransform, preprocess_batch
 from plstitch_eval.hub.download import download_model
 from plstitch_eval.hub.encoder import Encoder, load_encoder
 from plstitch_eval.hub.registry import ModelEntry, get_model_entry, list_models, register
 from plstitch_eval.hub.safe_load import load_checkpoint
 from plstitch_eval.hub.temporal_head import TemporalHead, load_temporal_head
 from plstitch_eval.hub.timm_format import load_timm_dir, save_timm_dir
+from plstitch_eval.preprocess import DataConfig, EvalTransform, preprocess_batch
 
 __all__ = [
     "DataConfig",

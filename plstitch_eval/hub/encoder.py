@@ -11,10 +11,11 @@ from torch import nn
 from plstitch_eval.errors import ConfigError, ModelNotFoundError
 from plstitch_eval.hub import timm_format
 from plstitch_eval.hub.convert import model_from_checkpoint
-from plstitch_eval.hub.data_config import DataConfig, EvalTransform, preprocess_batch
 from plstitch_eval.hub.hub_files import HubFile, fetch_file, parse_hf_spec
 from plstitch_eval.hub.registry import MODELS, ModelEntry, did_you_mean
+from plstitch_eval.hub.run_folder import BACKBONE_DIR, checkpoint_path, is_run_dir, resolve_backbone_dir
 from plstitch_eval.hub.safe_load import CHECKPOINT_SUFFIXES, load_checkpoint, sha256_file
+from plstitch_eval.preprocess import DataConfig, EvalTransform, preprocess_batch
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.device import resolve_device
 
@@ -22,8 +23,8 @@ from plstitch_eval.utils.device import resolve_device
 class Encoder(nn.Module):
     """A frozen image encoder in eval mode: `forward(x[B,3,H,W]) -> [B,D]` (ViTs: CLS after the final norm).
 
-    Holds the timm module (`.model`), its eval preprocessing (`.data_config`, `.transform`,
-    `.preprocess_batch`) and where the weights came from (`.provenance`).
+    Holds the timm module (`.model`), its eval preprocessing (`.data_config`; `.transform` and
+    `.preprocess_batch` from `plstitch_eval.preprocess`) and where the weights came from (`.provenance`).
     """
 
     def __init__(self, model: nn.Module, data_config: DataConfig, provenance: dict[str, Any]) -> None:
@@ -156,11 +157,16 @@ def _from_path(
     spec: str, path: Path, which: str, trust_pickle: bool, entry: ModelEntry | None
 ) -> tuple[nn.Module, DataConfig, dict[str, Any]]:
     if path.is_dir():
-        folder = path / "backbone" if timm_format.is_timm_dir(path / "backbone") else path
-        if not timm_format.is_timm_dir(folder):
+        folder = resolve_backbone_dir(path)
+        if folder is None and is_run_dir(path):
+            raise ModelNotFoundError(
+                f"{path} is an unfinished training run (no {BACKBONE_DIR}/ yet): rerun its `plstitch train` "
+                f"command to finish it, or `plstitch export {checkpoint_path(path)} --out DIR` and load DIR."
+            )
+        if folder is None:
             raise ModelNotFoundError(
                 f"{path} is a folder without {timm_format.CONFIG_NAME} + {timm_format.WEIGHTS_NAME} "
-                "(timm format) or backbone/ (training run); pass the checkpoint file instead."
+                f"(timm format) or {BACKBONE_DIR}/ (training run); pass the checkpoint file instead."
             )
         model, data_config = timm_format.load_timm_dir(folder, **(entry.model_args if entry else {}))
         return model, data_config, _provenance(spec, folder / timm_format.WEIGHTS_NAME, None)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.hub.data_config import DataConfig
+from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.resources import package_path
 
 DINO_EVAL = DataConfig(input_size=(3, 224, 224), resize_size=256, crop_pct=0.875, interpolation="bicubic")

@@ -20,6 +20,8 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from plstitch_eval.errors import CheckpointError, ConfigError, ModelNotFoundError
+from plstitch_eval.hub.run_folder import CHECKPOINT_NAME as RUN_CHECKPOINT
+from plstitch_eval.hub.run_folder import backbone_dir
 from plstitch_eval.utils.io import atomic_path, write_json_atomic
 
 __all__ = [
@@ -37,7 +39,6 @@ __all__ = [
 
 HEAD_WEIGHTS_FILE = "temporal_head.safetensors"
 HEAD_CONFIG_FILE = "temporal_head.json"
-RUN_CHECKPOINT = "last.ckpt"  # the trainer's resume file inside a run folder
 AUTHORS_TEMPORAL_HEADS = 8  # the authors' TemporalSideContext uses nhead=8 whatever the width
 OFFICIAL_KEY = "temporal_head"  # entry of a released pl_*.pth
 _WRAPPER_PREFIXES = ("module.", "_orig_mod.")
@@ -248,7 +249,7 @@ def _local_source(path: Path, folder_files: tuple[str, ...] | None, spec: str) -
             return path.parent
         return path
     if folder_files:
-        for folder in (path / "backbone", path):
+        for folder in (backbone_dir(path), path):
             if all((folder / name).is_file() for name in folder_files):
                 return folder
     if (path / RUN_CHECKPOINT).is_file():

@@ -19,7 +19,7 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from plstitch_eval.errors import CheckpointError, ConfigError
-from plstitch_eval.hub.data_config import DataConfig
+from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.utils.io import atomic_path, write_json_atomic
 
 CONFIG_NAME = "config.json"

@@ -17,10 +17,25 @@ def test_version():
     assert __version__ in result.stdout
 
 
+COMMANDS = (
+    "quickstart", "models", "download", "datasets", "extract", "export-mstcn", "knn", "linear", "cv", "score",
+    "table", "analyze", "train", "reproduce", "export", "push-to-hub",
+)  # fmt: skip
+
+
+def _listed_commands(help_text: str) -> set[str]:
+    """Command names in the first column of a help page's command panel."""
+    words = (line.strip("│ ").split(" ", 1)[0] for line in help_text.splitlines())
+    return {word for word in words if word}
+
+
 def test_help_lists_commands():
-    result = runner.invoke(app, ["--help"])
+    result = runner.invoke(app, ["--help"], terminal_width=120)
     assert result.exit_code == 0
     assert "Usage" in result.stdout
+    assert set(COMMANDS) <= _listed_commands(result.stdout)
+    registered = {path[0] for path in _all_command_paths(typer.main.get_command(app))}
+    assert registered == set(COMMANDS)  # a new command is added to this list (and the docs) on purpose
 
 
 def test_plstitch_error_becomes_one_line(monkeypatch):

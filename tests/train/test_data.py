@@ -5,9 +5,12 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 import torch
 
-from plstitch_train.data import FrameStore, TrainDataset
+from plstitch_eval.errors import TrainingError
+from plstitch_train.data import FrameStore, TrainDataset, build_training_data
+from plstitch_train.presets import get_preset
 from plstitch_train.sampling import SampleSpec
 from plstitch_train.transforms import AugmentationSettings
 from tests.train.test_transforms import _is_plain_resize
@@ -101,3 +104,30 @@ def test_jigsaw_neighbours_follow_the_authors_colour_draws_on_request() -> None:
         untouched += _is_plain_resize(context[0], frames[0]) + _is_plain_resize(context[2], frames[2])
         assert not _is_plain_resize(context[1], frames[1])
     assert 0.45 < untouched / 300 < 0.67
+
+
+def test_build_training_data_reads_every_data_setting_of_the_config() -> None:
+    config = get_preset("tiny-cpu").replace(
+        clip_len=3,
+        min_step=2,
+        max_step=3,
+        clip_length_bounds=(5, 10),
+        clips_per_video=(1, 2, 3),
+        context_seconds=(1.0, 2.0),
+        fps=1.0,
+        batch_size=4,
+        accum_steps=2,
+        seed=7,
+        img_size=SIZE,
+        lambda_jigsaw=0.0,
+        jigsaw_neighbour_colour=True,
+    )
+    dataset, sampler = build_training_data(config, _store(), GRID, rank=1, world_size=2)
+    assert sampler.batch_size == 1  # 4 / (2 processes x 2 accumulation steps)
+    assert (sampler.clip_len, sampler.min_step, sampler.max_step) == (3, 2, 3)
+    assert (sampler.length_bounds, sampler.counts) == ((5, 10), (1, 2, 3))
+    assert (sampler.context_seconds, sampler.fps, sampler.seed) == ((1.0, 2.0), 1.0, 7)
+    assert (sampler.rank, sampler.world_size) == (1, 2)
+    assert dataset.need_clip and dataset.need_mim and not dataset.need_jigsaw and dataset.grid == GRID
+    with pytest.raises(TrainingError, match="batch_size 4 must be a multiple of processes \\(3\\)"):
+        build_training_data(config, _store(), GRID, world_size=3)

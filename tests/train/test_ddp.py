@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, LOG_NAME
 from plstitch_train.model import PLStitchModel
-from plstitch_train.trainer import CHECKPOINT_NAME, load_checkpoint, seed_everything, train
+from plstitch_train.trainer import load_training_checkpoint, seed_everything, train
 from tests.train.conftest import assert_states_close, tiny_config
 
 STEPS = 2
@@ -43,7 +44,8 @@ def test_two_process_gloo_run_matches_single_process(
         "--nproc_per_node",
         "2",
         "-m",
-        "plstitch_train",
+        "plstitch_eval",
+        "train",
         "--config",
         str(config_file),
         "--out",
@@ -54,8 +56,8 @@ def test_two_process_gloo_run_matches_single_process(
     summary = json.loads(done.stdout.strip().splitlines()[-1])  # only rank 0 prints
     assert summary["step"] == STEPS
     assert summary["final"]["loss"] == pytest.approx(single.history[-1]["loss"], rel=1e-4)
-    expected = load_checkpoint(single.out_dir / CHECKPOINT_NAME)
-    got = load_checkpoint(tmp_path / "ddp" / CHECKPOINT_NAME)
+    expected = load_training_checkpoint(single.out_dir / CHECKPOINT_NAME)
+    got = load_training_checkpoint(tmp_path / "ddp" / CHECKPOINT_NAME)
     assert got["world_size"] == 2 and len(got["rng"]) == 2
     assert_states_close(expected["model"], got["model"])
     # training moved the weights, so the match is not between two untouched initialisations
@@ -70,7 +72,8 @@ def test_python_m_entry_point_reports_errors_as_one_line(tmp_path: Path) -> None
     command = [
         sys.executable,
         "-m",
-        "plstitch_train",
+        "plstitch_eval",
+        "train",
         "--data",
         str(tmp_path / "missing"),
         "--out",
@@ -91,7 +94,8 @@ def test_sigkill_then_resume_matches_the_uninterrupted_run(
     config_file = tmp_path / "config.json"
     config_file.write_text(json.dumps(config.to_dict()))
     run_dir = tmp_path / "killed"
-    command = [sys.executable, "-m", "plstitch_train", "--config", str(config_file), "--out", str(run_dir)]
+    command = [sys.executable, "-m", "plstitch_eval", "train", "--config", str(config_file)]
+    command += ["--out", str(run_dir)]
     process = subprocess.Popen(
         command, env=_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -100,14 +104,14 @@ def test_sigkill_then_resume_matches_the_uninterrupted_run(
         time.sleep(0.02)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
-    killed_at = load_checkpoint(run_dir / CHECKPOINT_NAME)["step"]
+    killed_at = load_training_checkpoint(run_dir / CHECKPOINT_NAME)["step"]
     assert 0 < killed_at < steps, "the run finished before it could be killed"
-    resume = [sys.executable, "-m", "plstitch_train", "--resume", str(run_dir)]
+    resume = [sys.executable, "-m", "plstitch_eval", "train", "--resume", str(run_dir)]
     done = subprocess.run(resume, env=_env(), capture_output=True, text=True, timeout=200, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
-    expected = load_checkpoint(reference.out_dir / CHECKPOINT_NAME)["model"]
-    got = load_checkpoint(run_dir / CHECKPOINT_NAME)["model"]
+    expected = load_training_checkpoint(reference.out_dir / CHECKPOINT_NAME)["model"]
+    got = load_training_checkpoint(run_dir / CHECKPOINT_NAME)["model"]
     for key, value in expected.items():
         assert torch.equal(value, got[key]), key
-    log = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
+    log = [json.loads(line) for line in (run_dir / LOG_NAME).read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, steps + 1))  # steps after the checkpoint are not doubled

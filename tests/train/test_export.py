@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.errors import ConfigError, PublishError
-from plstitch_eval.hub.data_config import DataConfig
 from plstitch_eval.hub.temporal_head import TemporalHead, load_temporal_head, save_temporal_head
 from plstitch_eval.hub.timm_format import save_timm_dir
+from plstitch_eval.preprocess import DataConfig
 from plstitch_train.export import ExportOptions, export_model, git_commit
 
 TRAIN_CONFIG = {"dataset": "synthetic", "fps": 1.0, "clip_len": 8, "epochs": 1, "lr": 4e-4, "embed_dim": 32}

@@ -93,3 +93,39 @@ def test_data_source_is_checked_by_validate_not_on_construction() -> None:
     with pytest.raises(ConfigError, match="exactly one data source"):
         config.validate()
     assert config.replace(data="videos").validate().data == "videos"
+
+
+def test_permutation_objective_needs_at_most_eight_frames_on_construction() -> None:
+    message = r"permutation classification needs 1 <= clip_len <= 8 \(got 9"
+    with pytest.raises(ConfigError, match=message):
+        get_preset("paper-vitb16").replace(objective="permutation", clip_len=9)
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig.from_dict({**TrainConfig().to_dict(), "objective": "permutation", "clip_len": 9})
+    # a long-clip config may switch to the permutation objective when one replace also shortens the clip
+    long_clips = TrainConfig(clip_len=16)
+    assert long_clips.replace(objective="permutation", clip_len=8).clip_len == 8
+    assert dataclasses.replace(get_preset("tiny-cpu"), objective="permutation").objective == "permutation"
+
+
+def test_cadence_workers_and_step_cap_are_validated_on_construction() -> None:
+    for changes, field in (
+        ({"checkpoint_every": 0}, "checkpoint_every"),
+        ({"log_every": 0}, "log_every"),
+        ({"num_workers": -1}, "num_workers"),
+        ({"max_steps": 0}, "max_steps"),
+    ):
+        with pytest.raises(ConfigError, match=field):
+            get_preset("tiny-cpu").replace(**changes)
+
+
+def test_train_command_refuses_a_long_permutation_clip_before_reading_data(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from plstitch_eval.cli import app
+
+    missing = tmp_path / "no-such-videos"
+    args = ["train", "--preset", "tiny-cpu", "--data", str(missing), "--out", str(tmp_path / "run")]
+    result = CliRunner().invoke(app, [*args, "--objective", "permutation", "--clip-len", "9"])
+    assert result.exit_code == 1
+    assert "clip_len <= 8" in result.output and "no-such-videos" not in result.output
+    assert not (tmp_path / "run").exists()

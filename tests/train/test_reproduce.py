@@ -11,8 +11,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from plstitch_eval.commands import reproduce as reproduce_command
 from plstitch_eval.errors import ConfigError
-from plstitch_train import cli_reproduce
 from plstitch_train.reproduce import (
     RANDOM_INIT,
     ROWS,
@@ -110,7 +110,7 @@ def test_unknown_row_and_preset_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="Unknown ablation row"):
         _config(tmp_path, rows=["mim", "nope"]).row_names()
     app = typer.Typer()
-    cli_reproduce.register(app)
+    reproduce_command.register(app)
     app.command("noop")(lambda: None)
     res = CliRunner().invoke(app, ["reproduce", "--preset", "nope", "--out", str(tmp_path)])
     assert isinstance(res.exception, ConfigError)
@@ -175,7 +175,7 @@ def test_rerun_skips_finished_runs(tiny_reproduction, monkeypatch: pytest.Monkey
         raise AssertionError("a finished run was trained again")
 
     monkeypatch.setattr(trainer, "train", no_training)
-    monkeypatch.setattr("plstitch_eval.extract.extract_features", no_training)
+    monkeypatch.setattr("plstitch_eval.evaluate.evaluate_encoder", no_training)
     again = reproduce(config)
     assert again["aggregated"] == summary["aggregated"]
 

@@ -16,14 +16,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, LOG_NAME, TRAIN_CONFIG_NAME
 from plstitch_train.presets import TrainConfig
 from plstitch_train.trainer import (
-    CHECKPOINT_NAME,
-    LOG_NAME,
     StopSignals,
     TrainingInterrupted,
     config_differences,
-    load_checkpoint,
+    load_training_checkpoint,
     train,
 )
 from tests.train.conftest import tiny_config
@@ -65,8 +64,8 @@ def _snapshot(run_dir: Path) -> dict[str, tuple[int, bytes]]:
 
 
 def _assert_same_weights(expected_dir: Path, got_dir: Path) -> None:
-    expected = load_checkpoint(expected_dir / CHECKPOINT_NAME)["model"]
-    got = load_checkpoint(got_dir / CHECKPOINT_NAME)["model"]
+    expected = load_training_checkpoint(expected_dir / CHECKPOINT_NAME)["model"]
+    got = load_training_checkpoint(got_dir / CHECKPOINT_NAME)["model"]
     assert expected.keys() == got.keys()
     for key, value in expected.items():
         assert torch.equal(value, got[key]), key
@@ -130,8 +129,8 @@ def test_overwrite_starts_again_and_keeps_foreign_files(reference, tmp_path: Pat
     result = _cli(*args, "--seed", "3", "--steps", "2")
     assert result.exit_code == 0, result.output
     assert _logged_steps(run_dir) == [1, 2]
-    assert json.loads((run_dir / "train_config.json").read_text())["seed"] == 3
-    assert load_checkpoint(run_dir)["step"] == 2
+    assert json.loads((run_dir / TRAIN_CONFIG_NAME).read_text())["seed"] == 3
+    assert load_training_checkpoint(run_dir)["step"] == 2
     assert (run_dir / "notes.txt").read_text() == "mine"
     both = _cli("--resume", str(run_dir), "--overwrite")
     assert both.exit_code == 1 and "one of them" in both.output
@@ -183,7 +182,7 @@ def test_sigint_in_process_checkpoints_at_the_step_and_restores_handlers(
         train(config, run_dir)
     stop = raised.value
     assert stop.exit_code == 130 and signal.getsignal(signal.SIGINT) is previous
-    assert 0 < stop.saved_step < 200 and stop.saved_step == load_checkpoint(run_dir)["step"]
+    assert 0 < stop.saved_step < 200 and stop.saved_step == load_training_checkpoint(run_dir)["step"]
     assert _logged_steps(run_dir)[-1] == stop.saved_step
     assert f"plstitch train --resume {run_dir}" in stop.message()
 
@@ -197,7 +196,7 @@ def _env() -> dict[str, str]:
 def _plstitch() -> list[str]:
     """The installed `plstitch` script next to this Python, else the module."""
     script = Path(sys.executable).parent / "plstitch"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "plstitch_eval.cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "plstitch_eval"]
 
 
 @pytest.mark.timeout(300)
@@ -226,7 +225,7 @@ def test_sigterm_prints_the_resume_command_which_resumes(
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 143, stderr[-3000:]
-    saved = load_checkpoint(run_dir)["step"]
+    saved = load_training_checkpoint(run_dir)["step"]
     assert 0 < saved < steps and _logged_steps(run_dir)[-1] == saved
     assert "Traceback" not in stderr and f"holds step {saved} of {steps}" in stderr
     printed = next(line for line in stderr.splitlines() if "resume with:" in line)
@@ -250,7 +249,8 @@ def test_sigterm_under_torchrun_stops_every_rank_at_one_step(
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     command += [
         "-m",
-        "plstitch_train",
+        "plstitch_eval",
+        "train",
         "--config",
         str(_config_file(config, tmp_path)),
         "--out",
@@ -268,8 +268,8 @@ def test_sigterm_under_torchrun_stops_every_rank_at_one_step(
     process.send_signal(signal.SIGTERM)  # the agent forwards it to both ranks
     _, stderr = process.communicate(timeout=120)
     assert process.returncode != 0
-    checkpoint = load_checkpoint(run_dir)
+    checkpoint = load_training_checkpoint(run_dir)
     assert checkpoint["world_size"] == 2 and len(checkpoint["rng"]) == 2  # both ranks took part in the save
     assert 0 < checkpoint["step"] < 200 and _logged_steps(run_dir)[-1] == checkpoint["step"]
     assert stderr.count("resume with:") == 1  # only rank 0 prints
-    assert f"torchrun --nproc_per_node 2 -m plstitch_train --resume {run_dir}" in stderr
+    assert f"torchrun --nproc_per_node 2 -m plstitch_eval train --resume {run_dir}" in stderr

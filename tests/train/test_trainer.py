@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from plstitch_eval.errors import TrainingError
+from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, LOG_NAME, TRAIN_CONFIG_NAME
 from plstitch_train.model import PLStitchModel
 from plstitch_train.presets import TrainConfig
-from plstitch_train.trainer import CHECKPOINT_NAME, load_checkpoint, train
+from plstitch_train.trainer import load_training_checkpoint, train
 from tests.train.conftest import VIDEO_FRAMES, assert_states_close, tiny_config
 
 STEPS = 4
@@ -26,7 +27,7 @@ def full_run(video_dir: Path, frame_cache: Path, tmp_path_factory: pytest.TempPa
 
 
 def _model_state(run_dir: Path) -> dict[str, torch.Tensor]:
-    return load_checkpoint(run_dir / CHECKPOINT_NAME)["model"]
+    return load_training_checkpoint(run_dir / CHECKPOINT_NAME)["model"]
 
 
 def test_resume_reproduces_uninterrupted_run_exactly(full_run, tmp_path: Path) -> None:
@@ -40,7 +41,7 @@ def test_resume_reproduces_uninterrupted_run_exactly(full_run, tmp_path: Path) -
     assert expected.keys() == got.keys()
     for key in expected:
         assert torch.equal(expected[key], got[key]), key
-    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    log = [json.loads(line) for line in (tmp_path / LOG_NAME).read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, STEPS + 1))  # no step logged twice
     # the resumed run logged the same losses for the steps it ran
     for before, after in zip(result.history[1:], resumed.history, strict=True):
@@ -60,10 +61,10 @@ def test_checkpoint_holds_everything_and_loads_weights_only(full_run) -> None:
     }
     assert set(checkpoint["rng"][0]) >= {"torch", "numpy", "python"}
     assert TrainConfig.from_dict(checkpoint["config"]).max_steps == STEPS
-    log = [json.loads(line) for line in (result.out_dir / "log.jsonl").read_text().splitlines()]
+    log = [json.loads(line) for line in (result.out_dir / LOG_NAME).read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, STEPS + 1))
     assert {"vid", "mim", "jigsaw", "lr", "samples_per_s"} <= log[0].keys()
-    saved = json.loads((result.out_dir / "train_config.json").read_text())
+    saved = json.loads((result.out_dir / TRAIN_CONFIG_NAME).read_text())
     assert saved == checkpoint["config"]
 
 
@@ -128,7 +129,7 @@ def test_gradient_accumulation_matches_the_full_batch(
 def test_init_from_an_encoder_spec_copies_its_weights(full_run) -> None:
     config, result = full_run
     model = PLStitchModel(config.replace(init=str(result.out_dir)))
-    exported = load_checkpoint(result.out_dir / CHECKPOINT_NAME)["model"]
+    exported = load_training_checkpoint(result.out_dir / CHECKPOINT_NAME)["model"]
     for name, value in model.student["backbone"].vit.state_dict().items():
         assert torch.equal(value, exported[f"teacher.backbone.vit.{name}"]), name
         assert torch.equal(model.teacher["backbone"].vit.state_dict()[name], value)

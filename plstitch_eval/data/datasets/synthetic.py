@@ -7,7 +7,6 @@ import os
 from plstitch_eval.data.datasets.base import DatasetAdapter
 from plstitch_eval.data.datasets.cholec80 import Cholec80
 from plstitch_eval.data.datasets.registry import register_dataset
-from plstitch_eval.data.synthetic import generate_synthetic
 
 
 @register_dataset("synthetic")
@@ -32,6 +31,9 @@ class Synthetic(Cholec80):
         max_seconds: float = 90.0,
         workers: int | None = None,
     ) -> None:
+        # imported here: the generator imports Cholec80's phase list from this package (no import cycle)
+        from plstitch_eval.data.synthetic import generate_synthetic
+
         folder = generate_synthetic(
             root, n_videos, size, seed, min_seconds=min_seconds, max_seconds=max_seconds, workers=workers
         )

@@ -111,6 +111,13 @@ def test_bad_store_and_options_are_one_line_errors(tmp_path, tiny_store):
     assert result.exit_code == 1 and "not a feature store" in result.output
     result = runner.invoke(app, ["knn", "--features", str(tiny_store.root), "--weighting", "cosine"])
     assert result.exit_code == 1 and "weighting" in result.output
+    # choices are checked once, by the library: its one line names the option and the valid values
+    (line,) = _stderr_lines(result)
+    assert "weighting 'cosine'" in line and "exp, similarity, uniform" in line
+    result = runner.invoke(app, ["linear", "--features", str(tiny_store.root), "--optimizer", "lbfgs"])
+    assert result.exit_code == 1
+    (line,) = _stderr_lines(result)
+    assert "optimizer 'lbfgs'" in line and "sgd, adamw" in line
     bad_json = tmp_path / "bad.json"
     bad_json.write_text(json.dumps({"schema": "other"}))
     result = runner.invoke(app, ["table", str(bad_json)])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.knn import knn_predict, knn_predict_multi
+from plstitch_eval.knn import KnnConfig, knn_predict, knn_predict_multi
 
 
 def brute_knn(train, labels, queries, k, temperature, weighting, num_classes):
@@ -46,25 +46,25 @@ def data():
 def test_matches_brute_force(data, weighting, k):
     train, labels, queries = data
     want, want_votes = brute_knn(train, labels, queries, k, 0.07, weighting, 5)
-    got, votes = knn_predict(
-        train, labels, queries, k=k, weighting=weighting, num_classes=5, chunk_size=7, return_scores=True
-    )
+    config = KnnConfig(k=k, weighting=weighting, chunk_size=7)
+    got, votes = knn_predict(train, labels, queries, config, num_classes=5, return_scores=True)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_allclose(votes, want_votes, rtol=1e-4, atol=1e-6)
 
 
 def test_torch_backend_equals_faiss(data):
     train, labels, queries = data
-    a = knn_predict(train, labels, queries, k=10, backend="faiss")
-    b = knn_predict(train, labels, queries, k=10, backend="torch", chunk_size=9)
+    a = knn_predict(train, labels, queries, KnnConfig(k=10, backend="faiss"))
+    b = knn_predict(train, labels, queries, KnnConfig(k=10, backend="torch", chunk_size=9))
     np.testing.assert_array_equal(a, b)
 
 
 def test_several_k_from_one_search(data):
     train, labels, queries = data
-    multi = knn_predict_multi(train, labels, queries, ks=[1, 5, 50], temperature=0.1)
+    multi = knn_predict_multi(train, labels, queries, KnnConfig(temperature=0.1), ks=[1, 5, 50])
     for k in (1, 5, 50):
-        np.testing.assert_array_equal(multi[k], knn_predict(train, labels, queries, k=k, temperature=0.1))
+        alone = knn_predict(train, labels, queries, KnnConfig(k=k, temperature=0.1))
+        np.testing.assert_array_equal(multi[k], alone)
 
 
 @pytest.mark.parametrize("weighting", ["exp", "similarity", "uniform"])
@@ -74,7 +74,8 @@ def test_k_larger_than_train_set_uses_all_neighbours(weighting):
     labels = np.array([0, 1, 1, 2, 2, 2])
     queries = rng.normal(size=(5, 4)).astype(np.float32)
     want, want_votes = brute_knn(train, labels, queries, 100, 0.07, weighting, 3)
-    got, votes = knn_predict(train, labels, queries, k=100, weighting=weighting, return_scores=True)
+    config = KnnConfig(k=100, weighting=weighting)
+    got, votes = knn_predict(train, labels, queries, config, return_scores=True)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_allclose(votes, want_votes, rtol=1e-5)
     if weighting == "uniform":
@@ -86,12 +87,13 @@ def test_vote_tie_goes_to_lowest_class(weighting):
     train = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], np.float32)
     labels = np.array([3, 1, 0])
     # Both neighbours at k=2 are identical vectors with classes 3 and 1: equal votes -> class 1.
-    assert knn_predict(train, labels, np.array([[2.0, 0.0]], np.float32), k=2, weighting=weighting)[0] == 1
+    query = np.array([[2.0, 0.0]], np.float32)
+    assert knn_predict(train, labels, query, KnnConfig(k=2, weighting=weighting))[0] == 1
 
 
 def test_num_classes_sizes_votes(data):
     train, labels, queries = data
-    _, votes = knn_predict(train, labels, queries, k=3, num_classes=9, return_scores=True)
+    _, votes = knn_predict(train, labels, queries, KnnConfig(k=3), num_classes=9, return_scores=True)
     assert votes.shape == (40, 9)
     assert (votes[:, 5:] == 0).all()
 
@@ -107,4 +109,21 @@ def test_bad_inputs_are_clear_errors(data):
     with pytest.raises(EvaluationError, match="12-d"):
         knn_predict(train, labels, queries[:, :5])
     with pytest.raises(ConfigError, match="weighting"):
-        knn_predict(train, labels, queries, weighting="cosine")
+        knn_predict(train, labels, queries, KnnConfig(weighting="cosine"))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"weighting": "cosine"}, "weighting 'cosine' unknown; choose one of exp, similarity, uniform"),
+        ({"backend": "annoy"}, "backend 'annoy' unknown; choose one of auto, faiss, torch"),
+        ({"k": 0}, "k must be >= 1"),
+        ({"temperature": 0.0}, "temperature must be > 0"),
+        ({"chunk_size": 0}, "chunk_size must be >= 1"),
+        ({"num_threads": 0}, "num_threads must be >= 1"),
+    ],
+)
+def test_config_is_checked_on_construction(changes, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        KnnConfig(**changes)
+    assert "\n" not in str(info.value)

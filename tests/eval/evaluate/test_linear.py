@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from plstitch_eval.errors import EvaluationError
+from plstitch_eval.errors import ConfigError, EvaluationError
 from plstitch_eval.linear import LinearConfig, class_weights, fit_linear_probe, train_linear_grid
 
 FAST = {"epochs": 8, "batch_size": 256, "device": "cpu"}
@@ -79,3 +79,22 @@ def test_bad_inputs():
         train_linear_grid(x, y, 5, LinearConfig(**FAST))
     with pytest.raises(EvaluationError, match="labels"):
         train_linear_grid(x[:10], y[:9], 5, LinearConfig(**FAST))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"optimizer": "lbfgs"}, "optimizer 'lbfgs' unknown; choose one of sgd, adamw"),
+        ({"select_metric": "auc"}, "select_metric 'auc' unknown; choose one of accuracy, macro_f1"),
+        ({"lrs": ()}, "lrs and weight_decays need at least one value"),
+        ({"lrs": (0.1, 0.0)}, "lrs must be > 0"),
+        ({"weight_decays": (-1e-4,)}, "weight_decays >= 0"),
+        ({"epochs": 0}, "epochs and batch_size must be >= 1"),
+        ({"momentum": 1.0}, r"momentum must be in \[0, 1\)"),
+        ({"num_threads": 0}, "num_threads must be >= 1"),
+    ],
+)
+def test_config_is_checked_on_construction(changes, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        LinearConfig(**changes)
+    assert "\n" not in str(info.value)

@@ -8,27 +8,18 @@ import sys
 
 import numpy as np
 
-from plstitch_eval.extract import extract_features
+from plstitch_eval.extract import ExtractOptions, extract_features
 from plstitch_eval.features import FeatureStore, compat_key
 
 
 def test_torchrun_two_ranks_match_one_process(cholec_root, tiny_model_dir, tmp_path):
     single = tmp_path / "single"
-    extract_features(
-        "cholec80",
-        str(tiny_model_dir),
-        single,
-        root=cholec_root,
-        fps=5.0,
-        batch_size=4,
-        num_workers=0,
-        device="cpu",
-        progress=False,
-    )
+    options = ExtractOptions(fps=5.0, batch_size=4, num_workers=0, device="cpu", progress=False)
+    extract_features("cholec80", str(tiny_model_dir), single, options, root=cholec_root)
     sharded = tmp_path / "sharded"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-        "-m", "plstitch_eval.extract",
+        "-m", "plstitch_eval", "extract",
         "--dataset", "cholec80", "--root", str(cholec_root), "--model", str(tiny_model_dir),
         "--out", str(sharded), "--fps", "5", "--batch-size", "4", "--num-workers", "0", "--device", "cpu",
         "--json", "-",

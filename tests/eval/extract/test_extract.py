@@ -11,19 +11,27 @@ import torch
 
 from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.data.video import read_frames
-from plstitch_eval.errors import DecodeError, FeatureStoreError
-from plstitch_eval.extract import extract_features, frame_plan, prepare_frame
+from plstitch_eval.errors import ConfigError, DecodeError, FeatureStoreError
+from plstitch_eval.extract import ExtractOptions, extract_features
 from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
+from plstitch_eval.preprocess import frame_plan, prepare_frame
 
 from .conftest import NATIVE_FPS, VIDEO_SECONDS, write_phase_tsv
 
 FPS = 5.0
 
 
-def _run(root: Path, model: Path | str, out: Path, **kwargs):
+def _run(root: Path, model: Path | str, out: Path, on_video_done=None, **kwargs):
     options = {"fps": FPS, "batch_size": 4, "num_workers": 0, "device": "cpu", "progress": False}
-    return extract_features("cholec80", str(model), out, root=root, **{**options, **kwargs})
+    return extract_features(
+        "cholec80",
+        str(model),
+        out,
+        ExtractOptions(**{**options, **kwargs}),
+        root=root,
+        on_video_done=on_video_done,
+    )
 
 
 def _file_bytes(store: Path) -> dict[str, bytes]:
@@ -61,6 +69,20 @@ def test_worker_crop_matches_encoder_transform(tiny_model_dir):
     mean = torch.tensor(plan.mean).view(3, 1, 1)
     std = torch.tensor(plan.std).view(3, 1, 1)
     torch.testing.assert_close((crop.float() / 255 - mean) / std, expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("batch_size", 0), ("fps", 0.0), ("num_workers", -1), ("precision", "fp8"), ("videos", "video01")],
+)
+def test_options_are_checked_when_made(field, value):
+    with pytest.raises(ConfigError, match=field) as info:
+        ExtractOptions(**{field: value})
+    assert "\n" not in str(info.value)
+
+
+def test_options_turn_a_torch_device_into_its_name():
+    assert ExtractOptions(device=torch.device("cpu")).device == "cpu"
 
 
 def test_manifest_records_run(cholec_root, tiny_model_dir, tmp_path):

@@ -1,7 +1,7 @@
-"""CLI command `train`: parse options into a `TrainConfig`, call `trainer.train`, print a JSON summary.
+"""CLI command `train`: parse options into a `TrainConfig`, hand it to `plstitch_train.launch`, print JSON.
 
-Rerunning a command continues its run folder; SIGINT/SIGTERM print where the checkpoint is and how to resume
-(docs/training.md).
+What a rerun, `--resume` or `--overwrite` does is decided in `plstitch_train.launch`; SIGINT/SIGTERM print
+where the checkpoint is and how to resume (docs/training.md).
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from plstitch_eval.errors import ConfigError
-from plstitch_eval.utils.console import console, logger, print_error
-from plstitch_train.presets import PRESETS, TrainConfig
+from plstitch_eval.utils.console import console, print_error
+from plstitch_train.presets import OBJECTIVES, PRESETS
 
 if TYPE_CHECKING:
     from plstitch_train.trainer import TrainResult
 
 _PRESET_HELP = "Preset: " + ", ".join(PRESETS) + "."
+_OBJECTIVE_HELP = "Ranking objective: " + ", ".join(OBJECTIVES) + "."
 _INIT_HELP = (
     "Start from a released PL-Stitch checkpoint (pl-stitch-lemon, a pl_*.pth: backbones, iBOT heads, temporal"
     " and jigsaw heads) or from any other encoder spec (backbone only)."
@@ -55,7 +55,7 @@ def train(
     batch_size: Annotated[int | None, typer.Option("--batch-size", help="Global batch size.")] = None,
     accum_steps: Annotated[int | None, typer.Option("--accum-steps", help="Gradient accumulation.")] = None,
     lr: Annotated[float | None, typer.Option("--lr", help="Base lr (scaled by batch/256).")] = None,
-    objective: Annotated[str | None, typer.Option("--objective", help="pl, pairwise or permutation.")] = None,
+    objective: Annotated[str | None, typer.Option("--objective", help=_OBJECTIVE_HELP)] = None,
     clip_len: Annotated[int | None, typer.Option("--clip-len", help="Frames per clip (k).")] = None,
     lambda_vid: Annotated[
         float | None, typer.Option("--lambda-vid", help="Weight of L_vid (0 = off).")
@@ -95,51 +95,42 @@ def train(
     Ctrl-C or SIGTERM: checkpoint after the current step, print the resume command, exit 130 / 143.
     A second Ctrl-C stops at once.
     """
-    from plstitch_train.presets import get_preset
+    from plstitch_train.launch import base_config, plan_launch, run_launch
     from plstitch_train.trainer import TrainingInterrupted
 
-    runtime = {
+    if context_seconds is not None and None in context_seconds:
+        context_seconds = None
+    settings = {
+        "data": _str(data),
+        "dataset": dataset,
+        "root": _str(root),
+        "split": split,
+        "init": init,
+        "epochs": epochs,
+        "max_steps": steps,
+        "batch_size": batch_size,
+        "accum_steps": accum_steps,
+        "base_lr": lr,
+        "objective": objective,
+        "clip_len": clip_len,
+        "lambda_vid": lambda_vid,
+        "lambda_mim": lambda_mim,
+        "lambda_jigsaw": lambda_jigsaw,
+        "reverse_time": reverse_time or None,
+        "fps": fps,
+        "context_seconds": context_seconds,
+        "precision": precision,
+        "seed": seed,
         "device": device,
         "num_workers": num_workers,
         "checkpoint_every": checkpoint_every,
         "cache_dir": _str(cache_dir),
     }
-    if resume is not None:
-        _warn_ignored(
-            data=data, dataset=dataset, epochs=epochs, steps=steps, batch_size=batch_size, init=init
-        )
-        config = None
-    else:
-        if out is None:
-            raise ConfigError("--out is required (the run folder), unless --resume is given.")
-        if context_seconds is not None and None in context_seconds:
-            context_seconds = None
-        base = _read_config(config_file) if config_file is not None else get_preset(preset)
-        config = base.replace(
-            data=_str(data),
-            dataset=dataset,
-            root=_str(root),
-            split=split,
-            init=init,
-            epochs=epochs,
-            max_steps=steps,
-            batch_size=batch_size,
-            accum_steps=accum_steps,
-            base_lr=lr,
-            objective=objective,
-            clip_len=clip_len,
-            lambda_vid=lambda_vid,
-            lambda_mim=lambda_mim,
-            lambda_jigsaw=lambda_jigsaw,
-            reverse_time=reverse_time or None,
-            fps=fps,
-            context_seconds=context_seconds,
-            precision=precision,
-            seed=seed,
-            **runtime,
-        )
+    config = base_config(preset, config_file).replace(**settings)
+    given = [name for name, value in settings.items() if value is not None]
+    launch = plan_launch(config, out, resume=resume, overwrite=overwrite, given=given)
     try:
-        result = _run_training(config, out, resume, overwrite, runtime)
+        result = run_launch(launch)
     except TrainingInterrupted as stop:
         if _is_rank_zero():
             print_error(stop.message(), label="interrupted", style="yellow")
@@ -147,30 +138,14 @@ def train(
     _print_summary(result)
 
 
-def _run_training(
-    config: TrainConfig | None, out: Path | None, resume: Path | None, overwrite: bool, runtime: dict
-) -> TrainResult:
-    """Call the trainer: a fresh/continued run from `config`, or an explicit `--resume`."""
-    from plstitch_train.trainer import train as run_training
-
-    if resume is not None:
-        return run_training(out_dir=out, resume=resume, overwrite=overwrite, runtime=runtime)
-    return run_training(config, out, overwrite=overwrite)
-
-
-def _warn_ignored(**options: object) -> None:
-    """With --resume the checkpoint's settings win: name the given options that are ignored."""
-    ignored = ["--" + name.replace("_", "-") for name, value in options.items() if value is not None]
-    if ignored:
-        logger.warning("Resuming: %s ignored; the checkpoint's settings are used.", ", ".join(ignored))
-
-
 def _print_summary(result: TrainResult) -> None:
     """Rank 0: a finished run's one-line notice on stderr; the JSON summary on stdout."""
+    from plstitch_eval.hub.run_folder import backbone_dir
+
     if result.already_finished and _is_rank_zero():
         console.print(
             f"{result.out_dir} already finished ({result.step} steps; backbone in "
-            f"{result.out_dir / 'backbone'}): nothing to do. Use --overwrite to train it again.",
+            f"{backbone_dir(result.out_dir)}): nothing to do. Use --overwrite to train it again.",
             highlight=False,
             soft_wrap=True,
         )
@@ -185,14 +160,6 @@ def _print_summary(result: TrainResult) -> None:
 def _is_rank_zero() -> bool:
     """Whether this process prints (under torchrun every rank runs this command)."""
     return int(os.environ.get("RANK", "0")) == 0
-
-
-def _read_config(path: Path) -> TrainConfig:
-    """A TrainConfig from a train_config.json (e.g. one a previous run wrote)."""
-    try:
-        return TrainConfig.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"--config {path}: cannot read a training config: {exc}") from exc
 
 
 def _str(path: Path | None) -> str | None:
