@@ -240,6 +240,34 @@ def run_knn(
     return results
 
 
+def run_majority(
+    features: str | Path, scheme: str | None = None, train_on: Sequence[str] = ("train",)
+) -> dict[str, Any]:
+    """Majority-class reference: the most frequent labelled class of the `train_on` splits predicted for
+    every labelled test frame (ties: lowest class id). Why: the accuracy an encoder must beat to count.
+    """
+    store = FeatureStore(features)
+    manifest, class_names, n_classes, _ = _context(store)
+    splits = resolve_splits(store, scheme)
+    train_videos = [v for s in train_on for v in splits[s]]
+    _require(train_videos, "train", store)
+    _require(splits["test"], "test", store)
+    train_labels = stack_labelled(load_videos(store, train_videos))[1]
+    test_labels = stack_labelled(load_videos(store, splits["test"]))[1]
+    majority = int(np.bincount(train_labels, minlength=n_classes).argmax())
+    return {
+        "task": "majority",
+        "dataset": manifest.get("dataset"),
+        "features": str(features),
+        "train_splits": list(train_on),
+        "class_id": majority,
+        "class_name": class_names[majority] if majority < len(class_names) else str(majority),
+        "train_frames": int(len(train_labels)),
+        "test_frames": int(len(test_labels)),
+        "metrics": {"accuracy": 100.0 * float(np.mean(test_labels == majority))},
+    }
+
+
 def _require(videos: Sequence[str], split: str, store: FeatureStore) -> None:
     if not videos:
         raise EvaluationError(

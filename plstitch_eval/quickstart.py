@@ -1,25 +1,31 @@
 """The embedded default end to end, offline: synthetic videos -> shipped tiny PL-Stitch -> features -> k-NN +
-linear probe -> results JSON, a printed table and a timeline figure.
+linear probe -> results JSON, one table beside reference rows, and a timeline figure.
 
-Every step is a library call of its own module (`evaluate_encoder`: the `synthetic` adapter, `load_encoder`,
-`extract_features`, `run_knn`/`run_linear`; then `build_table`, `run_timeline`); this module only chains them
+The reference rows show what the learned features add on the same test split: `random-init:<model>` (the
+same architecture, fresh weights; only for timm-format models), `raw-pixels` (each frame downsampled to
+8x8x3) and the majority class of the training split. Every step is a library call of its own module
+(`evaluate_encoder` per encoder, `run_majority`, `build_table`, `run_timeline`); this module only chains them
 into one output folder::
 
-    <out>/features/            feature store (1 fps), resumable
-    <out>/results/knn.json     plstitch.results/v1 (k-NN, k=20, exp weighting)
-    <out>/results/linear.json  plstitch.results/v1 (linear-probe grid, best on held-out training videos)
-    <out>/results/table.md     the printed table in markdown
-    <out>/figures/timeline.png ground truth vs. k-NN predictions for a few test videos (+ timeline.json)
+    <out>/features/<row>/               feature store per encoder (1 fps), resumable
+    <out>/results/<row>/knn.json        plstitch.results/v1 (k-NN, k=20, exp weighting)
+    <out>/results/<row>/linear.json     plstitch.results/v1 (linear-probe grid, best on held-out train videos)
+    <out>/results/table.md              the printed table in markdown
+    <out>/figures/timeline.png          ground truth vs. the model's k-NN predictions (+ timeline.json)
+
+with `<row>` = `model`, `random-init`, `raw-pixels`.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from plstitch_eval.errors import ModelNotFoundError
+from plstitch_eval.hub.random_init import DEFAULT_SEED, TIMM_SOURCES, is_timm_format_spec, random_init_spec
 from plstitch_eval.hub.registry import MODELS
 from plstitch_eval.hub.timm_format import is_timm_dir
 from plstitch_eval.resources import model_cards_dir
@@ -27,6 +33,13 @@ from plstitch_eval.utils.console import console
 
 SHIPPED_MODEL = "plstitch-tiny-synthetic"
 SHIPPED_DIR = model_cards_dir() / SHIPPED_MODEL
+PIXELS_SPEC = "raw-pixels"
+
+MODEL_ROW, RANDOM_INIT_ROW, PIXELS_ROW, MAJORITY_ROW = "model", "random-init", "raw-pixels", "majority"
+RANDOM_INIT_LABEL = f"random init (seed {DEFAULT_SEED})"
+PIXELS_LABEL = "raw pixels (8x8x3)"
+MAJORITY_LABEL = "majority class"
+PROTOCOL_NAMES = {"knn": "k-NN", "linear": "linear"}
 
 
 def default_model_spec() -> str:
@@ -47,6 +60,7 @@ class QuickstartConfig:
 
     out: Path = Path("plstitch-quickstart")
     model: str | None = None  # None: the shipped plstitch-tiny-synthetic
+    reference: bool = True  # False: no random-init and raw-pixels rows (the majority class stays)
     device: str = "auto"
     fps: float = 1.0
     batch_size: int = 64
@@ -60,41 +74,167 @@ class QuickstartConfig:
 
 
 @dataclass
+class EncoderRow:
+    """One evaluated encoder of the table: key (= folder name), label, spec, store, results, timings (s)."""
+
+    name: str
+    label: str
+    spec: str
+    features: Path
+    paths: dict[str, Path]  # protocol ("knn", "linear") -> its results JSON
+    results: dict[str, dict[str, Any]]  # protocol -> plstitch.results/v1 dict
+    seconds: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready row: where its files are and every metric of each protocol (NaN -> null)."""
+        return {
+            "name": self.name,
+            "label": self.label,
+            "spec": self.spec,
+            "features": str(self.features),
+            "results": {protocol: str(path) for protocol, path in self.paths.items()},
+            "metrics": {protocol: _finite(res["metrics"]) for protocol, res in self.results.items()},
+            "seconds": self.seconds,
+        }
+
+
+@dataclass
 class QuickstartResult:
-    """Where everything went, the two results dicts and the wall time of each stage (seconds)."""
+    """Where everything went: one `EncoderRow` per encoder (the model first), the majority-class reference,
+    rows skipped with the reason, the table and figure files and the wall time of each part (s)."""
 
     out: Path
-    features: Path
-    knn_json: Path
-    linear_json: Path
+    rows: list[EncoderRow]
+    majority: dict[str, Any]
+    skipped: dict[str, str]
     table_md: Path
     timeline_png: Path
-    knn: dict[str, Any]
-    linear: dict[str, Any]
     seconds: dict[str, float]
+
+    @property
+    def model(self) -> EncoderRow:
+        """The evaluated model's row."""
+        return self.rows[0]
+
+    @property
+    def features(self) -> Path:
+        return self.model.features
+
+    @property
+    def knn_json(self) -> Path:
+        return self.model.paths["knn"]
+
+    @property
+    def linear_json(self) -> Path:
+        return self.model.paths["linear"]
+
+    @property
+    def knn(self) -> dict[str, Any]:
+        return self.model.results["knn"]
+
+    @property
+    def linear(self) -> dict[str, Any]:
+        return self.model.results["linear"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `--json` writes: every row of the table (encoders, then the majority class) and the files."""
+        majority = {
+            "name": MAJORITY_ROW,
+            "label": MAJORITY_LABEL,
+            **{k: self.majority[k] for k in ("class_id", "class_name", "train_frames", "test_frames")},
+            "metrics": _finite(self.majority["metrics"]),
+        }
+        return {
+            "dataset": self.knn.get("dataset"),
+            "split": "test",
+            "headline_metrics": list(self.knn.get("headline_metrics") or []),
+            "knn_k": (self.knn.get("protocol") or {}).get("k"),
+            "rows": [row.to_dict() for row in self.rows] + [majority],
+            "skipped": [{"name": name, "reason": reason} for name, reason in self.skipped.items()],
+            "out": str(self.out),
+            "table_md": str(self.table_md),
+            "timeline_png": str(self.timeline_png),
+            "seconds": self.seconds,
+        }
 
 
 def run_quickstart(config: QuickstartConfig) -> QuickstartResult:
-    """Run the whole offline pipeline into `config.out`; returns paths, results and stage timings.
+    """Run the whole offline pipeline into `config.out`; returns rows, paths and timings.
 
-    Rerunning resumes: finished videos of the feature store are skipped, results and figure are rewritten.
+    Rerunning resumes: finished videos of every feature store are skipped, results and figure are rewritten.
     """
     from plstitch_eval.analysis.timeline import TimelineConfig, run_timeline
+    from plstitch_eval.protocols import run_majority
+    from plstitch_eval.tables import to_markdown
+    from plstitch_eval.utils.io import write_text_atomic
+
+    out = Path(config.out).expanduser()
+    model_spec = config.model or default_model_spec()
+    plan = [(MODEL_ROW, display_name(model_spec), model_spec)]
+    skipped: dict[str, str] = {}
+    if config.reference:
+        plan, skipped = _with_references(plan, model_spec)
+    rows = []
+    for index, (name, label, spec) in enumerate(plan, start=1):
+        console.print(
+            f"[{index}/{len(plan)}] {label}" + (f" ({spec})" if spec != label else ""), highlight=False
+        )
+        rows.append(_evaluate_row(name, label, spec, out, config))
+
+    start = time.perf_counter()
+    majority = run_majority(rows[0].features)
+    table_md = out / "results" / "table.md"
+    write_text_atomic(table_md, to_markdown(comparison_table(rows, majority)))
+    timeline_png, _, _ = run_timeline(
+        TimelineConfig(
+            features=str(rows[0].features),
+            pred=str(rows[0].paths["knn"]),
+            max_videos=config.timeline_videos,
+            out=out / "figures",
+        )
+    )
+    seconds = {row.name: round(sum(row.seconds.values()), 2) for row in rows}
+    seconds["table+figure"] = round(time.perf_counter() - start, 2)
+    return QuickstartResult(out, rows, majority, skipped, table_md, timeline_png, seconds)
+
+
+def display_name(spec: str) -> str:
+    """A short row label for a spec: a path's folder/file name, else the spec itself."""
+    path = Path(spec).expanduser()
+    return path.name if spec not in MODELS and path.exists() else spec
+
+
+def _with_references(
+    plan: list[tuple[str, str, str]], model_spec: str
+) -> tuple[list[tuple[str, str, str]], dict[str, str]]:
+    """The plan with the random-init and raw-pixels rows added, and the reason for each one left out."""
+    plan, skipped = list(plan), {}
+    if is_timm_format_spec(model_spec):
+        plan.append((RANDOM_INIT_ROW, RANDOM_INIT_LABEL, random_init_spec(model_spec)))
+    else:
+        skipped[RANDOM_INIT_ROW] = (
+            f"random init row skipped: {model_spec} is not a timm-format model ({TIMM_SOURCES})."
+        )
+    if model_spec != PIXELS_SPEC:
+        plan.append((PIXELS_ROW, PIXELS_LABEL, PIXELS_SPEC))
+    else:
+        skipped[PIXELS_ROW] = "raw pixels row skipped: the model is raw-pixels itself."
+    return plan, skipped
+
+
+def _evaluate_row(name: str, label: str, spec: str, out: Path, config: QuickstartConfig) -> EncoderRow:
+    """`evaluate_encoder` of one spec into `<out>/features/<name>` and `<out>/results/<name>`."""
     from plstitch_eval.evaluate import EvaluateConfig, evaluate_encoder
     from plstitch_eval.extract import ExtractOptions
     from plstitch_eval.knn import KnnConfig
     from plstitch_eval.linear import LinearConfig
-    from plstitch_eval.tables import build_table, to_markdown
     from plstitch_eval.utils.device import resolve_device
-    from plstitch_eval.utils.io import write_text_atomic
 
-    out = Path(config.out).expanduser()
-    features, results_dir, figures = out / "features", out / "results", out / "figures"
     device = str(resolve_device(config.device))
     evaluation = evaluate_encoder(
-        config.model or default_model_spec(),
-        features,
-        results_dir,
+        spec,
+        out / "features" / name,
+        out / "results" / name,
         EvaluateConfig(
             dataset="synthetic",
             dataset_options=config.dataset_options,
@@ -111,60 +251,67 @@ def run_quickstart(config: QuickstartConfig) -> QuickstartResult:
             linear=LinearConfig(epochs=config.linear_epochs, device=device),
         ),
     )
-    knn, linear = evaluation.results["knn"], evaluation.results["linear"]
-    knn_json, linear_json = evaluation.paths["knn"], evaluation.paths["linear"]
-
-    start = time.perf_counter()
-    table = build_table([knn, linear])
-    table_md = results_dir / "table.md"
-    write_text_atomic(table_md, to_markdown(table))
-    timeline_png, _, _ = run_timeline(
-        TimelineConfig(
-            features=str(features), pred=str(knn_json), max_videos=config.timeline_videos, out=figures
-        )
-    )
-    seconds = {**evaluation.seconds, "figure": round(time.perf_counter() - start, 2)}
-    return QuickstartResult(
-        out=out,
-        features=features,
-        knn_json=knn_json,
-        linear_json=linear_json,
-        table_md=table_md,
-        timeline_png=timeline_png,
-        knn=knn,
-        linear=linear,
-        seconds=seconds,
+    return EncoderRow(
+        name, label, spec, evaluation.features, evaluation.paths, evaluation.results, evaluation.seconds
     )
 
 
-def summary_table(result: QuickstartResult):
-    """A rich table: one row per protocol (k-NN, linear), the synthetic dataset's headline metrics."""
-    from rich.table import Table
+def comparison_table(rows: list[EncoderRow], majority: dict[str, Any] | None = None):
+    """A `ComparisonTable`: one row per encoder (its label), columns = protocol x headline metric.
 
-    from plstitch_eval.tables import METRIC_LABELS
+    The majority class predicts without features, the same for either protocol: its accuracy fills each
+    accuracy column and its other cells stay empty.
+    """
+    from plstitch_eval.tables import build_table
 
-    model = (result.knn.get("model") or {}).get("spec", "?")
-    metrics = list(result.knn.get("headline_metrics") or result.knn["metrics"])
-    table = Table(title=f"Synthetic test split, {model}")
-    table.add_column("protocol")
-    for metric in metrics:
-        table.add_column(METRIC_LABELS.get(metric, metric), justify="right")
-    k = (result.knn.get("protocol") or {}).get("k")
-    for name, res in ((f"k-NN (k={k})", result.knn), ("linear probe", result.linear)):
-        table.add_row(name, *(f"{res['metrics'][m]:.1f}" for m in metrics))
+    results = [
+        {**res, "model": {**(res.get("model") or {}), "spec": row.label}}
+        for row in rows
+        for res in (row.results["knn"], row.results["linear"])
+    ]
+    table = build_table(results)
+    if majority is not None:
+        table.rows.append(MAJORITY_LABEL)
+        for column in table.columns:
+            if column[2] == "accuracy":
+                table.values[(MAJORITY_LABEL, column)] = (float(majority["metrics"]["accuracy"]), None)
     return table
 
 
-def print_quickstart(result: QuickstartResult) -> None:
-    """The results table on stdout; where the files went and the stage timings on stderr."""
+def summary_table(result: QuickstartResult):
+    """The rich table that is printed: encoder rows and the majority class, headers "k-NN Acc" etc."""
+    from plstitch_eval.tables import METRIC_LABELS, to_rich
+
+    table = comparison_table(result.rows, result.majority)
+    headers = [f"{PROTOCOL_NAMES.get(t, t)} {METRIC_LABELS.get(m, m)}" for _d, t, m in table.columns]
+    n_videos = len((result.knn.get("splits") or {}).get("test", []))
+    k = (result.knn.get("protocol") or {}).get("k")
+    title = (
+        f"{result.knn.get('dataset')} test split ({result.majority['test_frames']} frames of {n_videos} "
+        f"videos): k-NN (k={k}) and linear probe"
+    )
+    return to_rich(table, title=title, headers=headers)
+
+
+def print_quickstart(result: QuickstartResult, *, table_on_stdout: bool = True) -> None:
+    """The results table on stdout (stderr when stdout carries JSON); notes, files and timings on stderr."""
     from plstitch_eval.utils.console import result_console
 
-    result_console().print(summary_table(result))
+    target = result_console(width=max(console.width, 140)) if table_on_stdout else console
+    target.print(summary_table(result))
+    for note in result.skipped.values():
+        console.print(note, highlight=False)
     total = sum(result.seconds.values())
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in result.seconds.items())
     console.print(f"finished in {total:.1f}s ({stages})", highlight=False)
+    stores = ", ".join(str(row.features) for row in result.rows)
+    results = ", ".join(str(path) for row in result.rows for path in row.paths.values())
     console.print(
-        f"features: {result.features}\nresults:  {result.knn_json}, {result.linear_json}, {result.table_md}\n"
-        f"figure:   {result.timeline_png}",
+        f"features: {stores}\nresults:  {results}, {result.table_md}\nfigure:   {result.timeline_png}",
         highlight=False,
     )
+
+
+def _finite(metrics: dict[str, Any]) -> dict[str, float | None]:
+    """Metrics as JSON numbers: NaN/inf (undefined, e.g. a class absent from the test split) -> None."""
+    return {k: float(v) if v is not None and math.isfinite(v) else None for k, v in metrics.items()}

@@ -155,11 +155,17 @@ def to_latex(table: ComparisonTable) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_rich(table: ComparisonTable, title: str | None = None) -> Table:
-    """A rich Table for the terminal; names, headers and title are plain `Text`, never markup."""
+def to_rich(table: ComparisonTable, title: str | None = None, headers: Sequence[str] | None = None) -> Table:
+    """A rich Table for the terminal; names, headers and title are plain `Text`, never markup.
+
+    `headers` replaces the column headers (one per column), e.g. shorter ones when the title names them.
+    """
     out = Table(title=None if title is None else Text(title, style="table.title"))
     out.add_column("Model")
-    for header in table.headers():
+    headers = list(headers) if headers is not None else table.headers()
+    if len(headers) != len(table.columns):
+        raise ConfigError(f"to_rich got {len(headers)} headers for {len(table.columns)} columns.")
+    for header in headers:
         out.add_column(Text(header), justify="right")
     for row in table.rows:
         cells = (table.cell(row, c, bold=("[bold]", "[/bold]")) for c in table.columns)

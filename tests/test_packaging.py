@@ -131,11 +131,15 @@ def test_installed_wheel_runs_quickstart_from_elsewhere(installed_wheel: tuple[P
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert "does not exist" not in done.stderr and "Traceback" not in done.stderr
 
-    knn = json.loads((out / "results" / "knn.json").read_text())
+    knn = json.loads((out / "results" / "model" / "knn.json").read_text())
     assert knn["model"]["spec"] == SHIPPED
     weights = Path(knn["model"]["provenance"]["path"])
     assert weights.is_relative_to(site) and weights.name == "model.safetensors"
-    assert (out / "results" / "linear.json").is_file() and (out / "results" / "table.md").is_file()
+    assert (out / "results" / "model" / "linear.json").is_file() and (out / "results" / "table.md").is_file()
     assert (out / "figures" / "timeline.png").read_bytes()[:4] == b"\x89PNG"
-    assert len(list((out / "features").glob("*.safetensors"))) == SMALL["n_videos"]
+    assert len(list((out / "features" / "model").glob("*.safetensors"))) == SMALL["n_videos"]
     assert f"{knn['metrics']['accuracy']:.1f}" in done.stdout  # the results table on stdout
+    fresh = json.loads((out / "results" / "random-init" / "knn.json").read_text())["model"]
+    assert fresh["spec"] == f"random-init:{SHIPPED}"
+    assert Path(fresh["provenance"]["path"]).is_relative_to(site)
+    assert (out / "results" / "raw-pixels" / "knn.json").is_file() and "majority class" in done.stdout

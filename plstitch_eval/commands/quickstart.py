@@ -19,18 +19,42 @@ def quickstart(
         ),
     ] = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda[:N].")] = "auto",
+    no_reference: Annotated[
+        bool,
+        typer.Option(
+            "--no-reference",
+            help="Skip the random-init and raw-pixels reference rows (majority class stays).",
+        ),
+    ] = False,
+    json_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--json",
+            help="Write every row of the table as JSON to this file; - prints it on stdout (table: stderr).",
+            dir_okay=False,
+        ),
+    ] = None,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace features made earlier with another model.")
     ] = False,
 ) -> None:
     """Synthetic videos -> shipped tiny PL-Stitch -> features -> k-NN + linear probe -> table + figure.
 
-    Needs no network and no dataset; under 3 minutes on a 2-core CPU. Rerunning resumes.
+    The table shows the model beside reference rows: the same architecture with random weights, raw pixels
+    (8x8x3) and the majority class. Needs no network and no dataset; under 3 minutes on a 2-core CPU.
+    Rerunning resumes.
     """
     from plstitch_eval.quickstart import QuickstartConfig, print_quickstart, run_quickstart
+    from plstitch_eval.utils.io import write_json_output
 
-    result = run_quickstart(QuickstartConfig(out=out, model=model, device=device, overwrite=overwrite))
-    print_quickstart(result)
+    config = QuickstartConfig(
+        out=out, model=model, reference=not no_reference, device=device, overwrite=overwrite
+    )
+    result = run_quickstart(config)
+    to_stdout = json_path is not None and str(json_path) == "-"
+    print_quickstart(result, table_on_stdout=not to_stdout)
+    if json_path is not None:
+        write_json_output(json_path, result.to_dict())
 
 
 def register(app: typer.Typer) -> None:

@@ -24,13 +24,20 @@ def presets_help() -> str:
     """
     lines = []
     for preset in REPRODUCE_PRESETS.values():
-        steps = f"{preset.steps} steps" if preset.steps else f"the {preset.train_preset} preset's epochs"
+        epochs = preset.train_overrides.get("epochs")
+        steps = (
+            f"{preset.steps} steps"
+            if preset.steps
+            else f"{epochs} epochs"
+            if epochs
+            else f"the {preset.train_preset} preset's epochs"
+        )
         lines.append(f"{preset.name}: {steps} per run, {preset.seeds} seeds per row")
     return "Presets (--preset):\n\n" + "\n\n".join(lines)
 
 
 def reproduce(
-    preset: Annotated[str, typer.Option("--preset", help=PRESET_HELP)] = "synthetic-ablation",
+    preset: Annotated[str, typer.Option("--preset", help=PRESET_HELP)] = "synthetic",
     seeds: Annotated[
         int | None, typer.Option("--seeds", min=1, help="Seeds per row (default: the preset's).")
     ] = None,

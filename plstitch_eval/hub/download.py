@@ -16,6 +16,10 @@ def hub_files_of(spec: str) -> tuple[str, list[str], str | None, str]:
     """(repo_id, files to fetch, revision in the spec, fix hint) for a registry name or an hf-hub spec."""
     if spec in MODELS:
         entry = MODELS[spec]
+        if not entry.has_weights:
+            raise ConfigError(
+                f"Model {spec!r} has no weights to download: it is built in (`plstitch models`)."
+            )
         if entry.repo_id is None:
             where = entry.local_path or (f"${entry.path_env}" if entry.path_env else "a local path")
             raise ConfigError(
@@ -48,7 +52,12 @@ def download_model(
 
 
 def entry_cached(entry: ModelEntry, cache_dir: str | Path | None = None) -> bool:
-    """True when the entry's weights are available without network (HF cache or an existing local path)."""
+    """True when the entry's weights are available without network (HF cache or an existing local path).
+
+    Encoders without weights (`raw-pixels`) are always available.
+    """
+    if not entry.has_weights:
+        return True
     local = entry.resolve_local_path()
     if local is not None:
         return local.exists()

@@ -12,6 +12,8 @@ from plstitch_eval.errors import ConfigError, ModelNotFoundError
 from plstitch_eval.hub import timm_format
 from plstitch_eval.hub.convert import model_from_checkpoint
 from plstitch_eval.hub.hub_files import HubFile, fetch_file, parse_hf_spec
+from plstitch_eval.hub.pixels import PIXELS_DATA_CONFIG, build_raw_pixels
+from plstitch_eval.hub.random_init import build_random_init, random_init_source
 from plstitch_eval.hub.registry import MODELS, ModelEntry, did_you_mean
 from plstitch_eval.hub.run_folder import BACKBONE_DIR, checkpoint_path, is_run_dir, resolve_backbone_dir
 from plstitch_eval.hub.safe_load import CHECKPOINT_SUFFIXES, load_checkpoint, sha256_file
@@ -42,8 +44,10 @@ class Encoder(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        """Device of the weights."""
-        return next(self.model.parameters()).device
+        """Device of the weights (of the buffers for a parameter-free model such as raw-pixels; else CPU)."""
+        for tensor in (*self.model.parameters(), *self.model.buffers()):
+            return tensor.device
+        return torch.device("cpu")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Frame features [B, D]: CLS token after the final LayerNorm (ViT), else pooled + normed features."""
@@ -75,7 +79,8 @@ def load_encoder(
     which: str = "teacher",
     trust_pickle: bool = False,
 ) -> Encoder:
-    """Load a frozen encoder: registry name, `hf-hub:ORG/NAME[/FILE]`, timm folder, run dir or checkpoint.
+    """Load a frozen encoder: registry name, `hf-hub:ORG/NAME[/FILE]`, timm folder, run dir or checkpoint;
+    `random-init:SPEC` is a timm-format SPEC's architecture with fresh weights (seed 0, `hub.random_init`).
 
     Every backbone tensor is loaded or it raises (`CheckpointError`); pickles load with `weights_only=True`
     unless `trust_pickle`; offline, only the HF cache is used (`ModelNotFoundError` names the fix).
@@ -89,6 +94,9 @@ def load_encoder(
 def _build(
     spec: str, revision: str | None, cache_dir: str | Path | None, which: str, trust_pickle: bool
 ) -> tuple[nn.Module, DataConfig, dict[str, Any]]:
+    source = random_init_source(spec)
+    if source is not None:
+        return build_random_init(source, revision=revision, cache_dir=cache_dir)
     if spec in MODELS:
         return _build_entry(MODELS[spec], revision, cache_dir, which, trust_pickle)
     if spec.startswith("hf-hub:"):
@@ -102,7 +110,8 @@ def _build(
     if path.exists():
         return _from_path(spec, path, which, trust_pickle, None)
     raise ModelNotFoundError(
-        f"{spec!r} is neither a registry model, an hf-hub:ORG/NAME[/FILE] spec, nor an existing path."
+        f"{spec!r} is neither a registry model, an hf-hub:ORG/NAME[/FILE] spec, a random-init:SPEC, nor an "
+        "existing path."
         f"{did_you_mean(spec)} Run `plstitch models` for the list ({', '.join(sorted(MODELS))})."
     )
 
@@ -110,6 +119,9 @@ def _build(
 def _build_entry(
     entry: ModelEntry, revision: str | None, cache_dir: str | Path | None, which: str, trust_pickle: bool
 ) -> tuple[nn.Module, DataConfig, dict[str, Any]]:
+    if entry.converter == "pixels":
+        model, data_config = build_raw_pixels(entry.data_config or PIXELS_DATA_CONFIG)
+        return model, data_config, _no_weights_provenance(entry.name)
     local = entry.resolve_local_path()
     if local is not None:
         if not local.exists():
@@ -209,6 +221,12 @@ def _checkpoint_data_config(model: nn.Module, entry: ModelEntry | None) -> DataC
             )
         return DataConfig.for_size(size, interpolation=config.interpolation if config else "bicubic")
     return config
+
+
+def _no_weights_provenance(spec: str) -> dict[str, Any]:
+    """Provenance of an encoder built in code: nothing was loaded from anywhere."""
+    keys = ("repo_id", "filename", "revision", "commit", "sha256", "path")
+    return {"spec": spec, **dict.fromkeys(keys)}
 
 
 def _provenance(spec: str, weights: Path, hub_file: HubFile | None) -> dict[str, Any]:

@@ -3,18 +3,21 @@
 Adding a model is one `register(ModelEntry(...))` call. Sources: a timm-format Hub repo (`repo_id`, no
 `filename`), a raw checkpoint file in a Hub repo (`repo_id` + `filename`), or a local folder/file
 (`local_path`; relative paths resolve inside the installed `plstitch_eval` package, where the shipped tiny
-model lives as package data, so it is found from a wheel as well as from a checkout).
+model lives as package data, so it is found from a wheel as well as from a checkout), or none at all
+(converter "pixels": the `raw-pixels` reference encoder, built in code).
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from plstitch_eval.errors import ConfigError
+from plstitch_eval.hub.pixels import PIXELS_DATA_CONFIG
 from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.resources import package_path
 
@@ -23,11 +26,13 @@ DINO_EVAL = DataConfig(input_size=(3, 224, 224), resize_size=256, crop_pct=0.875
 PL_STITCH_CITATION = "PL-Stitch: self-supervised Plackett-Luce ranking for procedural video. CVPR 2026."
 VIT_B16 = {"embed_dim": 768, "depth": 12, "num_heads": 12, "patch_size": (16, 16)}
 DINO_CITATION = "Caron et al. Emerging Properties in Self-Supervised Vision Transformers. ICCV 2021."
+CONVERTERS = ("timm", "vit", "convnext", "pixels")
 
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """One named encoder. `converter`: "timm" (timm-format folder), "vit" or "convnext" (raw checkpoint)."""
+    """One named encoder. `converter`: "timm" (timm-format folder), "vit" or "convnext" (raw checkpoint),
+    "pixels" (no weights: `plstitch_eval.hub.pixels`)."""
 
     name: str
     architecture: str
@@ -47,8 +52,15 @@ class ModelEntry:
     description: str = ""
 
     @property
+    def has_weights(self) -> bool:
+        """False for encoders built in code (converter "pixels"): nothing to download or cache."""
+        return self.converter != "pixels"
+
+    @property
     def source(self) -> str:
         """Human-readable location of the weights (repo/file, local path or the env variable to set)."""
+        if not self.has_weights:
+            return "built in (no weights)"
         if self.local_path:
             return self.local_path
         if self.repo_id:
@@ -69,8 +81,11 @@ MODELS: dict[str, ModelEntry] = {}
 
 def register(entry: ModelEntry) -> ModelEntry:
     """Add (or replace) a registry entry; returns it so it can be used as a constant."""
-    if entry.converter not in ("timm", "vit", "convnext"):
-        raise ConfigError(f"Model {entry.name!r}: unknown converter {entry.converter!r}.")
+    if entry.converter not in CONVERTERS:
+        raise ConfigError(
+            f"Model {entry.name!r}: unknown converter {entry.converter!r}; "
+            f"choose one of {', '.join(CONVERTERS)}."
+        )
     MODELS[entry.name] = entry
     return entry
 
@@ -220,5 +235,17 @@ register(
         license="MIT",
         citation=PL_STITCH_CITATION,
         description="Tiny PL-Stitch ViT (4 blocks x 64, 64 px) trained on the synthetic dataset; shipped.",
+    )
+)
+register(
+    ModelEntry(
+        name="raw-pixels",
+        architecture="pixels_8x8x3",
+        feature_dim=math.prod(PIXELS_DATA_CONFIG.input_size),  # 192
+        converter="pixels",
+        data_config=PIXELS_DATA_CONFIG,
+        license="n/a (no weights)",
+        citation="n/a (reference row: no model)",
+        description="reference row: each frame downsampled to 8x8x3, no learning",
     )
 )

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import timm
+import torch
 from safetensors.torch import save_file
 from timm.layers import LayerScale
 from timm.models.convnext import ConvNeXt
@@ -136,24 +137,55 @@ def load_timm_dir(path: str | Path, **model_overrides: Any) -> tuple[nn.Module, 
         raise CheckpointError(
             f"{path} is not a timm-format folder: it needs {CONFIG_NAME} and {WEIGHTS_NAME}."
         )
-    data_config = read_data_config(path)
     overrides = {"num_classes": 0, **model_overrides}
     try:
         model = timm.create_model(f"local-dir:{path}", pretrained=True, **overrides)
     except RuntimeError as exc:  # timm loads strictly; a mismatch surfaces here
         raise CheckpointError(f"{path / WEIGHTS_NAME} does not match {path / CONFIG_NAME}: {exc}") from exc
-    if "img_size" in model_overrides:
-        size = model_overrides["img_size"]
-        height, width = (size, size) if isinstance(size, int) else size
-        data_config = DataConfig(
-            input_size=(3, height, width),
-            resize_size=round(min(height, width) / data_config.crop_pct),
-            crop_pct=data_config.crop_pct,
-            interpolation=data_config.interpolation,
-            mean=data_config.mean,
-            std=data_config.std,
-        )
-    return model.eval(), data_config
+    return model.eval(), _overridden_data_config(read_data_config(path), model_overrides)
+
+
+def has_timm_config(path: str | Path) -> bool:
+    """True when `path` holds timm's config.json (weights or not): all `random_init_timm_dir` reads."""
+    return (Path(path) / CONFIG_NAME).is_file()
+
+
+def random_init_timm_dir(
+    path: str | Path, seed: int = 0, **model_overrides: Any
+) -> tuple[nn.Module, DataConfig]:
+    """The architecture of a timm folder's config.json with freshly initialised weights, and its `DataConfig`.
+
+    Why: the "no pretraining" reference of a model has its exact shape and preprocessing. Built by plain
+    `timm.create_model(..., pretrained=False)` under `torch.manual_seed(seed)` (the global RNG is restored
+    afterwards), so a seed gives the same weights every time; the weights file is never read.
+    """
+    path = Path(path).resolve()
+    if not has_timm_config(path):
+        raise CheckpointError(f"{path} is not a timm-format folder: it needs {CONFIG_NAME}.")
+    overrides = {"num_classes": 0, **model_overrides}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        try:
+            model = timm.create_model(f"local-dir:{path}", pretrained=False, **overrides)
+        except (RuntimeError, KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"Cannot build the architecture of {path / CONFIG_NAME}: {exc}") from exc
+    return model.eval(), _overridden_data_config(read_data_config(path), model_overrides)
+
+
+def _overridden_data_config(data_config: DataConfig, model_overrides: dict[str, Any]) -> DataConfig:
+    """`data_config` at the input size an `img_size` override asks for (same crop_pct), else unchanged."""
+    if "img_size" not in model_overrides:
+        return data_config
+    size = model_overrides["img_size"]
+    height, width = (size, size) if isinstance(size, int) else size
+    return DataConfig(
+        input_size=(3, height, width),
+        resize_size=round(min(height, width) / data_config.crop_pct),
+        crop_pct=data_config.crop_pct,
+        interpolation=data_config.interpolation,
+        mean=data_config.mean,
+        std=data_config.std,
+    )
 
 
 def _read_config(path: Path) -> dict[str, Any]:

@@ -33,7 +33,7 @@ ROW_FIELDS = ("lambda_vid", "lambda_mim", "lambda_jigsaw", "objective")
 
 
 def _config(out: Path, linear_epochs: int | None = None, **changes) -> ReproduceConfig:
-    preset = get_reproduce_preset("synthetic-ablation")
+    preset = get_reproduce_preset("synthetic-smoke")
     if linear_epochs is not None:
         preset = dataclasses.replace(preset, linear_epochs=linear_epochs)
     return ReproduceConfig(preset=preset, out=out, **changes)
@@ -114,7 +114,7 @@ def test_unknown_row_and_preset_are_clear_errors(tmp_path: Path) -> None:
     app.command("noop")(lambda: None)
     res = CliRunner().invoke(app, ["reproduce", "--preset", "nope", "--out", str(tmp_path)])
     assert isinstance(res.exception, ConfigError)
-    assert "synthetic-ablation" in str(res.exception)
+    assert "synthetic-smoke" in str(res.exception)
 
 
 # ----------------------------------------------------------------------------------------------- end to end
