@@ -2,7 +2,9 @@
 
 For each frame, `d = 1 - cos(f_fwd(x), f_bwd(x))`. The distance is only meaningful when both encoders share a
 feature space, e.g. both fine-tuned from the same initialisation (the paper's setting); it is computed as is.
-A model that ignores temporal order gives the same features either way (d near 0).
+A model that ignores temporal order gives the same features either way (d near 0). Two runs of the same
+direction differ too, so `control_distances` adds forward-vs-forward and reversed-vs-reversed pairs: only the
+forward-vs-reversed distance minus the same-direction one says something (see `render_awareness_controls`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from plstitch_eval.analysis.style import class_colors, new_figure, write_outputs
-from plstitch_eval.errors import ConfigError
+from plstitch_eval.errors import ConfigError, FeatureStoreError
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -83,8 +85,13 @@ def summarize(distances: np.ndarray) -> dict[str, Any]:
     }
 
 
-def plot_awareness(distances: dict[str, np.ndarray], dataset: str, title: str | None = None):
-    """Violins of the per-frame cosine distances, one per model pair, with median and mean marked."""
+def plot_awareness(
+    distances: dict[str, np.ndarray],
+    dataset: str,
+    title: str | None = None,
+    xlabel: str = "model pair (forward vs. time-reversed pretraining)",
+):
+    """Violins of the per-frame cosine distances, one per pair (or pair group), median and mean marked."""
     names = list(distances)
     fig = new_figure(max(4.0, 1.4 * len(names) + 2.0), 4.0)
     ax = fig.add_subplot(1, 1, 1)
@@ -103,7 +110,7 @@ def plot_awareness(distances: dict[str, np.ndarray], dataset: str, title: str | 
         positions, [d.mean() for d in data], marker="D", color="white", edgecolors="black", s=18, zorder=3
     )
     ax.set_xticks(positions, names)
-    ax.set_xlabel("model pair (forward vs. time-reversed pretraining)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("cosine distance per frame")
     ax.set_title(title or f"Procedural awareness on {dataset}")
     ax.text(
@@ -177,3 +184,114 @@ def run_awareness(config: AwarenessConfig) -> tuple[Path, Path, dict[str, Any]]:
         "pairs": [{"name": p.name, "forward": p.forward, "backward": p.backward} for p in config.pairs],
     }
     return render_awareness(distances, config.out, config.name, meta)
+
+
+# Same-direction controls: two runs trained in the same direction differ too (seeds, data order), so the
+# forward-vs-reversed distance only means something relative to the forward-vs-forward and
+# reversed-vs-reversed spread. Features come from feature stores of the same frames, one store per run.
+GROUPS = ("forward vs reversed", "forward vs forward", "reversed vs reversed")
+CONTRAST = "forward-vs-reversed minus mean same-direction distance"
+
+
+def check_run_names(forward: dict[str, Any], reverse: dict[str, Any]) -> None:
+    """Refuse a run name used for both a forward and a reversed run (pairs would be ambiguous)."""
+    if set(forward) & set(reverse):
+        raise ConfigError(f"Run names are both forward and reversed: {sorted(set(forward) & set(reverse))}.")
+
+
+def control_distances(
+    forward: dict[str, np.ndarray], reverse: dict[str, np.ndarray]
+) -> dict[str, dict[str, np.ndarray]]:
+    """Per-frame distances of every (Fi, Rj), (Fi, Fj) and (Ri, Rj) pair, i < j: group -> "A vs B" -> [N]."""
+    if not forward or not reverse:
+        raise ConfigError("Awareness with controls needs at least one forward and one reversed run.")
+    if len(forward) + len(reverse) < 3:
+        raise ConfigError("Same-direction controls need two forward or two reversed runs (got one of each).")
+    check_run_names(forward, reverse)
+
+    def same(runs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = list(runs)
+        return {
+            f"{a} vs {b}": cosine_distances(runs[a], runs[b])
+            for i, a in enumerate(names)
+            for b in names[i + 1 :]
+        }
+
+    cross = {f"{f} vs {r}": cosine_distances(forward[f], reverse[r]) for f in forward for r in reverse}
+    return dict(zip(GROUPS, (cross, same(forward), same(reverse)), strict=True))
+
+
+def control_summary(groups: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:
+    """Per-group statistics of the pooled frames, per-pair means and the cross-minus-same contrast."""
+    pooled = {g: np.concatenate(list(p.values())) for g, p in groups.items() if p}
+    same = np.concatenate([pooled[g] for g in GROUPS[1:] if g in pooled])
+    cross = pooled[GROUPS[0]]
+    return {
+        "stats": {g: summarize(d) for g, d in pooled.items()},
+        "pair_means": {g: {k: float(d.mean()) for k, d in p.items()} for g, p in groups.items()},
+        "same_direction_mean": float(same.mean()),
+        "contrast": float(cross.mean() - same.mean()),
+        "contrast_definition": CONTRAST,
+    }
+
+
+def render_awareness_controls(
+    groups: dict[str, dict[str, np.ndarray]], out: Path, name: str, meta: dict[str, Any]
+) -> tuple[Path, Path, dict[str, Any]]:
+    """Violins of the three pair groups side by side; PNG + JSON (group stats, pair means, contrast)."""
+    summary = control_summary(groups)
+    pooled = {g: np.concatenate(list(p.values())) for g, p in groups.items() if p}
+    title = f"Awareness with controls: {CONTRAST} = {summary['contrast']:+.4f}"
+    fig = plot_awareness(pooled, meta.get("dataset", ""), title=title, xlabel="pair group (all pairs pooled)")
+    data = {
+        "analysis": "awareness_controls",
+        **meta,
+        "metric": "cosine_distance = 1 - cos(f_a(x), f_b(x)) per frame",
+        **summary,
+    }
+    png, js = write_outputs(fig, data, out, name)
+    return png, js, summary
+
+
+def aligned_store_features(
+    stores: dict[str, str | Path], split: str | None = "test"
+) -> dict[str, np.ndarray]:
+    """Run name -> [N, D] features of one split, checked to hold the same videos and frame times."""
+    from plstitch_eval.features import FeatureStore
+
+    feats: dict[str, np.ndarray] = {}
+    ref_name, ref = None, None
+    for run, root in stores.items():
+        store = FeatureStore(root)
+        names = store.splits().get(split, []) if split else store.videos()
+        if not names:
+            raise ConfigError(f"{root}: split {split!r} is missing or empty.")
+        items = store.read_many(names)
+        key = [(v.video, np.asarray(v.frame_times)) for v in items]
+        if ref is None:
+            ref_name, ref = run, key
+        elif [k[0] for k in key] != [k[0] for k in ref] or not all(
+            len(a[1]) == len(b[1]) and np.allclose(a[1], b[1]) for a, b in zip(key, ref, strict=True)
+        ):
+            raise FeatureStoreError(f"Stores of {run!r} and {ref_name!r} hold different {split} frames.")
+        feats[run] = np.concatenate([v.features for v in items])
+    return feats
+
+
+def run_awareness_controls(
+    forward: dict[str, str | Path],
+    reverse: dict[str, str | Path],
+    out: Path,
+    name: str = "awareness_controls",
+    split: str | None = "test",
+) -> tuple[Path, Path, dict[str, Any]]:
+    """Awareness from feature stores (run name -> store) of forward and reversed runs, with controls."""
+    check_run_names(forward, reverse)
+    feats = aligned_store_features({**forward, **reverse}, split)
+    groups = control_distances({r: feats[r] for r in forward}, {r: feats[r] for r in reverse})
+    meta = {
+        "split": split,
+        "forward": {k: str(v) for k, v in forward.items()},
+        "reversed": {k: str(v) for k, v in reverse.items()},
+    }
+    return render_awareness_controls(groups, out, name, meta)

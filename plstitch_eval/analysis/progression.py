@@ -75,16 +75,27 @@ def score_frames(
         return np.zeros(0, dtype=np.float64)
     if window <= 0 or window >= n:
         return head(x[None])[0].double().cpu().numpy()
-    starts = window_starts(n, window, stride)
+    starts = torch.tensor(window_starts(n, window, stride), device=device)
+    idx = starts[:, None] + torch.arange(window, device=device)  # [C, K]
+    scores = score_clips(x, head, idx, batch_size)  # [C, K]
     total = torch.zeros(n, dtype=torch.float64, device=device)
     count = torch.zeros(n, dtype=torch.float64, device=device)
-    offsets = torch.arange(window, device=device)
-    for i in range(0, len(starts), batch_size):
-        idx = torch.tensor(starts[i : i + batch_size], device=device)[:, None] + offsets  # [B, K]
-        scores = head(x[idx]).double()  # [B, K]
-        total.index_add_(0, idx.reshape(-1), scores.reshape(-1))
-        count.index_add_(0, idx.reshape(-1), torch.ones_like(scores).reshape(-1))
+    total.index_add_(0, idx.reshape(-1), scores.reshape(-1))
+    count.index_add_(0, idx.reshape(-1), torch.ones_like(scores).reshape(-1))
     return (total / count).cpu().numpy()
+
+
+@torch.no_grad()
+def score_clips(
+    features: torch.Tensor,
+    head: Callable[[torch.Tensor], torch.Tensor],
+    clips: torch.Tensor,
+    batch_size: int = 64,
+) -> torch.Tensor:
+    """Head scores [C, K] (float64) of clips, given as frame indices [C, K] into one video's [T, D]."""
+    clips = torch.as_tensor(clips, device=features.device)
+    out = [head(features[clips[i : i + batch_size]]).double() for i in range(0, len(clips), batch_size)]
+    return torch.cat(out) if out else torch.zeros(clips.shape, dtype=torch.float64, device=features.device)
 
 
 def minmax_progress(scores: np.ndarray) -> np.ndarray:

@@ -157,6 +157,36 @@ def progression(
     )
 
 
+def order(
+    model: Annotated[str, typer.Option("--model", help="Model with a temporal head (run folder or spec).")],
+    features: Annotated[str, typer.Option("--features", help="Feature store of this model's features.")],
+    clip_len: Annotated[int, typer.Option("--clip-len", help="Frames per scored clip (K).")] = 8,
+    clips: Annotated[int, typer.Option("--clips", help="Clips per video, spread over it.")] = 16,
+    alpha: Annotated[float, typer.Option("--alpha", help="Ridge penalty of the time probe.")] = 1.0,
+    device: DeviceOpt = "auto",
+    json_out: Annotated[
+        str | None, typer.Option("--json", help="Write the results as JSON (- = stdout).")
+    ] = None,
+) -> None:
+    """Procedural order measured directly: temporal-head Kendall tau vs time and a linear time probe."""
+    from plstitch_eval.analysis.order import model_order_tau
+    from plstitch_eval.analysis.time_probe import time_probe
+    from plstitch_eval.utils.device import resolve_device
+    from plstitch_eval.utils.io import write_json_output
+
+    tau = model_order_tau(model, features, "test", clip_len, clips, resolve_device(device))
+    probe = time_probe(features, alpha=alpha)
+    if json_out:
+        write_json_output(json_out, {"order": tau, "time_probe": probe})
+        if json_out == "-":
+            return
+    typer.echo(
+        f"Kendall tau (head vs time)  {tau['tau_mean']:+.3f} +- {tau['tau_std']:.3f} over "
+        f"{tau['n_videos']} videos (+1 = frames ranked in the order they happen)"
+    )
+    typer.echo(f"time probe (ridge, t/T)     R^2 {probe['r2']:.3f}  MAE {probe['mae']:.3f}")
+
+
 def tsne(
     features: Annotated[str, typer.Option("--features", help="Feature store folder.")],
     perplexity: Annotated[
@@ -279,11 +309,12 @@ def register(app: typer.Typer) -> None:
     """Add the `analyze` command group (a sub-app holding this module's commands) to the top-level app."""
     sub = typer.Typer(
         name="analyze",
-        help="Figures and analyses: awareness, progression, tsne, timeline, attention, retrieval.",
+        help="Figures and analyses: awareness, progression, order, tsne, timeline, attention, retrieval.",
         no_args_is_help=True,
     )
     sub.command("awareness", context_settings=_EXTRA_ARGS)(awareness)
     sub.command("progression")(progression)
+    sub.command("order")(order)
     sub.command("tsne")(tsne)
     sub.command("timeline")(timeline)
     sub.command("attention", context_settings=_EXTRA_ARGS)(attention)

@@ -348,3 +348,73 @@ def test_data_folder_mixes_videos_and_frame_folders(video_dir: Path, tmp_path: P
     assert store.frames(2, [0]).shape == (1, 10, 15, 3)  # shorter side resized to frame_size
     again = FrameStore.build(videos, 2.0, 10, tmp_path / "cache", min_frames=4)  # served from the cache
     assert np.array_equal(again.frames(2, [5]), store.frames(2, [5]))
+
+
+class _MeanPixelBackbone(torch.nn.Module):
+    """Stub backbone: token 0 = each image's mean pixel, token 1 + n = mean of patch n (raster order)."""
+
+    def __init__(self, patch: int, dim: int = 3) -> None:
+        super().__init__()
+        self.patch, self.dim = patch, dim
+
+    def forward(self, images: torch.Tensor, masks=None, pos_embed: bool = True) -> torch.Tensor:
+        per_patch = torch.nn.functional.avg_pool2d(images.mean(1, keepdim=True), self.patch).flatten(1)
+        values = torch.cat([images.mean((1, 2, 3)).unsqueeze(1), per_patch], dim=1)  # [N, 1 + P]
+        return values.unsqueeze(-1).expand(-1, -1, self.dim).contiguous()
+
+
+class _FirstChannelScores(torch.nn.Module):
+    """Stub head: the score of item j is feature 0 of its token (the frame's or patch's own content)."""
+
+    def forward(self, feats: torch.Tensor, *context: torch.Tensor) -> torch.Tensor:
+        return feats[..., 0]
+
+
+def _textbook_pl_per_item(scores: torch.Tensor, order: list[int]) -> float:
+    """mean_b (1/K) sum_i [log sum_{j >= i} exp(s_b,order[j]) - s_b,order[i]], in plain Python floats."""
+    per_list = []
+    for row in scores.tolist():
+        ranked = [row[j] for j in order]
+        nll = sum(math.log(sum(math.exp(v) for v in ranked[i:])) - ranked[i] for i in range(len(ranked)))
+        per_list.append(nll / len(ranked))
+    return sum(per_list) / len(per_list)
+
+
+def test_video_loss_ranks_clip_frames_forward_in_time(config) -> None:
+    """L_vid = PL NLL of the true (forward) order of the clip's frames, not of the reversed order.
+
+    Backbone and temporal head are stubs, so frame t's score is its own mean pixel: the expected loss follows
+    from the clip alone. Catches flipped scores, a reversed clip or a batch/time mix-up in the reshape.
+    """
+    model = PLStitchModel(config.replace(lambda_mim=0.0, lambda_jigsaw=0.0))
+    model.student["backbone"] = _MeanPixelBackbone(patch=8)
+    model.student["temporal_head"] = _FirstChannelScores()
+    batch, k = 3, config.clip_len
+    noise = torch.randn(batch, k, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    frame_scores = torch.linspace(2, -2, k, dtype=torch.float64) + 0.5 * noise  # mostly falling in time
+    clip = frame_scores.float().view(batch, k, 1, 1, 1).expand(batch, k, 3, 32, 32).contiguous()
+    scores = frame_scores.float().double()  # what the float32 clip holds
+    forward = _textbook_pl_per_item(scores, list(range(k)))
+    backward = _textbook_pl_per_item(scores, list(reversed(range(k))))
+    assert abs(forward - backward) > 0.05  # the test can tell the two directions apart
+    assert model.video_loss(clip).item() == pytest.approx(forward, rel=1e-5)
+
+
+def test_jigsaw_loss_ranks_the_current_frame_patches_in_raster_order(config) -> None:
+    """L_jigsaw = PL NLL of the raster order of the current frame's patches (not past/future/reversed)."""
+    model = PLStitchModel(config.replace(lambda_vid=0.0, lambda_mim=0.0))
+    model.student["backbone"] = _MeanPixelBackbone(patch=8)
+    model.student["jigsaw_head"] = _FirstChannelScores()
+    generator = torch.Generator().manual_seed(6)
+    # Scores falling along the raster order (plus noise): row-major is the likeliest order.
+    patch_scores = (torch.linspace(4, -4, 16) + 0.3 * torch.randn(2, 16, generator=generator)).view(2, 4, 4)
+    current = patch_scores.repeat_interleave(8, 1).repeat_interleave(8, 2)  # each 8 x 8 patch constant
+    context = torch.randn(2, 3, 3, 32, 32, generator=generator)
+    context[:, 1] = current.unsqueeze(1).expand(-1, 3, -1, -1)
+    masks = torch.zeros(2, 4, 4, dtype=torch.bool)
+    raster = patch_scores.flatten(1).double()  # row by row: (0,0), (0,1), ..., (3,3)
+    expected = _textbook_pl_per_item(raster, list(range(16)))
+    column_major = _textbook_pl_per_item(patch_scores.transpose(1, 2).flatten(1).double(), list(range(16)))
+    assert abs(expected - _textbook_pl_per_item(raster, list(reversed(range(16))))) > 0.05
+    assert abs(expected - column_major) > 0.05
+    assert model.jigsaw_loss(context, masks).item() == pytest.approx(expected, rel=1e-5)

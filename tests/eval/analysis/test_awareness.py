@@ -1,6 +1,7 @@
 import json
 
 import numpy as np
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -74,3 +75,89 @@ def test_awareness_cli(tmp_path, vit_dirs, video_root):
     np.testing.assert_allclose(data["distances"]["same"], 0, atol=1e-5)  # one encoder against itself
     np.testing.assert_allclose(data["distances"]["swap"], data["distances"]["tiny"], atol=1e-6)  # symmetric
     assert data["stats"]["tiny"]["mean"] > 1e-3
+
+
+def control_store(root, feats: dict[str, np.ndarray], times: dict[str, np.ndarray] | None = None):
+    from plstitch_eval.features import FeatureStore, VideoFeatures
+
+    manifest = {
+        "dataset": "toy",
+        "class_names": ["a"],
+        "splits": {"train": [], "test": list(feats)},
+        "model": {"spec": str(root), "provenance": {}},
+        "fps": 1.0,
+    }
+    store = FeatureStore.create(root, manifest)
+    for video, x in feats.items():
+        t = np.arange(len(x), dtype=np.float64) if times is None else times[video]
+        store.write(VideoFeatures(video, x.astype(np.float32), np.zeros(len(x), np.int64), t))
+    return root
+
+
+def test_control_distances_and_summary():
+    from plstitch_eval.analysis.awareness import GROUPS, control_distances, control_summary
+
+    rng = np.random.default_rng(2)
+    f = {f"F{i}": rng.normal(size=(15, 4)) for i in (1, 2, 3)}
+    r = {f"R{i}": rng.normal(size=(15, 4)) for i in (1, 2)}
+    groups = control_distances(f, r)
+    assert list(groups) == list(GROUPS)
+    assert list(groups["forward vs reversed"]) == [
+        "F1 vs R1",
+        "F1 vs R2",
+        "F2 vs R1",
+        "F2 vs R2",
+        "F3 vs R1",
+        "F3 vs R2",
+    ]
+    assert list(groups["forward vs forward"]) == ["F1 vs F2", "F1 vs F3", "F2 vs F3"]
+    assert list(groups["reversed vs reversed"]) == ["R1 vs R2"]
+    np.testing.assert_allclose(groups["forward vs forward"]["F1 vs F3"], cosine_distances(f["F1"], f["F3"]))
+    s = control_summary(groups)
+    cross = np.concatenate(list(groups["forward vs reversed"].values()))
+    same = np.concatenate([*groups["forward vs forward"].values(), *groups["reversed vs reversed"].values()])
+    assert s["contrast"] == pytest.approx(cross.mean() - same.mean(), abs=1e-12)
+    assert s["stats"]["reversed vs reversed"]["n"] == 15 and s["stats"]["forward vs reversed"]["n"] == 90
+    assert s["pair_means"]["forward vs reversed"]["F2 vs R1"] == pytest.approx(
+        cosine_distances(f["F2"], r["R1"]).mean()
+    )
+    with pytest.raises(ConfigError, match="two forward or two reversed"):
+        control_distances({"F1": f["F1"]}, {"R1": r["R1"]})
+    with pytest.raises(ConfigError, match="both forward and reversed"):
+        control_distances(f, {"F1": r["R1"]})
+
+
+def test_run_awareness_controls_from_stores(tmp_path):
+    from plstitch_eval.analysis.awareness import run_awareness_controls
+    from plstitch_eval.errors import FeatureStoreError
+
+    rng = np.random.default_rng(3)
+    base = {"v1": rng.normal(size=(12, 5)), "v2": rng.normal(size=(9, 5))}
+    stores = {
+        name: control_store(tmp_path / name, {v: x + rng.normal(size=x.shape) * s for v, x in base.items()})
+        for name, s in (("F1", 0.1), ("F2", 0.1), ("R1", 1.0), ("R2", 1.0))
+    }
+    png, js, summary = run_awareness_controls(
+        {"F1": stores["F1"], "F2": stores["F2"]}, {"R1": stores["R1"], "R2": stores["R2"]}, tmp_path / "out"
+    )
+    check_png(png, 1.4 * 3 + 2, 4.0)
+    data = json.loads(js.read_text())
+    assert data["analysis"] == "awareness_controls" and data["figure"] == "awareness_controls.png"
+    assert data["contrast_definition"] == "forward-vs-reversed minus mean same-direction distance"
+    assert set(data["stats"]) == {"forward vs reversed", "forward vs forward", "reversed vs reversed"}
+    assert data["stats"]["forward vs forward"]["n"] == 21
+    assert data["contrast"] == pytest.approx(summary["contrast"])
+    f1 = np.concatenate([read_features(stores["F1"], v) for v in ("v1", "v2")])
+    r2 = np.concatenate([read_features(stores["R2"], v) for v in ("v1", "v2")])
+    assert data["pair_means"]["forward vs reversed"]["F1 vs R2"] == pytest.approx(
+        cosine_distances(f1, r2).mean(), abs=1e-9
+    )
+    shifted = control_store(tmp_path / "bad", base, {"v1": np.arange(12) + 0.5, "v2": np.arange(9.0)})
+    with pytest.raises(FeatureStoreError, match="different test frames"):
+        run_awareness_controls({"F1": stores["F1"], "F2": shifted}, {"R1": stores["R1"]}, tmp_path / "out")
+
+
+def read_features(root, video: str) -> np.ndarray:
+    from plstitch_eval.features import FeatureStore
+
+    return FeatureStore(root).read(video).features

@@ -233,3 +233,18 @@ def test_permutation_logits_from_scores_are_pl_likelihoods_of_the_shuffle() -> N
         true_order = tuple(int(i) for i in shuffled.argsort())
         expected = math.log(textbook_pl_probability(scores[b].tolist(), true_order))
         assert logits[b, p].item() == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("k", [3, 5])
+@pytest.mark.parametrize("padded", [False, True])
+def test_pl_per_item_divides_each_list_by_its_length_k(k: int, padded: bool) -> None:
+    """mean_b (1/K_b) sum_{i<K_b} [log sum_{i<=j<K_b} exp(s_j) - s_i], K_b = valid items (not K_b - 1)."""
+    generator = torch.Generator().manual_seed(k)
+    scores = torch.randn(4, k, generator=generator, dtype=torch.float64) * 2
+    lengths = [k, k - 1, 2, k] if padded else [k] * 4
+    mask = torch.arange(k).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1) if padded else None
+    expected = 0.0
+    for row, n in zip(scores.tolist(), lengths, strict=True):
+        nll = sum(math.log(sum(math.exp(v) for v in row[i:n])) - row[i] for i in range(n))
+        expected += nll / n / len(lengths)
+    assert pl_loss_per_item(scores, mask).item() == pytest.approx(expected, rel=1e-9)
