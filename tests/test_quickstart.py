@@ -289,6 +289,7 @@ def test_shipped_model_is_small_and_loads_with_plain_timm() -> None:
 
 
 @shipped
+@pytest.mark.slow
 def test_shipped_model_beats_its_reference_rows(tmp_path: Path) -> None:
     """Issue 14's floors, measured against the references in the same run on the real synthetic test split:
     k-NN at least 5 points above raw pixels, and above the random-init backbone on both probes."""

@@ -10,8 +10,9 @@ import pytest
 
 from plstitch_eval.errors import ConfigError, TrainingError
 from plstitch_eval.utils.console import logger
-from plstitch_train.launch import base_config, plan_launch
+from plstitch_train.launch import Launch, base_config, plan_launch
 from plstitch_train.presets import TrainConfig, get_preset
+from plstitch_train.trainer import TrainResult
 
 
 def _config(**changes: object) -> TrainConfig:
@@ -72,3 +73,89 @@ def test_base_config_reads_a_train_config_json(tmp_path: Path) -> None:
     assert base_config("tiny-cpu") == get_preset("tiny-cpu")
     with pytest.raises(ConfigError, match="--config .*missing.json"):
         base_config("tiny-cpu", tmp_path / "missing.json")
+
+
+# --- `plstitch train` flags -> TrainConfig (the launch is intercepted: nothing is trained) ----------------
+
+
+def _cli_launch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str) -> Launch:
+    """Run `plstitch train ARGS` with `run_launch` replaced; return the Launch the command handed it."""
+    from typer.testing import CliRunner
+
+    import plstitch_train.launch as launch_module
+    from plstitch_eval.cli import app
+
+    captured: list[Launch] = []
+
+    def fake_run_launch(launch: Launch) -> TrainResult:
+        captured.append(launch)
+        return TrainResult(out_dir=Path(launch.out_dir or tmp_path), step=0, total_steps=0)
+
+    monkeypatch.setattr(launch_module, "run_launch", fake_run_launch)
+    result = CliRunner().invoke(app, ["train", *args])
+    assert result.exit_code == 0, result.output
+    assert len(captured) == 1
+    assert json.loads(result.stdout.strip().splitlines()[-1])["step"] == 0
+    return captured[0]
+
+
+def test_cli_flags_land_on_their_train_config_fields(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "videos").mkdir()
+    args = ["--data", str(tmp_path / "videos"), "--preset", "tiny-cpu", "--out", str(tmp_path / "run")]
+    flags = [
+        *("--lambda-vid", "0.25", "--lambda-mim", "0.5", "--lambda-jigsaw", "0.75"),
+        *("--objective", "pairwise", "--clip-len", "6", "--context-seconds", "0.2", "3.5"),
+        *("--reverse-time", "--init", "ibot-vitb16", "--epochs", "7", "--steps", "11", "--lr", "0.003"),
+    ]
+    launch = _cli_launch(monkeypatch, tmp_path, *args, *flags)
+    assert launch.action == "new" and launch.out_dir == tmp_path / "run" and launch.resume is None
+    expected = get_preset("tiny-cpu").replace(
+        data=str(tmp_path / "videos"),
+        lambda_vid=0.25,
+        lambda_mim=0.5,
+        lambda_jigsaw=0.75,
+        objective="pairwise",
+        clip_len=6,
+        context_seconds=(0.2, 3.5),
+        reverse_time=True,
+        init="ibot-vitb16",
+        epochs=7,
+        max_steps=11,
+        base_lr=0.003,  # the base lr: the batch/256 scaling happens in the schedule, not here
+    )
+    assert launch.config == expected
+    assert launch.config.context_seconds == (0.2, 3.5)  # a tuple (MIN, MAX), as the preset's
+
+
+def test_cli_without_flags_keeps_the_preset_and_zero_weights_are_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "videos").mkdir()
+    args = ["--data", str(tmp_path / "videos"), "--preset", "tiny-cpu", "--out", str(tmp_path / "run")]
+    launch = _cli_launch(monkeypatch, tmp_path, *args)
+    assert launch.config == get_preset("tiny-cpu").replace(data=str(tmp_path / "videos"))
+    assert launch.config.reverse_time is False and launch.config.max_steps is None
+    # 0 turns a branch off: it must reach the config, not be taken for "not given"
+    launch = _cli_launch(
+        monkeypatch,
+        tmp_path,
+        *args,
+        "--lambda-jigsaw",
+        "0",
+        "--lambda-mim",
+        "0",
+        "--objective",
+        "permutation",
+    )
+    assert launch.config.lambda_jigsaw == 0.0 and launch.config.lambda_mim == 0.0
+    assert launch.config.lambda_vid == get_preset("tiny-cpu").lambda_vid
+    assert launch.config.objective == "permutation"
+
+
+def test_cli_resume_passes_only_runtime_flags(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    launch = _cli_launch(
+        monkeypatch, tmp_path, "--resume", str(run_dir), "--epochs", "9", "--num-workers", "3"
+    )
+    assert launch.action == "resume" and launch.resume == run_dir and launch.config is None
+    assert launch.runtime == {"num_workers": 3}

@@ -6,7 +6,6 @@ import json
 import shutil
 
 import numpy as np
-import pytest
 from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
@@ -101,10 +100,21 @@ def test_cli_corrupt_video_exits_non_zero(cholec_root, tiny_model_dir, tmp_path)
     assert fast.exit_code == 1 and "video03.mp4" in fast.output and "Traceback" not in fast.output
 
 
-@pytest.mark.skipif("plstitch-tiny-synthetic" in MODELS, reason="the tiny synthetic model is shipped")
-def test_synthetic_without_model_needs_model(tmp_path):
+def test_synthetic_without_model_needs_model(tmp_path, monkeypatch):
+    # the shipped tiny model is `--dataset synthetic`'s default; without it, --model is needed
+    assert "plstitch-tiny-synthetic" in MODELS
+    monkeypatch.delitem(MODELS, "plstitch-tiny-synthetic")
     result = runner.invoke(app, ["extract", "--dataset", "synthetic", "--out", str(tmp_path / "s")])
-    assert result.exit_code == 1 and "--model is required" in result.output
+    assert result.exit_code == 1, result.output
+    assert "--model is required for dataset 'synthetic'" in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "s").exists()  # refused before anything was written
+
+
+def test_other_datasets_have_no_default_model(cholec_root, tmp_path):
+    result = runner.invoke(app, ["extract", "--dataset", "cholec80", "--root", str(cholec_root),
+                                 "--out", str(tmp_path / "s")])  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "--model is required for dataset 'cholec80'" in result.stderr
 
 
 def test_quiet_silences_progress_and_tables_but_keeps_results(cholec_root, tiny_model_dir, tmp_path):
