@@ -73,9 +73,19 @@ def _main(
 
 
 def _register_all() -> None:
-    from plstitch_eval.commands import analyze, data, evaluate, hub, publish, quickstart, reproduce, train
+    from plstitch_eval.commands import (
+        analyze,
+        benchmark,
+        data,
+        evaluate,
+        hub,
+        publish,
+        quickstart,
+        reproduce,
+        train,
+    )
 
-    for module in (quickstart, hub, data, evaluate, analyze, train, reproduce, publish):
+    for module in (quickstart, hub, data, evaluate, benchmark, analyze, train, reproduce, publish):
         module.register(app)
 
 

@@ -1,5 +1,7 @@
 """Eval preprocessing: a model's `DataConfig` (like timm's pretrained cfg) and the ops built from it -
-resize the shorter side, centre crop, normalise.
+resize the shorter side and centre crop (`crop_mode="center"`, the DINO evaluation transform) or resize
+the whole frame to the input size ignoring its aspect (`"squash"`, how PL-Stitch's and EndoViT's authors
+feed frames), then normalise.
 
 The one home of these ops, so that the encoder's per-image `EvalTransform`, its batched `preprocess_batch`,
 extraction (`prepare_frame` in decoding workers, `normalize_crops` on the device) and the analysis figures
@@ -27,6 +29,12 @@ INTERPOLATIONS = {
 }
 
 
+CROP_MODES = ("center", "squash")  # timm's pretrained_cfg names for the two transforms
+TRANSFORMS = {  # `--transform` names -> crop mode
+    "center-crop": "center",  # resize shorter side, centre crop (DINO / iBOT / MAE / DINOv2 evaluation)
+    "whole-frame": "squash",  # whole frame resized to the input size (PL-Stitch, EndoViT authors)
+}
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -36,6 +44,8 @@ class DataConfig:
     """Eval preprocessing: resize the shorter side to `resize_size`, centre-crop `input_size`, normalise.
 
     DINO eval protocol for ViT-B/16: resize 256 bicubic, crop 224, ImageNet mean/std (crop_pct = 224/256).
+    `crop_mode="squash"`: the whole frame is resized to `input_size` (aspect not kept, nothing cropped);
+    `resize_size` and `crop_pct` are then the input side and 1.0.
     """
 
     input_size: tuple[int, int, int] = (3, 224, 224)
@@ -44,12 +54,15 @@ class DataConfig:
     interpolation: str = "bicubic"
     mean: tuple[float, ...] = IMAGENET_MEAN
     std: tuple[float, ...] = IMAGENET_STD
+    crop_mode: str = "center"
 
     def __post_init__(self) -> None:
         if self.interpolation not in INTERPOLATIONS:
             raise ConfigError(
                 f"Unknown interpolation {self.interpolation!r}; choose one of {', '.join(INTERPOLATIONS)}."
             )
+        if self.crop_mode not in CROP_MODES:
+            raise ConfigError(f"Unknown crop_mode {self.crop_mode!r}; choose one of {', '.join(CROP_MODES)}.")
         object.__setattr__(self, "input_size", tuple(int(v) for v in self.input_size))
         object.__setattr__(self, "mean", tuple(float(v) for v in self.mean))
         object.__setattr__(self, "std", tuple(float(v) for v in self.std))
@@ -59,6 +72,26 @@ class DataConfig:
         """Config for a square input of `size`; resize side = round(size / crop_pct) (256 for 224)."""
         resize_size = round(size / crop_pct)
         return cls(input_size=(3, size, size), resize_size=resize_size, crop_pct=size / resize_size, **kwargs)
+
+    @classmethod
+    def whole_frame(cls, size: int = 224, **kwargs: Any) -> DataConfig:
+        """The whole frame resized to `size` x `size` (crop_mode "squash"), e.g. PL-Stitch's 224x224."""
+        return cls(input_size=(3, size, size), resize_size=size, crop_pct=1.0, crop_mode="squash", **kwargs)
+
+    def with_transform(self, transform: str) -> DataConfig:
+        """This config under a `--transform` name (`center-crop` or `whole-frame`), sizes kept consistent."""
+        if transform not in TRANSFORMS:
+            raise ConfigError(f"Unknown --transform {transform!r}; choose one of {', '.join(TRANSFORMS)}.")
+        mode = TRANSFORMS[transform]
+        if mode == self.crop_mode:
+            return self
+        fields = {k: getattr(self, k) for k in ("interpolation", "mean", "std")}
+        side = min(self.input_size[1:])
+        if mode == "squash":
+            return DataConfig(
+                input_size=self.input_size, resize_size=side, crop_pct=1.0, crop_mode=mode, **fields
+            )
+        return DataConfig.for_size(side, **fields)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DataConfig:
@@ -71,6 +104,12 @@ class DataConfig:
         """Read timm's `pretrained_cfg` (input_size, crop_pct, interpolation, mean, std)."""
         input_size = tuple(cfg.get("input_size") or (3, 224, 224))
         crop_pct = float(cfg.get("crop_pct") or 0.875)
+        crop_mode = cfg.get("crop_mode") or "center"
+        if crop_mode not in CROP_MODES:
+            raise ConfigError(
+                f"pretrained_cfg crop_mode {crop_mode!r} is not supported; plstitch runs "
+                f"{', '.join(CROP_MODES)}."
+            )
         return cls(
             input_size=input_size,
             resize_size=round(min(input_size[1:]) / crop_pct),
@@ -78,6 +117,7 @@ class DataConfig:
             interpolation=cfg.get("interpolation") or "bicubic",
             mean=tuple(cfg.get("mean") or IMAGENET_MEAN),
             std=tuple(cfg.get("std") or IMAGENET_STD),
+            crop_mode=crop_mode,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -93,10 +133,19 @@ class DataConfig:
             "input_size": list(self.input_size),
             "interpolation": self.interpolation,
             "crop_pct": min(self.input_size[1:]) / self.resize_size,
-            "crop_mode": "center",
+            "crop_mode": self.crop_mode,
             "mean": list(self.mean),
             "std": list(self.std),
         }
+
+    def describe(self) -> str:
+        """One line for cards and logs: geometry (squash, or shorter side + crop), interpolation, mean/std."""
+        h, w = self.crop_size
+        if self.crop_mode == "squash":
+            geometry = f"whole frame resized to {h}x{w} ({self.interpolation}, aspect not kept, no crop)"
+        else:
+            geometry = f"resize shorter side {self.resize_size} ({self.interpolation}), centre crop {h}x{w}"
+        return f"{geometry}, mean {list(self.mean)}, std {list(self.std)}"
 
     @property
     def crop_size(self) -> tuple[int, int]:
@@ -106,11 +155,12 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class FramePlan:
-    """How frames reach the model: sample at `fps`, resize shorter side to `resize`, centre crop `crop`.
+    """How frames reach the model: sample at `fps`, resize shorter side to `resize`, centre crop `crop`
+    (`squash`: resize the whole frame to `crop` instead).
 
-    `resize_on_decode=False` (default) decodes at full size and resizes with the model's own interpolation
-    (torchvision, uint8, antialiased), so pixels equal `EvalTransform`'s exactly; True lets FFmpeg/PIL
-    resize while decoding (bilinear: faster on large videos, slightly different pixels).
+        `resize_on_decode=False` (default) decodes at full size and resizes with the model's own interpolation
+        (torchvision, uint8, antialiased), so pixels equal `EvalTransform`'s exactly; True lets FFmpeg/PIL
+        resize while decoding (bilinear: faster on large videos, slightly different pixels).
     """
 
     fps: float | None
@@ -120,6 +170,7 @@ class FramePlan:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     resize_on_decode: bool = False
+    squash: bool = False
 
 
 def frame_plan(config: DataConfig, fps: float | None = None, resize_on_decode: bool = False) -> FramePlan:
@@ -132,6 +183,7 @@ def frame_plan(config: DataConfig, fps: float | None = None, resize_on_decode: b
         mean=tuple(float(m) for m in config.mean),
         std=tuple(float(s) for s in config.std),
         resize_on_decode=resize_on_decode,
+        squash=config.crop_mode == "squash",
     )
 
 
@@ -152,11 +204,17 @@ def to_uint8_chw(image: Image.Image | np.ndarray) -> torch.Tensor:
 
 
 def resize_and_crop(images: torch.Tensor, plan: FramePlan) -> torch.Tensor:
-    """uint8 [..., 3, H, W] -> uint8 [..., 3, h, w]: resize shorter side (unless done on decode), centre crop.
+    """uint8 [..., 3, H, W] -> uint8 [..., 3, h, w]: resize shorter side (unless done on decode), centre crop;
+    with `plan.squash` the whole frame is resized to (h, w) instead.
 
     On CPU the uint8 resize is exact and the same per image or per batch; on CUDA torchvision resizes in float
     and rounds to uint8 levels (within 1 grey level of CPU).
     """
+    if plan.squash:  # whole frame to the input size (after the decoder's shorter-side resize, if any)
+        if tuple(images.shape[-2:]) != plan.crop:
+            mode = INTERPOLATIONS[plan.interpolation]
+            images = tvf.resize(images, list(plan.crop), interpolation=mode, antialias=True)
+        return images
     if not plan.resize_on_decode and min(images.shape[-2:]) != plan.resize:
         mode = INTERPOLATIONS[plan.interpolation]
         images = tvf.resize(images, [plan.resize], interpolation=mode, antialias=True)
@@ -216,7 +274,9 @@ def preprocess_batch(images: torch.Tensor, config: DataConfig, device: torch.dev
 
 
 __all__ = [
+    "CROP_MODES",
     "INTERPOLATIONS",
+    "TRANSFORMS",
     "EvalTransform",
     "FramePlan",
     "frame_plan",

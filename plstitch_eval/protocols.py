@@ -4,7 +4,9 @@ Splits come from the store manifest (``splits`` = ``{"train": [...], "val": [...
 ``{scheme: {"train": ..., ...}}``). Without a ``val`` split, the linear probe holds out training videos
 **by video** (never frames of one video on both sides). Frames labelled -1 (unlabelled) are dropped from
 training and scoring. Test classes never seen in training are warned about and simply count as errors.
-The results JSON is documented in ``docs/results-json.md``.
+The results JSON is documented in ``docs/results-json.md``. With ``relaxed=True`` (Cholec80 / M2CAI16
+stores) a ``relaxed`` block of challenge-style relaxed-boundary metrics is added beside the strict
+``metrics`` (``plstitch_eval/relaxed_metrics.py``, docs/metrics.md); the strict metrics are unchanged.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
 from plstitch_eval.knn import KnnConfig, knn_predict_multi
 from plstitch_eval.linear import LinearConfig, fit_linear_probe
 from plstitch_eval.metrics import DEFAULT_OVERLAPS, frame_metrics, segment_metrics
+from plstitch_eval.relaxed_metrics import RelaxedSpec, relaxed_metrics, relaxed_spec
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import write_json_output
 
@@ -210,17 +213,39 @@ def _context(store: FeatureStore) -> tuple[dict[str, Any], list[str], int, list[
     return manifest, class_names, max(len(class_names), 1), background_ids(manifest, class_names)
 
 
+def store_relaxed_spec(store: FeatureStore, class_names: Sequence[str]) -> RelaxedSpec:
+    """Relaxed-metric settings from a store's manifest (dataset, fps), checked before any model runs."""
+    manifest = store.manifest
+    fix = (
+        f'{store.root / MANIFEST} must record "fps" (frames per second of the stored labels); '
+        "re-extract the store with plstitch extract"
+    )
+    return relaxed_spec(manifest.get("dataset"), class_names, manifest.get("fps"), fps_fix=fix)
+
+
+def with_relaxed(results: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
+    """`results` with the ``relaxed`` block placed right after the strict ``metrics``, else unchanged."""
+    out: dict[str, Any] = {}
+    for key, value in results.items():
+        out[key] = value
+        if key == "metrics":
+            out["relaxed"] = block
+    return out
+
+
 def run_knn(
     features: str | Path,
     config: KnnConfig | None = None,
     extra_ks: Sequence[int] = (),
     scheme: str | None = None,
     train_on: Sequence[str] = ("train",),
+    relaxed: bool = False,
 ) -> dict[str, Any]:
     """k-NN protocol: training frames of `train_on` splits vote for each test frame; a results dict."""
     config = config or KnnConfig()
     store = FeatureStore(features)
     manifest, class_names, n_classes, bg = _context(store)
+    spec = store_relaxed_spec(store, class_names) if relaxed else None
     splits = resolve_splits(store, scheme)
     train_videos = [v for s in train_on for v in splits[s]]
     _require(train_videos, "train", store)
@@ -237,6 +262,8 @@ def run_knn(
     )
     if len(ks) > 1:
         results["metrics_by_k"] = {str(k): scored[k]["metrics"] for k in ks}
+    if spec is not None:
+        results = with_relaxed(results, relaxed_metrics(preds[config.k], gts, spec))
     return results
 
 
@@ -294,11 +321,13 @@ def run_linear(
     config: LinearConfig | None = None,
     scheme: str | None = None,
     val_fraction: float = 0.2,
+    relaxed: bool = False,
 ) -> dict[str, Any]:
     """Linear protocol: grid on train, head chosen on val (official or held out by video), report on test."""
     config = config or LinearConfig()
     store = FeatureStore(features)
     manifest, class_names, n_classes, bg = _context(store)
+    spec = store_relaxed_spec(store, class_names) if relaxed else None
     splits = resolve_splits(store, scheme)
     _require(splits["train"], "train", store)
     _require(splits["test"], "test", store)
@@ -309,7 +338,8 @@ def run_linear(
     train, val, test = (load_videos(store, splits[s]) for s in ("train", "val", "test"))
     _warn_unseen(stack_labelled(train)[1], test, class_names)
     probe, preds = _linear_on(train, val, test, n_classes, config)
-    scored = score_videos(preds, {it.video: it.labels for it in test}, n_classes, bg)
+    gts = {it.video: it.labels for it in test}
+    scored = score_videos(preds, gts, n_classes, bg)
     protocol = {
         "name": "linear",
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
@@ -320,7 +350,8 @@ def run_linear(
             f"lr={lr:g},wd={wd:g}": s for (lr, wd), s in zip(probe.grid.heads, probe.val_scores, strict=True)
         },
     }
-    return build_results("linear", manifest, features, protocol, splits, class_names, scored, preds)
+    results = build_results("linear", manifest, features, protocol, splits, class_names, scored, preds)
+    return results if spec is None else with_relaxed(results, relaxed_metrics(preds, gts, spec))
 
 
 def run_cv(
@@ -331,12 +362,18 @@ def run_cv(
     linear_config: LinearConfig | None = None,
     seed: int = 0,
     val_fraction: float = 0.2,
+    relaxed: bool = False,
 ) -> dict[str, Any]:
-    """k-fold cross-validation by video over every video of the store's splits; mean and std over folds."""
+    """k-fold cross-validation by video over every video of the store's splits; mean and std over folds.
+
+    The ``relaxed`` block (when asked) is over all videos of all folds, each tested once: mean and std over
+    videos, not folds.
+    """
     if protocol not in ("knn", "linear"):
         raise ConfigError(f"--protocol must be knn or linear, got {protocol!r}.")
     store = FeatureStore(features)
     manifest, class_names, n_classes, bg = _context(store)
+    spec = store_relaxed_spec(store, class_names) if relaxed else None
     recorded = resolve_splits(store)
     videos = sorted({v for s in recorded.values() for v in s}) or store.videos()
     test_folds = kfold_by_video(videos, folds, seed)
@@ -382,6 +419,9 @@ def run_cv(
     )
     results["metrics_std"] = {k: float(np.std(v)) for k, v in values.items()}
     results["folds"] = fold_results
+    if spec is not None:
+        gts = {v: items[v].labels for v in all_preds}
+        results = with_relaxed(results, relaxed_metrics(all_preds, gts, spec))
     return results
 
 
@@ -490,8 +530,14 @@ def score_files(
     mapping: str | Path | None = None,
     dataset: str | None = None,
     overlaps: Sequence[float] = DEFAULT_OVERLAPS,
+    relaxed: bool = False,
+    fps: float | None = None,
 ) -> dict[str, Any]:
-    """Score MS-TCN-format prediction files against ground-truth files matched by video name."""
+    """Score MS-TCN-format prediction files against ground-truth files matched by video name.
+
+    `relaxed` adds the challenge relaxed metrics; they need `dataset` (cholec80, m2cai16) and the files'
+    frame rate `fps`.
+    """
     preds_files, gt_files = _label_files(pred_dir, "Prediction"), _label_files(gt_dir, "Ground-truth")
     videos = sorted(preds_files)
     missing = [v for v in videos if v not in gt_files]
@@ -509,6 +555,15 @@ def score_files(
         if mapping
         else sorted({x for d in (pred_names, gt_names) for seq in d.values() for x in seq})
     )
+    spec = None
+    if relaxed:
+        spec = relaxed_spec(
+            dataset,
+            class_names,
+            fps,
+            fps_fix="pass --fps, the frame rate of the label files (e.g. 1 for 1-fps files)",
+            dataset_fix="name it with --dataset, or drop --relaxed",
+        )
     index = {name: i for i, name in enumerate(class_names)}
     preds, gts = {}, {}
     for v in videos:
@@ -544,4 +599,4 @@ def score_files(
     results = build_results("score", manifest, None, protocol, {"test": videos}, class_names, scored, preds)
     if dataset is None:
         results["headline_metrics"] = list(COOKING_METRICS)
-    return results
+    return results if spec is None else with_relaxed(results, relaxed_metrics(preds, gts, spec))

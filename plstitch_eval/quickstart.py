@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from plstitch_eval.errors import ModelNotFoundError
+from plstitch_eval.hub.pixels import PIXELS_SPEC
 from plstitch_eval.hub.random_init import DEFAULT_SEED, TIMM_SOURCES, is_timm_format_spec, random_init_spec
 from plstitch_eval.hub.registry import MODELS
 from plstitch_eval.hub.timm_format import is_timm_dir
@@ -33,7 +34,6 @@ from plstitch_eval.utils.console import console
 
 SHIPPED_MODEL = "plstitch-tiny-synthetic"
 SHIPPED_DIR = model_cards_dir() / SHIPPED_MODEL
-PIXELS_SPEC = "raw-pixels"
 
 MODEL_ROW, RANDOM_INIT_ROW, PIXELS_ROW, MAJORITY_ROW = "model", "random-init", "raw-pixels", "majority"
 RANDOM_INIT_LABEL = f"random init (seed {DEFAULT_SEED})"

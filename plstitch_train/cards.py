@@ -54,6 +54,7 @@ class CardInfo:
     preprocessing: str
     usage: str
     license: str = "mit"
+    license_source: str = ""  # where the licence is stated (shown beside it on the card)
     pretraining_data: str = "see below"
     training_data: str = ""
     training_config: dict[str, Any] | None = None
@@ -224,7 +225,7 @@ def render_card(info: CardInfo, template_path: str | Path = TEMPLATE_PATH) -> Mo
         architecture=info.architecture,
         feature=info.feature,
         preprocessing=info.preprocessing,
-        license=info.license,
+        license=f"{info.license} (source: {info.license_source})" if info.license_source else info.license,
         source=info.source,
         provenance=info.provenance,
         usage=info.usage,
@@ -258,14 +259,11 @@ def _reference_info(model: dict[str, Any], data: dict[str, Any]) -> CardInfo:
         spec = f"hf-hub:{entry.repo_id}"
         usage += "\n# or plain timm\nimport timm\n"
         usage += f'model = timm.create_model("{spec}", pretrained=True, num_classes=0)'
-    if entry.data_config is None:
-        preprocessing = "as in the source's timm config"
-    else:
-        cfg = entry.data_config
-        preprocessing = (
-            f"resize shorter side {cfg.resize_size} ({cfg.interpolation}), centre crop {cfg.crop_size[0]}, "
-            f"mean {list(cfg.mean)}, std {list(cfg.std)}"
-        )
+    preprocessing = (
+        "as in the source's timm config" if entry.data_config is None else entry.data_config.describe()
+    )
+    if entry.preprocessing_source:
+        preprocessing += f" (source: {entry.preprocessing_source})"
     tables = ", ".join(sorted({row["table"] for row in rows}))
     venue = data["paper"]["venue"]
     note = f"Numbers **as reported by the PL-Stitch paper** ({venue}, {tables}), not re-measured by plstitch."
@@ -286,6 +284,7 @@ def _reference_info(model: dict[str, Any], data: dict[str, Any]) -> CardInfo:
         preprocessing=preprocessing,
         usage=usage,
         license=entry.license.lower(),
+        license_source=entry.license_source,
         pretraining_data=model["pretraining_data"],
         training_data=f"Pretraining data: {model['pretraining_data']}.",
         eval_results=eval_results_from_paper(rows, data["paper"]) if describes else [],

@@ -283,10 +283,7 @@ def _card_info(
         description=description,
         architecture=architecture_text(config),
         feature=f"{config.get('num_features')}-d CLS token after the final norm",
-        preprocessing=(
-            f"input {cfg['input_size'][1]}x{cfg['input_size'][2]}, {cfg['interpolation']} resize, crop_pct "
-            f"{cfg['crop_pct']:.4g} ({cfg.get('crop_mode', 'center')}), mean {cfg['mean']}, std {cfg['std']}"
-        ),
+        preprocessing=DataConfig.from_pretrained_cfg(cfg).describe(),
         usage=usage,
         license=options.license,
         pretraining_data=str(

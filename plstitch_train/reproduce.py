@@ -2,18 +2,22 @@
 
 Rows (same budget each, several seeds): the component table - MIM only; MIM + L_vid; MIM + L_jigsaw; all
 three - and the temporal-objective table - pairwise hinge, permutation classification, Plackett-Luce (all
-three branches, only the L_vid objective differs; the Plackett-Luce row is the all-three run). A randomly
-initialised backbone is evaluated as a reference. Each run is evaluated frozen with k-NN and the linear probe
-on the synthetic test split; rows report mean +- std over seeds (sample std, ddof=1). The procedural-awareness
-experiment trains the MIM-only and the full model again on time-reversed videos and draws the per-frame
-cosine distances between forward and reversed encoders (violins).
+three branches, only the L_vid objective differs; the Plackett-Luce row is the all-three run). With
+`shared_init` every trained run starts from one backbone, the seed-0 random init, so seeds differ only in
+heads, data order, augmentation and masks. References: the majority class, raw pixels, random init (one per
+seed) and the oracle "normalised time t/T". Each encoder is evaluated frozen with k-NN and the linear probe on
+the synthetic test split, plus order measures: a ridge probe of t/T, the Kendall tau of the temporal head on
+held-out videos and the held-out jigsaw loss minus chance. Rows report mean +- sample std over seeds. The
+awareness experiment trains the awareness rows again on time-reversed videos (every seed) and compares
+forward-vs-reversed cosine distances with the forward-vs-forward and reversed-vs-reversed spread.
 
 Output folder::
 
-    runs/<row>-seed<s>/          training run (backbone/, last.ckpt, log.jsonl), features/, eval/*.json
-    runs/<row>-reversed-seed0/   time-reversed runs of the awareness experiment
-    figures/awareness.png|json   violin figure and its numbers
-    ablation.json / ablation.md  every run's metrics and the mean +- std tables
+    runs/<row>-seed<s>/           training run (backbone/, last.ckpt, log.jsonl), features/, eval/*.json
+    runs/<row>-reversed-seed<s>/  time-reversed runs of the awareness experiment (evaluated the same way)
+    references/<name>/            raw pixels and the t/T oracle: features/, eval/*.json
+    figures/awareness-<row>.png|json  violins of the three pair groups and their numbers
+    ablation.json / ablation.md   every run's metrics and the mean +- std tables
 
 Resumable: a finished run (its `backbone/` exists) or evaluation (its JSON exists) is skipped; an interrupted
 run resumes from its `last.ckpt`. A run folder made with other settings is refused, naming the folder.
@@ -28,17 +32,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
 from plstitch_train.presets import TrainConfig, get_preset
+from plstitch_train.reproduce_tables import (
+    MAJORITY,
+    METRICS,
+    ORACLE_TIME,
+    PROTOCOLS,
+    RANDOM_INIT,
+    RAW_PIXELS,
+    aggregate,
+    markdown_tables,
+    mean_std,
+)
 
-SCHEMA = "plstitch.reproduce/v1"
-METRICS = ("accuracy", "macro_f1_video")
-PROTOCOLS = ("knn", "linear")
-RANDOM_INIT = "random-init"
+SCHEMA = "plstitch.reproduce/v2"
+__all__ = [
+    "ROWS",
+    "ReproduceConfig",
+    "ReproducePreset",
+    "aggregate",
+    "best_run",
+    "export_best",
+    "get_reproduce_preset",
+    "markdown_tables",
+    "mean_std",
+    "reproduce",
+    "train_config",
+]
 
 
 @dataclass(frozen=True)
@@ -61,27 +84,6 @@ ROWS: dict[str, AblationRow] = {
         AblationRow("permutation", "permutation classification", {"objective": "permutation"}),
     )
 }
-# (title, [(row slug, label in this table)]); the PL run serves both tables
-TABLES = (
-    (
-        "Components",
-        [
-            (RANDOM_INIT, "no pretraining (random init)"),
-            ("mim", "MIM only"),
-            ("mim-vid", "MIM + L_vid"),
-            ("mim-jigsaw", "MIM + L_jigsaw"),
-            ("pl", "MIM + L_vid + L_jigsaw (PL-Stitch)"),
-        ],
-    ),
-    (
-        "Temporal objective (all three branches)",
-        [
-            ("pairwise", "pairwise hinge"),
-            ("permutation", "permutation classification"),
-            ("pl", "Plackett-Luce (PL-Stitch)"),
-        ],
-    ),
-)
 
 
 @dataclass(frozen=True)
@@ -98,8 +100,10 @@ class ReproducePreset:
     eval_fps: float = 1.0
     knn_k: int = 20
     linear_epochs: int = 20
-    awareness_rows: tuple[str, ...] = ("mim", "pl")
-    awareness_frames_per_video: int = 64
+    awareness_rows: tuple[str, ...] = ("pl",)  # trained again on time-reversed videos, every seed
+    shared_init: bool = True  # every trained run starts from the seed-0 random-init backbone
+    heldout_batches: int = 8  # batches of the test split scored by the held-out jigsaw loss
+    order_clip_len: int = 8  # frames per clip of the Kendall tau measure
 
 
 # The synthetic procedure lasts 40-90 s where a surgery lasts 30-90 min, so its time scale is ~40x shorter.
@@ -189,7 +193,10 @@ def run_name(row: str, seed: int, reverse_time: bool = False) -> str:
 
 
 def train_config(config: ReproduceConfig, row: str, seed: int, reverse_time: bool = False) -> TrainConfig:
-    """The TrainConfig of one run: training preset + preset overrides + row overrides + seed/budget."""
+    """The TrainConfig of one run: training preset + preset overrides + row overrides + seed/budget.
+
+    With the preset's `shared_init` the run starts from the seed-0 random-init backbone (`--init`).
+    """
     preset = config.preset
     base = get_preset(preset.train_preset)
     changes: dict[str, Any] = {
@@ -202,11 +209,18 @@ def train_config(config: ReproduceConfig, row: str, seed: int, reverse_time: boo
         "reverse_time": reverse_time,
         "cache_dir": str(Path(config.out).resolve() / "frame_cache"),
     }
+    if preset.shared_init:
+        changes["init"] = str(shared_init_dir(config))
     if config.n_steps is not None:
         changes["max_steps"] = config.n_steps
     if config.dataset_options:  # a reduced dataset (tests): its folder read as Cholec80, every video
         changes.update(dataset="cholec80", root=str(_dataset_root(config)), split=None)
     return dataclasses.replace(base, **changes).validate()
+
+
+def shared_init_dir(config: ReproduceConfig) -> Path:
+    """The run folder of the seed-0 random-init backbone every trained run starts from (`shared_init`)."""
+    return Path(config.out).expanduser().resolve() / "runs" / run_name(RANDOM_INIT, 0)
 
 
 def _dataset_root(config: ReproduceConfig) -> Path:
@@ -258,22 +272,26 @@ def ensure_random_init(run_dir: Path, train: TrainConfig) -> Path:
     target = backbone_dir(run_dir)
     if not is_finished(run_dir):
         seed_everything(train.seed)
-        save_timm_dir(build_vit(train, 0.0), target, DataConfig.for_size(train.img_size))
+        save_timm_dir(build_vit(train.replace(init=None), 0.0), target, DataConfig.for_size(train.img_size))
     return run_dir
 
 
-def ensure_evaluated(run_dir: Path, config: ReproduceConfig) -> dict[str, dict[str, Any]]:
-    """Extract the run's frozen features on every synthetic video and score k-NN + linear (cached JSON)."""
+def ensure_evaluated(
+    run_dir: Path, config: ReproduceConfig, spec: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """Extract frozen features of every synthetic video and score k-NN + linear (cached JSON).
+
+    The encoder is the run folder itself, or `spec` (a reference encoder) with its outputs in `run_dir`.
+    """
     from plstitch_eval.evaluate import EvaluateConfig, evaluate_encoder, result_paths
     from plstitch_eval.extract import ExtractOptions
-    from plstitch_eval.knn import KnnConfig
-    from plstitch_eval.linear import LinearConfig
 
     preset = config.preset
     results_dir = run_dir / "eval"
     paths = result_paths(results_dir)
     if all(p.is_file() for p in paths.values()):
         return {p: json.loads(path.read_text(encoding="utf-8")) for p, path in paths.items()}
+    knn, linear = _protocol_configs(config)
     evaluation = EvaluateConfig(
         dataset=preset.dataset,
         dataset_options=config.dataset_options,
@@ -284,64 +302,105 @@ def ensure_evaluated(run_dir: Path, config: ReproduceConfig) -> dict[str, dict[s
             fail_fast=True,
             progress=False,
         ),
-        knn=KnnConfig(k=preset.knn_k, device=config.device),
-        linear=LinearConfig(epochs=preset.linear_epochs, device=config.device),
+        knn=knn,
+        linear=linear,
     )
-    return evaluate_encoder(run_dir, run_dir / "features", results_dir, evaluation).results
+    model = spec if spec is not None else run_dir
+    return evaluate_encoder(model, run_dir / "features", results_dir, evaluation).results
 
 
-# ------------------------------------------------------------------------------------------ aggregation
+def _heldout_data(config: ReproduceConfig) -> tuple[str, str | None, str | None]:
+    """(dataset, root, split) of the held-out videos: the test split; every video of a reduced dataset."""
+    if config.dataset_options:
+        return "cholec80", str(_dataset_root(config)), None
+    return config.preset.dataset, None, "test"
 
 
-def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
-    """Mean and sample std (ddof=1; None for one value) of a list of numbers."""
-    array = np.asarray(values, dtype=np.float64)
-    return float(array.mean()), (float(array.std(ddof=1)) if len(array) > 1 else None)
+def ensure_order_measures(run_dir: Path, config: ReproduceConfig, trained: bool) -> dict[str, Any]:
+    """t/T probe R^2 (any store), Kendall tau of the temporal head and held-out jigsaw loss (cached JSON)."""
+    from plstitch_eval.analysis.order import model_order_tau
+    from plstitch_eval.analysis.time_probe import time_probe
+    from plstitch_eval.hub.run_folder import backbone_dir
+    from plstitch_eval.hub.temporal_head import HEAD_WEIGHTS_FILE
+    from plstitch_train.heldout import heldout_jigsaw_loss
+
+    path = run_dir / "eval" / "order.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    store = run_dir / "features"
+    probe = time_probe(store)
+    record: dict[str, Any] = {"time_probe": probe, "time_r2": probe["r2"], "time_mae": probe["mae"]}
+    record["tau"], record["jigsaw_minus_chance"] = None, None
+    if trained and (backbone_dir(run_dir) / HEAD_WEIGHTS_FILE).is_file():
+        order = model_order_tau(
+            run_dir, store, "test", clip_len=config.preset.order_clip_len, device=config.device
+        )
+        record["order_tau"] = {k: v for k, v in order.items() if k != "per_video"}
+        record["tau"] = order["tau_mean"]
+    if trained:
+        dataset, root, split = _heldout_data(config)
+        jigsaw = heldout_jigsaw_loss(
+            run_dir,
+            dataset,
+            split,
+            root=root,
+            n_batches=config.preset.heldout_batches,
+            cache_dir=Path(config.out).expanduser().resolve() / "frame_cache",
+        )
+        if jigsaw is not None:
+            record["heldout_jigsaw"] = jigsaw
+            record["jigsaw_minus_chance"] = jigsaw["minus_chance"]
+    write_json_atomic(path, record)
+    return record
 
 
-def aggregate(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per row, per `protocol/metric`: mean, std and the per-seed values (from each run's `row`)."""
-    by_row: dict[str, list[dict[str, Any]]] = {}
-    for run in runs.values():
-        if not run.get("reverse_time"):
-            by_row.setdefault(run["row"], []).append(run)
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for row, items in by_row.items():
-        items = sorted(items, key=lambda r: r["seed"])
-        out[row] = {}
-        for protocol in PROTOCOLS:
-            for metric in METRICS:
-                values = [r["metrics"][protocol][metric] for r in items]
-                mean, std = mean_std(values)
-                out[row][f"{protocol}/{metric}"] = {"mean": mean, "std": std, "values": values}
-    return out
+def ensure_references(config: ReproduceConfig, source_store: Path) -> dict[str, dict[str, Any]]:
+    """The reference rows besides random init: raw pixels, the t/T oracle and the majority class."""
+    from plstitch_eval.analysis.time_probe import write_time_oracle_store
+    from plstitch_eval.evaluate import result_paths
+    from plstitch_eval.hub.pixels import PIXELS_SPEC
+    from plstitch_eval.protocols import run_knn, run_linear, run_majority, write_results
+
+    out = Path(config.out).expanduser() / "references"
+    records: dict[str, dict[str, Any]] = {}
+    pixels = out / RAW_PIXELS
+    results = ensure_evaluated(pixels, config, spec=PIXELS_SPEC)
+    records[RAW_PIXELS] = _run_record(RAW_PIXELS, 0, False, pixels, results)
+    records[RAW_PIXELS]["order"] = ensure_order_measures(pixels, config, trained=False)
+
+    oracle = out / ORACLE_TIME
+    paths = result_paths(oracle / "eval")
+    if not all(p.is_file() for p in paths.values()):
+        store = write_time_oracle_store(source_store, oracle / "features")
+        knn, linear = _protocol_configs(config)
+        write_results(paths["knn"], run_knn(store, knn))
+        write_results(paths["linear"], run_linear(store, linear))
+    results = {p: json.loads(path.read_text(encoding="utf-8")) for p, path in paths.items()}
+    records[ORACLE_TIME] = _run_record(ORACLE_TIME, 0, False, oracle, results)
+    records[ORACLE_TIME]["order"] = ensure_order_measures(oracle, config, trained=False)
+
+    majority = run_majority(source_store)
+    accuracy = majority["metrics"]["accuracy"]
+    records[MAJORITY] = {
+        "row": MAJORITY,
+        "seed": 0,
+        "reverse_time": False,
+        "class_name": majority["class_name"],
+        "metrics": {p: {"accuracy": accuracy, "macro_f1_video": None} for p in PROTOCOLS},
+    }
+    return records
 
 
-def _cell(stats: dict[str, Any] | None) -> str:
-    if stats is None:
-        return "-"
-    std = stats["std"]
-    return f"{stats['mean']:.1f}" if std is None else f"{stats['mean']:.1f} ± {std:.1f}"
+def _protocol_configs(config: ReproduceConfig) -> tuple[Any, Any]:
+    """The preset's (KnnConfig, LinearConfig) on the configured device."""
+    from plstitch_eval.knn import KnnConfig
+    from plstitch_eval.linear import LinearConfig
 
-
-def markdown_tables(aggregated: dict[str, dict[str, dict[str, Any]]], n_seeds: int) -> str:
-    """The component and objective tables in GitHub markdown (mean ± std over seeds)."""
-    header = "| {} | k-NN Acc | k-NN F1 (videos) | Linear Acc | Linear F1 (videos) |"
-    keys = [f"{p}/{m}" for p in PROTOCOLS for m in METRICS]
-    lines = []
-    for title, rows in TABLES:
-        present = [(slug, label) for slug, label in rows if slug in aggregated]
-        if not present:
-            continue
-        lines += [f"**{title}** (synthetic test split, mean ± std over {n_seeds} seeds)", ""]
-        lines += [header.format("Row"), "|---|---:|---:|---:|---:|"]
-        for slug, label in present:
-            lines.append(f"| {label} | " + " | ".join(_cell(aggregated[slug].get(k)) for k in keys) + " |")
-        lines.append("")
-    return "\n".join(lines)
-
-
-# ------------------------------------------------------------------------------------------------- main
+    preset = config.preset
+    return (
+        KnnConfig(k=preset.knn_k, device=config.device),
+        LinearConfig(epochs=preset.linear_epochs, device=config.device),
+    )
 
 
 def _run_record(
@@ -354,76 +413,84 @@ def _run_record(
     return record
 
 
-def run_awareness_figure(config: ReproduceConfig, pairs: dict[str, tuple[Path, Path]]) -> Path:
-    """Violin figure of forward-vs-reversed cosine distances on the test frames (analysis module)."""
-    from plstitch_eval.analysis.awareness import AwarenessConfig, ModelPair, run_awareness
+def ensure_awareness(config: ReproduceConfig, row: str) -> dict[str, Any] | None:
+    """Forward vs time-reversed runs of `row` against same-direction controls (violins + JSON), or None.
 
-    out = Path(config.out) / "figures"
-    wanted = [
-        {"name": ROWS[row].label, "forward": str(f), "backward": str(b)} for row, (f, b) in pairs.items()
-    ]
-    png, data = out / "awareness.png", out / "awareness.json"
-    if (
-        png.is_file()
-        and data.is_file()
-        and json.loads(data.read_text(encoding="utf-8")).get("pairs") == wanted
-    ):
-        logger.info("skip awareness figure: %s exists", png)
-        return png
-    awareness = AwarenessConfig(
-        pairs=[ModelPair(ROWS[row].label, str(fwd), str(bwd)) for row, (fwd, bwd) in pairs.items()],
-        dataset=config.preset.dataset,
-        split="test",
-        max_videos=0,
-        max_frames_per_video=config.preset.awareness_frames_per_video,
-        out=out,
-        name="awareness",
-        device=config.device,
-    )
-    if config.dataset_options:  # a reduced dataset (tests): its folder read as Cholec80, every video
-        awareness.root, awareness.dataset, awareness.split = str(_dataset_root(config)), "cholec80", None
-    png, _, _ = run_awareness(awareness)
-    return png
+    Needs two seeds (one forward and one reversed run give no same-direction pair).
+    """
+    from plstitch_eval.analysis.awareness import run_awareness_controls
+
+    if config.n_seeds < 2:
+        logger.warning("awareness of %s skipped: same-direction controls need --seeds >= 2", row)
+        return None
+    runs = Path(config.out).expanduser() / "runs"
+    forward = {run_name(row, s): runs / run_name(row, s) / "features" for s in range(config.n_seeds)}
+    reverse = {
+        run_name(row, s, True): runs / run_name(row, s, True) / "features" for s in range(config.n_seeds)
+    }
+    figures = Path(config.out).expanduser() / "figures"
+    name = f"awareness-{row}"
+    data = figures / f"{name}.json"
+    wanted = {
+        "forward": {k: str(v) for k, v in forward.items()},
+        "reversed": {k: str(v) for k, v in reverse.items()},
+    }
+    if (figures / f"{name}.png").is_file() and data.is_file():
+        cached = json.loads(data.read_text(encoding="utf-8"))
+        if {k: cached.get(k) for k in wanted} == wanted:
+            return _awareness_summary(figures / f"{name}.png", cached)
+    png, _, summary = run_awareness_controls(forward, reverse, figures, name)
+    return _awareness_summary(png, summary)
+
+
+def _awareness_summary(png: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    stats = summary["stats"]
+    return {
+        "figure": str(png),
+        "contrast": summary["contrast"],
+        "same_direction_mean": summary["same_direction_mean"],
+        "group_means": {group: values["mean"] for group, values in stats.items()},
+        "contrast_definition": summary["contrast_definition"],
+    }
 
 
 def reproduce(
     config: ReproduceConfig, on_run_done: Callable[[dict[str, Any]], None] | None = None
 ) -> dict[str, Any]:
-    """Train, evaluate and tabulate every row x seed (+ the awareness runs); writes ablation.json/.md.
+    """Train, evaluate and tabulate every row x seed, the references and the awareness runs.
 
-    Returns the summary written to `ablation.json` (runs, aggregated rows, best PL-Stitch run, figure).
+    Writes `ablation.json`/`.md` after every run; returns the summary (runs, aggregated rows, best
+    PL-Stitch run, awareness).
     """
     out = Path(config.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     rows = config.row_names()
     runs: dict[str, dict[str, Any]] = {}
-    jobs: list[tuple[str, int, bool]] = [(row, 0, False) for row in rows]  # seed 0 first, then awareness
-    if config.awareness:
-        jobs += [(row, 0, True) for row in config.preset.awareness_rows if row in rows]
-    jobs += [(row, s, False) for s in range(1, config.n_seeds) for row in rows]
     for seed in range(config.n_seeds):
         run_dir = out / "runs" / run_name(RANDOM_INIT, seed)
         ensure_random_init(run_dir, train_config(config, "mim", seed))
         results = ensure_evaluated(run_dir, config)
         runs[run_dir.name] = _run_record(RANDOM_INIT, seed, False, run_dir, results)
+        runs[run_dir.name]["order"] = ensure_order_measures(run_dir, config, trained=False)
+    runs.update(ensure_references(config, out / "runs" / run_name(RANDOM_INIT, 0) / "features"))
+    awareness_rows = [r for r in config.preset.awareness_rows if r in rows] if config.awareness else []
+    jobs = [
+        (row, seed, reverse)
+        for seed in range(config.n_seeds)
+        for reverse in (False, True)
+        for row in (awareness_rows if reverse else rows)
+    ]
     for row, seed, reverse in jobs:
         run_dir = out / "runs" / run_name(row, seed, reverse)
         ensure_trained(run_dir, train_config(config, row, seed, reverse))
-        results = None if reverse else ensure_evaluated(run_dir, config)
+        results = ensure_evaluated(run_dir, config)
         runs[run_dir.name] = _run_record(row, seed, reverse, run_dir, results)
+        runs[run_dir.name]["order"] = ensure_order_measures(run_dir, config, trained=True)
         if on_run_done is not None:
             on_run_done(runs[run_dir.name])
-        _write_summary(out, config, runs, None)
-    figure = None
-    if config.awareness:
-        pairs = {
-            row: (out / "runs" / run_name(row, 0), out / "runs" / run_name(row, 0, True))
-            for row in config.preset.awareness_rows
-            if row in rows
-        }
-        if pairs:
-            figure = run_awareness_figure(config, pairs)
-    return _write_summary(out, config, runs, figure)
+        _write_summary(out, config, runs, {})
+    awareness = {row: ensure_awareness(config, row) for row in awareness_rows}
+    return _write_summary(out, config, runs, {k: v for k, v in awareness.items() if v is not None})
 
 
 def best_run(runs: dict[str, dict[str, Any]], row: str = "pl") -> str | None:
@@ -437,10 +504,11 @@ def best_run(runs: dict[str, dict[str, Any]], row: str = "pl") -> str | None:
 
 
 def _write_summary(
-    out: Path, config: ReproduceConfig, runs: dict[str, dict[str, Any]], figure: Path | None
+    out: Path, config: ReproduceConfig, runs: dict[str, dict[str, Any]], awareness: dict[str, Any]
 ) -> dict[str, Any]:
-    aggregated = aggregate({k: v for k, v in runs.items() if "metrics" in v})
+    aggregated = aggregate(runs)
     markdown = markdown_tables(aggregated, config.n_seeds)
+    first = next(iter(awareness.values()), None)
     summary = {
         "schema": SCHEMA,
         "preset": dataclasses.asdict(config.preset),
@@ -448,10 +516,12 @@ def _write_summary(
         "steps": config.n_steps,
         "rows": {slug: ROWS[slug].label for slug in config.row_names()},
         "std": "sample standard deviation over seeds (ddof=1)",
+        "shared_init": str(shared_init_dir(config)) if config.preset.shared_init else None,
         "runs": runs,
         "aggregated": aggregated,
         "best_pl_run": best_run(runs),
-        "awareness_figure": str(figure) if figure else None,
+        "awareness": awareness,
+        "awareness_figure": first["figure"] if first else None,
         "table_markdown": markdown,
     }
     write_json_atomic(out / "ablation.json", summary)

@@ -162,7 +162,12 @@ def order(
     features: Annotated[str, typer.Option("--features", help="Feature store of this model's features.")],
     clip_len: Annotated[int, typer.Option("--clip-len", help="Frames per scored clip (K).")] = 8,
     clips: Annotated[int, typer.Option("--clips", help="Clips per video, spread over it.")] = 16,
-    alpha: Annotated[float, typer.Option("--alpha", help="Ridge penalty of the time probe.")] = 1.0,
+    alpha: Annotated[
+        float | None,
+        typer.Option(
+            "--alpha", help="Ridge penalty of the time probe (default: chosen by CV over train videos)."
+        ),
+    ] = None,
     device: DeviceOpt = "auto",
     json_out: Annotated[
         str | None, typer.Option("--json", help="Write the results as JSON (- = stdout).")

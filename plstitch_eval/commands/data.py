@@ -98,6 +98,20 @@ def extract(
     fail_fast: Annotated[
         bool, typer.Option("--fail-fast", help="Stop at the first video that cannot be decoded.")
     ] = False,
+    which: Annotated[
+        str,
+        typer.Option(
+            "--which", help="Network of a training checkpoint: teacher (default, as published) or student."
+        ),
+    ] = "teacher",
+    transform: Annotated[
+        str | None,
+        typer.Option(
+            "--transform",
+            help="Override the model's eval transform: whole-frame (resize the frame to the input size, "
+            "as PL-Stitch's authors) or center-crop (shorter side, centre crop: DINO evaluation).",
+        ),
+    ] = None,
     json_path: Annotated[
         Path | None,
         typer.Option(
@@ -127,7 +141,13 @@ def extract(
         split_scheme=split_scheme,
         resize_on_decode=resize_on_decode,
     )
-    encoder = load_encoder(model or default_model(dataset), revision=revision, trust_pickle=trust_pickle)
+    encoder = load_encoder(
+        model or default_model(dataset),
+        revision=revision,
+        trust_pickle=trust_pickle,
+        which=which,
+        transform=transform,
+    )
     adapter = get_dataset(dataset, root=root)
     try:
         summary = extract_features(adapter, encoder, out, options)

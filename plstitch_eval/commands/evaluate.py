@@ -24,10 +24,18 @@ DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu or cuda[:N].
 SchemeOpt = Annotated[
     str | None, typer.Option("--split-scheme", help="Split scheme in the manifest (default: the first).")
 ]
+RelaxedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--relaxed",
+        help="Also report the Cholec80/M2CAI16 challenge relaxed metrics (10 s boundary tolerance, known "
+        "script bugs fixed; docs/metrics.md) in a `relaxed` block beside the strict metrics.",
+    ),
+]
 
 
 def _finish(results: dict[str, Any], json_path: Path | None, title: str) -> None:
-    """Print the metrics table on stdout and write the results JSON if asked.
+    """Print the metrics table (and the relaxed one, if any) on stdout and write the results JSON if asked.
 
     With `--json -` the JSON alone goes to stdout and the table to stderr, so stdout parses as JSON.
     """
@@ -36,7 +44,13 @@ def _finish(results: dict[str, Any], json_path: Path | None, title: str) -> None
     from plstitch_eval.utils.console import console, result_console
 
     to_stdout = json_path is not None and str(json_path) == "-"
-    (console if to_stdout else result_console()).print(metrics_table(results, title=title))
+    out = console if to_stdout else result_console()
+    out.print(metrics_table(results, title=title))
+    if "relaxed" in results:
+        block = results["relaxed"]
+        relaxed = {"metrics": block["metrics"], "metrics_std": block["metrics_std"], "headline_metrics": []}
+        rules = f"{block['dataset']}, {block['tolerance_s']:g} s = {block['window_frames']} frames"
+        out.print(metrics_table(relaxed, title=f"relaxed ({rules}; mean ± std over videos)"))
     if json_path is not None:
         write_results(json_path, results)
         if not to_stdout:
@@ -78,6 +92,7 @@ def knn(
     device: DeviceOpt = "auto",
     chunk_size: Annotated[int, typer.Option(help="Queries per search chunk.")] = 4096,
     threads: Annotated[int | None, typer.Option(help="FAISS threads (default: all cores).")] = None,
+    relaxed: RelaxedOpt = False,
     json_path: JsonOpt = None,
 ) -> None:
     """Weighted k-NN on frozen features (DINO protocol): train split votes, test split is scored."""
@@ -86,7 +101,9 @@ def knn(
     k = k or [20]
     train_on = train_on or ["train"]
     config = _knn_config(k[0], temperature, weighting, device, chunk_size, threads)
-    results = run_knn(features, config, extra_ks=k[1:], scheme=split_scheme, train_on=train_on)
+    results = run_knn(
+        features, config, extra_ks=k[1:], scheme=split_scheme, train_on=train_on, relaxed=relaxed
+    )
     _finish(results, json_path, f"k-NN (k={k[0]}, {weighting}) on {features}")
 
 
@@ -104,6 +121,7 @@ def linear(
     seed: Annotated[int, typer.Option(help="Seed of init, shuffling and hold-out.")] = 0,
     split_scheme: SchemeOpt = None,
     device: DeviceOpt = "auto",
+    relaxed: RelaxedOpt = False,
     json_path: JsonOpt = None,
 ) -> None:
     """Linear probe: a grid of heads trained in one pass, best on validation, reported on test."""
@@ -112,7 +130,7 @@ def linear(
     config = _linear_config(
         lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed, device
     )
-    results = run_linear(features, config, scheme=split_scheme, val_fraction=val_fraction)
+    results = run_linear(features, config, scheme=split_scheme, val_fraction=val_fraction, relaxed=relaxed)
     proto = results["protocol"]
     _finish(results, json_path, f"linear (lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g})")
 
@@ -127,6 +145,7 @@ def cv(
     epochs: Annotated[int, typer.Option(help="Linear-probe epochs.")] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the fold assignment and the probe.")] = 0,
     device: DeviceOpt = "auto",
+    relaxed: RelaxedOpt = False,
     json_path: JsonOpt = None,
 ) -> None:
     """k-fold cross-validation by video; prints mean ± std over folds."""
@@ -135,7 +154,7 @@ def cv(
 
     knn_config = _knn_config(k, temperature, weighting, device, 4096, None)
     linear_config = LinearConfig(epochs=epochs, seed=seed, device=_device(device))
-    results = run_cv(features, folds, protocol, knn_config, linear_config, seed=seed)
+    results = run_cv(features, folds, protocol, knn_config, linear_config, seed=seed, relaxed=relaxed)
     _finish(results, json_path, f"{folds}-fold CV by video ({protocol})")
 
 
@@ -148,13 +167,20 @@ def score(
     ] = None,
     mapping: Annotated[Path | None, typer.Option(help="mapping.txt ('<id> <name>' per line).")] = None,
     dataset: Annotated[str | None, typer.Option(help="Dataset name recorded in the JSON.")] = None,
+    relaxed: RelaxedOpt = False,
+    fps: Annotated[
+        float | None,
+        typer.Option(
+            "--fps", help="Frame rate of the label files; --relaxed turns 10 s into frames with it."
+        ),
+    ] = None,
     json_path: JsonOpt = None,
 ) -> None:
     """Score action-segmentation predictions with MS-TCN semantics (accuracy, Edit, F1@10/25/50)."""
     from plstitch_eval.protocols import score_files
 
     bg = ["background"] if bg is None else bg
-    results = score_files(pred, gt, bg_classes=bg, mapping=mapping, dataset=dataset)
+    results = score_files(pred, gt, bg_classes=bg, mapping=mapping, dataset=dataset, relaxed=relaxed, fps=fps)
     _finish(results, json_path, f"{pred} vs {gt}")
 
 

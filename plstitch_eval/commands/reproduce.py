@@ -86,8 +86,12 @@ def reproduce(
         )
         raise typer.Exit(code=stop.exit_code) from None
     typer.echo(summary["table_markdown"])
-    if summary["awareness_figure"]:
-        console.print(f"awareness figure: {summary['awareness_figure']}", highlight=False)
+    for row, awareness in summary["awareness"].items():
+        console.print(
+            f"awareness ({row}): forward-vs-reversed minus same-direction cosine distance "
+            f"{awareness['contrast']:+.4f}; figure {awareness['figure']}",
+            highlight=False,
+        )
     console.print(f"results: {out / 'ablation.json'}, {out / 'ablation.md'}", highlight=False)
     if export_best is not None:
         folder = run_export(summary, export_best, export_best.name)

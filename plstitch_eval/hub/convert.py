@@ -57,6 +57,12 @@ def unwrap_state_dict(checkpoint: Any, which: str = "teacher") -> dict[str, torc
                 f"Checkpoint entry {'/'.join(path) or '<root>'} is a {type(obj).__name__}, "
                 "not a dict of tensors."
             )
+        other = "student" if which == "teacher" else "teacher"
+        if which not in obj and isinstance(obj.get(other), Mapping):
+            raise CheckpointError(
+                f"Checkpoint entry {'/'.join(path) or '<root>'} holds a {other} but no {which}; "
+                f"load it with which={other!r} (`--which {other}`)."
+            )
         key = next((k for k in (which, *CONTAINER_KEYS) if isinstance(obj.get(k), Mapping)), None)
         if key is None:
             tensors = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.hub import timm_format
-from plstitch_eval.hub.hub_files import HubFile, fetch_file, is_cached, parse_hf_spec
+from plstitch_eval.hub.hub_files import HubFile, fetch_file, fetch_first, is_cached, parse_hf_spec
 from plstitch_eval.hub.registry import MODELS, ModelEntry, did_you_mean
 
 _RETRY_HINT = "this download again with network access (HF_HUB_OFFLINE unset)"
@@ -45,6 +45,17 @@ def download_model(
 ) -> list[HubFile]:
     """Fetch every file a model needs into the HF cache; `ModelNotFoundError` when offline and not cached."""
     repo_id, files, spec_revision, hint = hub_files_of(spec)
+    if spec in MODELS and MODELS[spec].filename_alternatives:  # one file, several possible spellings
+        entry = MODELS[spec]
+        return [
+            fetch_first(
+                repo_id,
+                entry.filenames,
+                revision=revision or spec_revision,
+                cache_dir=cache_dir,
+                fix_hint=hint,
+            )
+        ]
     return [
         fetch_file(repo_id, name, revision=revision or spec_revision, cache_dir=cache_dir, fix_hint=hint)
         for name in files
@@ -63,4 +74,6 @@ def entry_cached(entry: ModelEntry, cache_dir: str | Path | None = None) -> bool
         return local.exists()
     if entry.repo_id is None:
         return False
+    if entry.filename_alternatives:
+        return any(is_cached(entry.repo_id, name, cache_dir=cache_dir) for name in entry.filenames)
     return all(is_cached(entry.repo_id, name, cache_dir=cache_dir) for name in _entry_files(entry))

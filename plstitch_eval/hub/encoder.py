@@ -11,7 +11,7 @@ from torch import nn
 from plstitch_eval.errors import ConfigError, ModelNotFoundError
 from plstitch_eval.hub import timm_format
 from plstitch_eval.hub.convert import model_from_checkpoint
-from plstitch_eval.hub.hub_files import HubFile, fetch_file, parse_hf_spec
+from plstitch_eval.hub.hub_files import HubFile, fetch_file, fetch_first, parse_hf_spec
 from plstitch_eval.hub.pixels import PIXELS_DATA_CONFIG, build_raw_pixels
 from plstitch_eval.hub.random_init import build_random_init, random_init_source
 from plstitch_eval.hub.registry import MODELS, ModelEntry, did_you_mean
@@ -20,6 +20,8 @@ from plstitch_eval.hub.safe_load import CHECKPOINT_SUFFIXES, load_checkpoint, sh
 from plstitch_eval.preprocess import DataConfig, EvalTransform, preprocess_batch
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.device import resolve_device
+
+WHICH = ("teacher", "student")  # the two networks of a self-distillation training checkpoint
 
 
 class Encoder(nn.Module):
@@ -78,14 +80,22 @@ def load_encoder(
     device: str | torch.device = "cpu",
     which: str = "teacher",
     trust_pickle: bool = False,
+    transform: str | None = None,
 ) -> Encoder:
     """Load a frozen encoder: registry name, `hf-hub:ORG/NAME[/FILE]`, timm folder, run dir or checkpoint;
     `random-init:SPEC` is a timm-format SPEC's architecture with fresh weights (seed 0, `hub.random_init`).
 
     Every backbone tensor is loaded or it raises (`CheckpointError`); pickles load with `weights_only=True`
     unless `trust_pickle`; offline, only the HF cache is used (`ModelNotFoundError` names the fix).
+    `which` picks a training checkpoint's teacher or student; `transform` (`whole-frame`, `center-crop`)
+    overrides the model's own eval transform (recorded in the provenance and every feature store).
     """
+    if which not in WHICH:
+        raise ConfigError(f"which must be one of {', '.join(WHICH)}, got {which!r}.")
     model, data_config, provenance = _build(str(spec), revision, cache_dir, which, trust_pickle)
+    if transform is not None:
+        data_config = data_config.with_transform(transform)
+        provenance = {**provenance, "transform": transform}
     encoder = Encoder(model, data_config, provenance)
     logger.debug("Loaded encoder %s: %s", spec, provenance)
     return encoder.to(resolve_device(device))
@@ -134,9 +144,9 @@ def _build_entry(
         )
     if entry.filename is None:
         return _from_hub_timm(entry.name, entry.repo_id, revision, cache_dir, entry, entry.model_args)
-    hub_file = fetch_file(
+    hub_file = fetch_first(
         entry.repo_id,
-        entry.filename,
+        entry.filenames,
         revision=revision,
         cache_dir=cache_dir,
         fix_hint=f"`plstitch download {entry.name}`",
@@ -179,6 +189,11 @@ def _from_path(
             raise ModelNotFoundError(
                 f"{path} is a folder without {timm_format.CONFIG_NAME} + {timm_format.WEIGHTS_NAME} "
                 f"(timm format) or {BACKBONE_DIR}/ (training run); pass the checkpoint file instead."
+            )
+        if which != "teacher":
+            raise ConfigError(
+                f"{folder} is a timm-format folder holding one network (the exported teacher); --which "
+                f"{which} needs a training checkpoint file that has one (e.g. the authors' pl_*.pth)."
             )
         model, data_config = timm_format.load_timm_dir(folder, **(entry.model_args if entry else {}))
         return model, data_config, _provenance(spec, folder / timm_format.WEIGHTS_NAME, None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,30 @@ def fetch_file(
             "with network (same cache dir), or pass a local path to the weights."
         ) from exc
     return HubFile(Path(local), repo_id, filename, revision, commit_of(local, filename))
+
+
+def fetch_first(
+    repo_id: str,
+    filenames: Sequence[str],
+    *,
+    revision: str | None = None,
+    cache_dir: str | Path | None = None,
+    fix_hint: str | None = None,
+) -> HubFile:
+    """`fetch_file` of the first of `filenames` that exists (spellings of one file: Hub names are
+    case-sensitive); the first name's error, naming every spelling tried, when none does."""
+    first_error: ModelNotFoundError | None = None
+    for name in filenames:
+        try:
+            return fetch_file(repo_id, name, revision=revision, cache_dir=cache_dir, fix_hint=fix_hint)
+        except ModelNotFoundError as exc:
+            first_error = first_error or exc
+    if first_error is None:
+        raise ModelNotFoundError(f"No file name given for Hub repo {repo_id!r}.")
+    if len(filenames) == 1:
+        raise first_error
+    tried = ", ".join(repr(n) for n in filenames)
+    raise ModelNotFoundError(f"{first_error} (spellings tried: {tried})") from first_error
 
 
 def is_cached(

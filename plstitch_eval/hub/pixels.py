@@ -15,6 +15,7 @@ from torch import nn
 from plstitch_eval.errors import DataError
 from plstitch_eval.preprocess import DataConfig
 
+PIXELS_SPEC = "raw-pixels"  # its registry name
 PIXELS_SIZE = 8
 PIXELS_DATA_CONFIG = DataConfig(
     input_size=(3, PIXELS_SIZE, PIXELS_SIZE),

@@ -23,7 +23,21 @@ from plstitch_eval.resources import package_path
 
 DINO_EVAL = DataConfig(input_size=(3, 224, 224), resize_size=256, crop_pct=0.875, interpolation="bicubic")
 
-PL_STITCH_CITATION = "PL-Stitch: self-supervised Plackett-Luce ranking for procedural video. CVPR 2026."
+PL_STITCH_CITATION = (
+    "Che et al. A Stitch in Time: Learning Procedural Workflow via Self-Supervised Plackett-Luce Ranking. "
+    "CVPR 2026."
+)
+# PL-Stitch's authors feed the whole frame at 224x224 (README `img.resize((224, 224))`, LMDB writer
+# `cv2.resize(img, (224, 224))`, bilinear), then ImageNet mean/std (downstream/load_lmdb_*.py)
+PL_STITCH_EVAL = DataConfig.whole_frame(224, interpolation="bilinear")
+PL_STITCH_PREPROCESSING_SOURCE = (
+    "github.com/visurg-ai/PL-Stitch: create_lmdb.py resizes every frame to 224x224 (cv2.resize, bilinear), "
+    "downstream/load_lmdb_autolaparo.py normalises with ImageNet mean/std; README: img.resize((224, 224))"
+)
+DINO_EVAL_SOURCE = (
+    "DINO/iBOT/DINOv2 k-NN and linear evaluation: resize shorter side 256 (bicubic), centre crop 224, "
+    "ImageNet mean/std (github.com/facebookresearch/dino eval_knn.py)"
+)
 VIT_B16 = {"embed_dim": 768, "depth": 12, "num_heads": 12, "patch_size": (16, 16)}
 DINO_CITATION = "Caron et al. Emerging Properties in Self-Supervised Vision Transformers. ICCV 2021."
 CONVERTERS = ("timm", "vit", "convnext", "pixels")
@@ -50,11 +64,19 @@ class ModelEntry:
     license: str = "unknown"
     citation: str = ""
     description: str = ""
+    license_source: str = ""  # where the licence is stated
+    preprocessing_source: str = ""  # where the authors' eval transform is stated
+    filename_alternatives: tuple[str, ...] = ()  # other spellings of `filename` tried when it is absent
 
     @property
     def has_weights(self) -> bool:
         """False for encoders built in code (converter "pixels"): nothing to download or cache."""
         return self.converter != "pixels"
+
+    @property
+    def filenames(self) -> tuple[str, ...]:
+        """`filename` and its alternative spellings, in the order they are tried (empty for timm repos)."""
+        return (self.filename, *self.filename_alternatives) if self.filename else ()
 
     @property
     def source(self) -> str:
@@ -127,12 +149,14 @@ for _dataset in ("lemon", "breakfast", "gtea"):
             name=f"pl-stitch-{_dataset}",
             architecture="vit_base_patch16",
             feature_dim=768,
-            data_config=DINO_EVAL,
+            data_config=PL_STITCH_EVAL,
             converter="vit",
             expected=VIT_B16,
             repo_id="visurg/PL-Stitch",
             filename=f"pl_{_dataset}.pth",
             license="MIT",
+            license_source="github.com/visurg-ai/PL-Stitch LICENSE (MIT, Copyright (c) 2025 Chengan Che)",
+            preprocessing_source=PL_STITCH_PREPROCESSING_SOURCE,
             citation=PL_STITCH_CITATION,
             description=f"PL-Stitch ViT-B/16 teacher pretrained on {_dataset.capitalize()}.",
         )
@@ -147,6 +171,8 @@ register(
         converter="timm",
         repo_id="timm/vit_base_patch16_224.dino",
         license="Apache-2.0",
+        license_source="github.com/facebookresearch/dino LICENSE (Apache 2.0); timm model card",
+        preprocessing_source=DINO_EVAL_SOURCE,
         citation=DINO_CITATION,
         description="DINO ViT-B/16 (ImageNet-1k, self-supervised).",
     )
@@ -160,6 +186,8 @@ register(
         converter="timm",
         repo_id="timm/vit_base_patch16_224.mae",
         license="CC-BY-NC-4.0",
+        license_source="github.com/facebookresearch/mae LICENSE (CC BY-NC 4.0); timm model card",
+        preprocessing_source=DINO_EVAL_SOURCE,
         citation="He et al. Masked Autoencoders Are Scalable Vision Learners. CVPR 2022.",
         description="MAE ViT-B/16 encoder (ImageNet-1k).",
     )
@@ -174,6 +202,9 @@ register(
         repo_id="timm/vit_base_patch14_dinov2.lvd142m",
         model_args={"img_size": 224},  # evaluated at 224 (16x16 patches); pos_embed resampled by timm
         license="Apache-2.0",
+        license_source="github.com/facebookresearch/dinov2 LICENSE (Apache 2.0); timm model card",
+        preprocessing_source=DINO_EVAL_SOURCE
+        + "; DINOv2 evaluates ViT-B/14 at 224 (dinov2/data/transforms.py)",
         citation="Oquab et al. DINOv2: Learning Robust Visual Features without Supervision. TMLR 2024.",
         description="DINOv2 ViT-B/14 (LVD-142M), run at 224 px.",
     )
@@ -188,6 +219,8 @@ register(
         expected=VIT_B16,
         path_env="PLSTITCH_IBOT_CHECKPOINT",
         license="Apache-2.0",
+        license_source="github.com/bytedance/ibot LICENSE (Apache 2.0)",
+        preprocessing_source=DINO_EVAL_SOURCE,
         citation="Zhou et al. iBOT: Image BERT Pre-Training with Online Tokenizer. ICLR 2022.",
         description="iBOT ViT-B/16 authors' checkpoint.pth; set $PLSTITCH_IBOT_CHECKPOINT or pass its path.",
     )
@@ -197,15 +230,24 @@ register(
         name="lemonfm",
         architecture="convnext_large",
         feature_dim=1536,
-        data_config=DINO_EVAL,
+        data_config=DataConfig.whole_frame(224, interpolation="bilinear"),
         converter="convnext",
-        expected={
-            "depths": [3, 3, 27, 3]
-        },  # widths inferred: REFERENCE says Large (1536-d), paper table says B
+        # ConvNeXt-Large exactly: depths and widths pinned, so a Base (1024-d) teacher is refused
+        expected={"depths": [3, 3, 27, 3], "dims": [192, 384, 768, 1536]},
         repo_id="visurg/LemonFM",
-        filename="LemonFM.pth",  # unverified file name; a local path works too
-        license="MIT",
-        citation="LEMON: a large endoscopic monocular video dataset and foundation model (LemonFM).",
+        # The Hub file name is not published in text we could read; every download script that names it
+        # uses `lemonfm.pth` and the LEMON repo renamed its code to lowercase `lemonfm/lemonfm.py`; the README
+        # examples say `path/to/our/LemonFM.pth`. Both spellings are tried (Hub names are case-sensitive).
+        filename="lemonfm.pth",
+        filename_alternatives=("LemonFM.pth",),
+        license="unknown",
+        license_source="not stated: github.com/visurg-ai/LEMON licenses only the dataset metadata and "
+        "annotations (CC BY 4.0) and has no LICENSE file; check huggingface.co/visurg/LemonFM before use",
+        preprocessing_source="github.com/visurg-ai/LEMON: src/create_lmdb.py resizes frames to 224x224 "
+        "(cv2.resize, bilinear), downstream/load_lmdb.py normalises with ImageNet mean/std; README: "
+        "img.resize((224, 224))",
+        citation="Che et al. LEMON: a large endoscopic monocular dataset and foundation model for perception "
+        "in surgical settings (LemonFM).",
         description="LemonFM torchvision ConvNeXt-Large teacher (keys under 'teacher', prefix 'backbone.').",
     )
 )
@@ -214,12 +256,18 @@ register(
         name="endovit",
         architecture="vit_base_patch16",
         feature_dim=768,
-        data_config=DINO_EVAL,
+        # whole frame to 224x224 (T.Resize((224, 224)): bilinear), EndoViT's own Cholec80 statistics
+        data_config=DataConfig.whole_frame(
+            224, interpolation="bilinear", mean=(0.3464, 0.2280, 0.2228), std=(0.2520, 0.2128, 0.2093)
+        ),
         converter="vit",
         expected=VIT_B16,
         repo_id="egeozsoy/EndoViT",
-        filename="pytorch_model.bin",  # unverified repo/file name
-        license="CC-BY-NC-4.0",
+        filename="pytorch_model.bin",
+        license="Apache-2.0",
+        license_source="huggingface.co/egeozsoy/EndoViT model card (license: apache-2.0)",
+        preprocessing_source="huggingface.co/egeozsoy/EndoViT model card, process_single_image: "
+        "T.Resize((224, 224)), mean [0.3464, 0.2280, 0.2228], std [0.2520, 0.2128, 0.2093]",
         citation="Batic et al. EndoViT: pretraining vision transformers on a large collection of endoscopic "
         "images. IJCARS 2024.",
         description="EndoViT ViT-B/16 MAE encoder (endoscopy); decoder keys are dropped.",
@@ -233,6 +281,8 @@ register(
         converter="timm",
         local_path="model_cards/plstitch-tiny-synthetic",
         license="MIT",
+        license_source="this package (pyproject.toml: MIT)",
+        preprocessing_source="its timm config.json (written by `plstitch train`)",
         citation=PL_STITCH_CITATION,
         description="Tiny PL-Stitch ViT (4 blocks x 64, 64 px) trained on the synthetic dataset; shipped.",
     )
@@ -245,6 +295,8 @@ register(
         converter="pixels",
         data_config=PIXELS_DATA_CONFIG,
         license="n/a (no weights)",
+        license_source="n/a",
+        preprocessing_source="plstitch_eval/hub/pixels.py",
         citation="n/a (reference row: no model)",
         description="reference row: each frame downsampled to 8x8x3, no learning",
     )

@@ -185,6 +185,7 @@ def _overridden_data_config(data_config: DataConfig, model_overrides: dict[str, 
         interpolation=data_config.interpolation,
         mean=data_config.mean,
         std=data_config.std,
+        crop_mode=data_config.crop_mode,
     )
 
 

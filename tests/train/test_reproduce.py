@@ -78,7 +78,7 @@ def test_aggregate_markdown_and_best_run() -> None:
     runs = {
         "pl-seed0": _run("pl", 0, 70.0, 80.0),
         "pl-seed1": _run("pl", 1, 74.0, 78.0),
-        "pl-reversed-seed0": _run("pl", 0, 10.0, 10.0, reverse=True),  # never in the table
+        "pl-reversed-seed0": _run("pl", 0, 10.0, 10.0, reverse=True),  # a row of its own
         "mim-seed0": _run("mim", 0, 50.0, 60.0),
         "mim-seed1": _run("mim", 1, 52.0, 61.0),
     }
@@ -87,10 +87,12 @@ def test_aggregate_markdown_and_best_run() -> None:
     assert agg["pl"]["knn/accuracy"]["std"] == pytest.approx(statistics.stdev([70.0, 74.0]))
     assert agg["pl"]["knn/accuracy"]["values"] == [70.0, 74.0]
     assert agg["mim"]["linear/macro_f1_video"]["mean"] == pytest.approx(30.25)
+    assert agg["pl-reversed"]["knn/accuracy"]["values"] == [10.0]
     text = markdown_tables(agg, 2)
     assert "| MIM only | 51.0 ± 1.4 | 25.5 ± 0.7 | 60.5 ± 0.7 | 30.2 ± 0.4 |" in text
     assert "| Plackett-Luce (PL-Stitch) | 72.0 ± 2.8 |" in text
     assert "MIM + L_jigsaw" not in text  # rows without runs are left out
+    assert "| PL-Stitch, time-reversed videos | 10.0 | 5.0 | 10.0 | 5.0 | - | - | - |" in text
     assert best_run(runs) == "pl-seed1"
     runs["pl-seed0"] = _run("pl", 0, 74.0, 78.0)  # a tie goes to the lower seed
     assert best_run(runs) == "pl-seed0"
@@ -122,14 +124,14 @@ def test_unknown_row_and_preset_are_clear_errors(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def tiny_reproduction(tmp_path_factory: pytest.TempPathFactory):
-    """One seed of the PL-Stitch row (1 step) plus its time-reversed run, on 6 short videos."""
+    """Two seeds of the PL-Stitch row (1 step each) plus their time-reversed runs, on 6 short videos."""
     mp = pytest.MonkeyPatch()
     mp.setenv("PLSTITCH_CACHE", str(tmp_path_factory.mktemp("cache")))
     mp.setenv("PLSTITCH_NO_LIVE", "1")
     try:
         config = _config(
             tmp_path_factory.mktemp("reproduce"),
-            seeds=1,
+            seeds=2,
             steps=1,
             rows=["pl"],
             num_workers=0,
@@ -146,24 +148,67 @@ def tiny_reproduction(tmp_path_factory: pytest.TempPathFactory):
 def test_reproduction_trains_evaluates_and_tabulates(tiny_reproduction) -> None:
     config, summary, done = tiny_reproduction
     out = Path(config.out)
-    assert set(summary["runs"]) == {"pl-seed0", "pl-reversed-seed0", f"{RANDOM_INIT}-seed0"}
-    assert done == ["pl", "pl"]
-    knn = json.loads((out / "runs" / "pl-seed0" / "eval" / "knn.json").read_text())["metrics"]
-    assert summary["aggregated"]["pl"]["knn/accuracy"] == {
-        "mean": knn["accuracy"],
-        "std": None,
-        "values": [knn["accuracy"]],
-    }
-    assert summary["best_pl_run"] == "pl-seed0"
+    trained = {"pl-seed0", "pl-seed1", "pl-reversed-seed0", "pl-reversed-seed1"}
+    references = {f"{RANDOM_INIT}-seed0", f"{RANDOM_INIT}-seed1", "raw-pixels", "oracle-time", "majority"}
+    assert set(summary["runs"]) == trained | references
+    assert done == ["pl", "pl", "pl", "pl"]
+    knn = [
+        json.loads((out / "runs" / f"pl-seed{s}" / "eval" / "knn.json").read_text())["metrics"]["accuracy"]
+        for s in (0, 1)
+    ]
+    stats = summary["aggregated"]["pl"]["knn/accuracy"]
+    assert stats["values"] == knn and stats["mean"] == pytest.approx(statistics.mean(knn))
+    assert summary["best_pl_run"] == max(("pl-seed0", "pl-seed1"), key=lambda n: knn[int(n[-1])])
     reversed_config = json.loads((out / "runs" / "pl-reversed-seed0" / "train_config.json").read_text())
     assert reversed_config["reverse_time"] is True and reversed_config["max_steps"] == 1
-    figure = Path(summary["awareness_figure"])
-    assert figure.read_bytes()[:4] == b"\x89PNG"
-    stats = json.loads(figure.with_suffix(".json").read_text())["stats"]
-    assert stats[ROWS["pl"].label]["n"] > 0
     on_disk = json.loads((out / "ablation.json").read_text())
     assert on_disk["table_markdown"] == (out / "ablation.md").read_text() == summary["table_markdown"]
-    assert "| Plackett-Luce (PL-Stitch) |" in summary["table_markdown"]
+    for label in ("Plackett-Luce (PL-Stitch)", "raw pixels (8x8x3)", "oracle: normalised time t/T only"):
+        assert f"| {label} |" in summary["table_markdown"]
+
+
+def test_every_trained_run_starts_from_the_shared_random_init(tiny_reproduction) -> None:
+    config, summary, _ = tiny_reproduction
+    shared = Path(summary["shared_init"])
+    assert shared == (Path(config.out) / "runs" / f"{RANDOM_INIT}-seed0").resolve()
+    for name in ("pl-seed0", "pl-seed1", "pl-reversed-seed1"):
+        train = json.loads((Path(config.out) / "runs" / name / "train_config.json").read_text())
+        assert train["init"] == str(shared)
+
+
+def test_order_measures_and_heldout_jigsaw_per_run(tiny_reproduction) -> None:
+    from plstitch_train.heldout import jigsaw_chance
+
+    _, summary, _ = tiny_reproduction
+    runs = summary["runs"]
+    for name in ("pl-seed0", "pl-reversed-seed1"):
+        order = runs[name]["order"]
+        assert -1.0 <= order["tau"] <= 1.0 and order["time_r2"] <= 1.0
+        jigsaw = order["heldout_jigsaw"]
+        assert jigsaw["chance"] == pytest.approx(jigsaw_chance(8 * 8))  # 64 px frames, 8 px patches
+        assert order["jigsaw_minus_chance"] == pytest.approx(jigsaw["loss"] - jigsaw["chance"])
+    for name in (f"{RANDOM_INIT}-seed0", "raw-pixels"):  # no heads: only the t/T probe
+        assert runs[name]["order"]["tau"] is None and runs[name]["order"]["jigsaw_minus_chance"] is None
+    assert runs["oracle-time"]["order"]["time_r2"] > 0.99  # (cos, sin) of t/T: linear in t/T up to curvature
+    assert runs["majority"]["metrics"]["knn"]["macro_f1_video"] is None
+    assert (
+        "order/tau" in summary["aggregated"]["pl"] and "order/tau" not in summary["aggregated"]["raw-pixels"]
+    )
+
+
+def test_awareness_is_reported_against_same_direction_controls(tiny_reproduction) -> None:
+    _, summary, _ = tiny_reproduction
+    awareness = summary["awareness"]["pl"]
+    figure = Path(awareness["figure"])
+    assert figure.read_bytes()[:4] == b"\x89PNG" and figure == Path(summary["awareness_figure"])
+    data = json.loads(figure.with_suffix(".json").read_text())
+    assert set(data["pair_means"]["forward vs reversed"]) == {
+        f"pl-seed{f} vs pl-reversed-seed{r}" for f in (0, 1) for r in (0, 1)
+    }
+    assert list(data["pair_means"]["forward vs forward"]) == ["pl-seed0 vs pl-seed1"]
+    cross = statistics.mean(data["pair_means"]["forward vs reversed"].values())
+    same = data["same_direction_mean"]
+    assert awareness["contrast"] == pytest.approx(cross - same, abs=1e-9)
 
 
 def test_rerun_skips_finished_runs(tiny_reproduction, monkeypatch: pytest.MonkeyPatch) -> None:

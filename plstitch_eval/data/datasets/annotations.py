@@ -32,11 +32,17 @@ def unknown_class(path: Path, line: int, name: str, class_index: dict[str, int])
 
 
 def read_phase_tsv(
-    path: Path, class_index: dict[str, int], header: tuple[str, ...] = ("Frame", "Phase")
+    path: Path, class_index: dict[str, int], header: tuple[str, ...] | None = ("Frame", "Phase")
 ) -> np.ndarray:
-    """Cholec80-style `Frame<TAB>Phase` file: header, then one row per frame (consecutive numbers) -> ids."""
+    """Cholec80-style `Frame<TAB>Phase` file: header, then one row per frame (consecutive numbers) -> ids.
+
+    `header=None` accepts any one header line (M2CAI16's files vary in its text).
+    """
     lines = read_lines(path)
-    if not lines or tuple(lines[0].split()) != header:
+    if header is None:
+        if not lines:
+            raise DataError(f"{path}:1: expected a header line, got an empty file")
+    elif not lines or tuple(lines[0].split()) != header:
         got = lines[0].strip() if lines else "an empty file"
         raise DataError(f"{path}:1: expected the header '{chr(9).join(header)}', got '{got}'")
     labels = np.empty(len(lines) - 1, dtype=np.int64)

@@ -1,7 +1,9 @@
-"""AutoLaparo task 1 (phase): `frames/NN/XXXX.jpg` (1 fps) or `videos/NN.mp4`, plus `labels/label_NN.txt`.
+"""AutoLaparo task 1 (phase): the release's 21 videos `videos/NN.mp4` (25 fps) and `labels/label_NN.txt`.
 
-Label files hold a header line, then `<frame index> <phase id>` rows. Whether phase ids are 0- or 1-based is
-*unverified*; `label_base="auto"` (the default) detects it over all files in `resolve_label_base`.
+Label files hold a header line, then `<frame index> <phase id>` rows, one per second. Phase ids are 1-based
+(1-7, as the project page and README list them); `label_base=0` reads 0-based copies and `"auto"` detects the
+base over all files (`resolve_label_base`). Frame folders `frames/NN/XXXX.jpg` at 1 fps (frames a user
+extracted, as several public loaders expect) are read instead of the video when present.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ LABEL_FILE = "label_{}.txt"
 LABEL_PATTERN = re.compile(r"^label_(?P<name>\d+)\.txt$")
 LABEL_FPS = 1.0  # one label per second
 FRAMES_FPS = 1.0  # the released frame folders hold one frame per second
-DEFAULT_LABEL_BASE = 1  # used when the ids seen fit both conventions
+DEFAULT_LABEL_BASE = 1  # the release's ids are 1-7; also "auto"'s answer when ids fit both conventions
 
 
 def resolve_label_base(all_ids: list[np.ndarray], n_classes: int, label_base: int | str) -> int:
@@ -56,11 +58,11 @@ def resolve_label_base(all_ids: list[np.ndarray], n_classes: int, label_base: in
 
 @register_dataset("autolaparo")
 class AutoLaparo(DatasetAdapter):
-    """AutoLaparo hysterectomy phases; frames at 1 fps; split 1-10 train, 11-14 val, 15-21 test."""
+    """AutoLaparo hysterectomy phases; labels at 1 fps; split 1-10 train, 11-14 val, 15-21 test."""
 
     name = "autolaparo"
     class_names = AUTOLAPARO_PHASES
-    native_fps = 1.0  # of the released frames and labels (the raw videos are 25 fps)
+    native_fps = 1.0  # of the labels (and of user-extracted frame folders); the released videos are 25 fps
     default_eval_fps = 1.0
     split_schemes = ("10-4-7",)
 
@@ -68,7 +70,7 @@ class AutoLaparo(DatasetAdapter):
         self,
         root: str | os.PathLike,
         fps: float | None = None,
-        label_base: int | str = "auto",
+        label_base: int | str = DEFAULT_LABEL_BASE,
         video_dir: str = "videos",
     ) -> None:
         super().__init__(root, fps)

@@ -1,7 +1,10 @@
-"""M2CAI16 workflow: 27 train + 14 test videos (25 fps) with `Frame<TAB>Phase` annotation files.
+"""M2CAI16 workflow: 27 train + 14 test videos with one annotation row per video frame.
 
-*Unverified* layout (REFERENCE section 4): the file names below are the one place to change it. Videos and
-their annotations sit side by side, train ones in `train_dataset/`, test ones in `test_dataset/`.
+Each annotation file has one header line (its text varies, so any is accepted), then `<frame>\t<phase>` rows,
+one per frame of the video. Rows map to time with each video's own frame rate, read from the video file: the
+material includes EndoVis-2015 videos described as 24-25 fps, so a fixed 25 would drift. Videos and their
+annotations sit side by side, train ones in `train_dataset/`, test ones in `test_dataset/` (a flat copy is
+read too: the `test_` prefix tells the split). The file names below are the one place to change the layout.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 from plstitch_eval.data.datasets.annotations import read_phase_tsv
 from plstitch_eval.data.datasets.base import DatasetAdapter, VideoRecord, find_source
 from plstitch_eval.data.datasets.registry import register_dataset
+from plstitch_eval.data.video import probe
 from plstitch_eval.errors import DataError
 
 M2CAI16_PHASES = [
@@ -60,8 +64,9 @@ class M2CAI16(DatasetAdapter):
                     continue
                 name = match["name"]
                 self._split_of[name] = split or ("test" if name.startswith("test_") else "train")
-                labels = read_phase_tsv(ann, class_index)
-                records.append(VideoRecord(name, self._source(folder, name), labels, self.native_fps))
+                labels = read_phase_tsv(ann, class_index, header=None)
+                source = self._source(folder, name)
+                records.append(VideoRecord(name, source, labels, self._frame_rate(source)))
         if not records:
             raise DataError(
                 f"{self.root}: no M2CAI16 annotation files (e.g. {TRAIN_DIR}/workflow_video_01.txt) found"
@@ -76,6 +81,14 @@ class M2CAI16(DatasetAdapter):
                 f"{folder / (name + '.mp4')}: video for {name} is missing; add it beside its annotation"
             )
         return source
+
+    @staticmethod
+    def _frame_rate(source: Path) -> float:
+        """The video's own frame rate (its annotation has one row per frame), from the container."""
+        rate = probe(source).fps
+        if not rate > 0:
+            raise DataError(f"{source}: the container states no frame rate; re-mux the video with its fps")
+        return rate
 
     def _scheme_splits(self, scheme: str, names: list[str]) -> dict[str, list[str]]:
         return {split: [n for n in names if self._split_of.get(n) == split] for split in ("train", "test")}

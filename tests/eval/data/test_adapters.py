@@ -132,6 +132,22 @@ def test_m2cai16_layout(tmp_path):
         get_dataset("m2cai16", flat).videos()
 
 
+def test_m2cai16_any_header_and_each_videos_own_frame_rate(tmp_path):
+    root = tmp_path / "m2cai16" / "train_dataset"
+    write_index_video(
+        root / "workflow_video_02.mp4", n_frames=48, fps=24
+    )  # an EndoVis-2015 style 24 fps video
+    rows = "".join(f"{i}\t{'Preparation' if i < 24 else 'ClippingCutting'}\n" for i in range(48))
+    (root / "workflow_video_02.txt").write_text("frame_number\tphase_label\n" + rows)
+    record = get_dataset("m2cai16", root.parent).videos()[0]
+    assert record.label_fps == pytest.approx(24.0)  # from the container, not a fixed 25
+    # 0.98 s is row 23 at 24 fps (still Preparation); a fixed 25 fps would read row 24 (ClippingCutting)
+    assert labels_at(record, [0.0, 0.98, 1.0])[0].tolist() == [1, 1, 3]
+    (root / "workflow_video_02.txt").write_text("")
+    with pytest.raises(DataError, match=r"workflow_video_02\.txt:1: expected a header line"):
+        get_dataset("m2cai16", root.parent).videos()
+
+
 def _autolaparo(root, ids_by_video, header="Frame\tPhase"):
     for name, ids in ids_by_video.items():
         write_index_frames(root / "frames" / name, len(ids))
@@ -146,7 +162,7 @@ def test_autolaparo_frames_label_base_and_split(tmp_path):
     ds = get_dataset("autolaparo", root)
     assert ds.eval_fps == 1 and len(ds.class_names) == 7
     videos = {v.name: v for v in ds.videos()}
-    assert videos["01"].labels.tolist() == [0, 0, 1, 1, 2]  # a 7 is present: ids are 1-based
+    assert videos["01"].labels.tolist() == [0, 0, 1, 1, 2]  # ids 1-7 (the release's, the default)
     assert ds.splits() == {"train": ["01"], "val": ["12"], "test": ["15"]}
     frames = list(decode(videos["01"], fps=ds.eval_fps))
     assert [decode_index(f.image) for f in frames] == [0, 1, 2, 3, 4]
@@ -158,7 +174,12 @@ def test_autolaparo_frames_label_base_and_split(tmp_path):
 def test_autolaparo_zero_based_detection_and_errors(tmp_path):
     root = tmp_path / "a0"
     _autolaparo(root, {"02": [0, 0, 1], "03": [5, 6]})
-    assert get_dataset("autolaparo", root).videos()[0].labels.tolist() == [0, 0, 1]
+    with pytest.raises(
+        DataError, match=r"label_02\.txt:2: phase id 0 is outside 1\.\.7; check the file or label_base"
+    ):
+        get_dataset("autolaparo", root).videos()  # the release is 1-based: a 0 is an error by default
+    assert get_dataset("autolaparo", root, label_base="auto").videos()[0].labels.tolist() == [0, 0, 1]
+    assert get_dataset("autolaparo", root, label_base=0).videos()[0].labels.tolist() == [0, 0, 1]
     root = tmp_path / "bad"
     _autolaparo(root, {"02": [1, 1, 9]})
     with pytest.raises(DataError, match=r"label_02\.txt:4: phase id 9"):

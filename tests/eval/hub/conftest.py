@@ -78,3 +78,19 @@ def hf_cache(tmp_path, monkeypatch) -> Callable[..., tuple[Path, str]]:
 
     add.cache_dir = cache  # type: ignore[attr-defined]
     return add
+
+
+@pytest.fixture
+def temp_entry():
+    """`add(entry)` registers a model for one test and removes it afterwards."""
+    from plstitch_eval.hub.registry import MODELS, register
+
+    added = []
+
+    def add(entry):
+        added.append(entry.name)
+        return register(entry)
+
+    yield add
+    for name in added:
+        MODELS.pop(name, None)

@@ -4,8 +4,7 @@ import torch
 from PIL import Image
 
 from plstitch_eval.errors import CheckpointError, ModelNotFoundError
-from plstitch_eval.hub import DataConfig, ModelEntry, load_encoder, register, save_timm_dir
-from plstitch_eval.hub.registry import MODELS
+from plstitch_eval.hub import DataConfig, ModelEntry, load_encoder, save_timm_dir
 from tests.eval.hub.conftest import make_tiny_tv_convnext, make_tiny_vit, sha256
 from tests.eval.hub.test_convert import reference_convnext_features, training_checkpoint
 
@@ -13,19 +12,6 @@ from tests.eval.hub.test_convert import reference_convnext_features, training_ch
 @pytest.fixture(scope="module")
 def vit():
     return make_tiny_vit()
-
-
-@pytest.fixture
-def temp_entry():
-    added = []
-
-    def add(entry):
-        added.append(entry.name)
-        return register(entry)
-
-    yield add
-    for name in added:
-        MODELS.pop(name, None)
 
 
 def _cls(model, x):

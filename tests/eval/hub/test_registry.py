@@ -30,9 +30,13 @@ def test_required_models_are_registered():
 @pytest.mark.parametrize("entry", list_models(), ids=lambda e: e.name)
 def test_every_entry_is_complete_and_loads_or_fails_helpfully(entry, hf_cache, monkeypatch):
     assert entry.feature_dim > 0 and entry.license and entry.citation and entry.architecture
-    if entry.repo_id and entry.architecture.startswith("vit"):  # DINO eval protocol for the published ViTs
-        assert entry.data_config.resize_size == 256 and entry.data_config.input_size == (3, 224, 224)
-        assert entry.data_config.interpolation == "bicubic"
+    assert entry.license_source and entry.preprocessing_source  # every entry cites both
+    if entry.repo_id and entry.architecture.startswith("vit"):  # the published ViTs run at 224
+        assert entry.data_config.input_size == (3, 224, 224)
+        if entry.data_config.crop_mode == "center":  # DINO eval protocol
+            assert entry.data_config.resize_size == 256 and entry.data_config.interpolation == "bicubic"
+        else:  # the whole frame (PL-Stitch, EndoViT: their authors' transform)
+            assert entry.name.startswith(("pl-stitch", "endovit")) and entry.data_config.resize_size == 224
     if entry.path_env:
         monkeypatch.delenv(entry.path_env, raising=False)
     local = entry.resolve_local_path()

@@ -1,0 +1,129 @@
+"""Tables of `plstitch reproduce`: per-row mean +- sample std over seeds, in markdown.
+
+A run record (one trained or reference encoder) holds `row`, `seed`, `reverse_time`, `metrics` (protocol ->
+accuracy / macro_f1_video, None where a protocol has no such number) and `order` (t/T probe R^2, Kendall tau
+of the temporal head, held-out jigsaw loss minus chance; None where the run has no such head).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+METRICS = ("accuracy", "macro_f1_video")
+PROTOCOLS = ("knn", "linear")
+ORDER_MEASURES = ("time_r2", "tau", "jigsaw_minus_chance")
+RANDOM_INIT, RAW_PIXELS, MAJORITY, ORACLE_TIME = "random-init", "raw-pixels", "majority", "oracle-time"
+REVERSED = "-reversed"
+
+# (title, [(row key, label)]); a row key is a row slug, `<slug>-reversed`, or a reference
+TABLES = (
+    (
+        "References",
+        [
+            (MAJORITY, "majority class of the training split"),
+            (RAW_PIXELS, "raw pixels (8x8x3)"),
+            (RANDOM_INIT, "no pretraining (random init)"),
+            (ORACLE_TIME, "oracle: normalised time t/T only"),
+        ],
+    ),
+    (
+        "Components",
+        [
+            ("mim", "MIM only"),
+            ("mim-vid", "MIM + L_vid"),
+            ("mim-jigsaw", "MIM + L_jigsaw"),
+            ("pl", "MIM + L_vid + L_jigsaw (PL-Stitch)"),
+        ],
+    ),
+    (
+        "Temporal objective (all three branches)",
+        [
+            ("pairwise", "pairwise hinge"),
+            ("permutation", "permutation classification"),
+            ("pl", "Plackett-Luce (PL-Stitch)"),
+        ],
+    ),
+    (
+        "Time direction (awareness runs)",
+        [
+            ("pl", "PL-Stitch, forward videos"),
+            (f"pl{REVERSED}", "PL-Stitch, time-reversed videos"),
+        ],
+    ),
+)
+COLUMNS = (  # (aggregated key, header, decimals)
+    ("knn/accuracy", "k-NN Acc", 1),
+    ("knn/macro_f1_video", "k-NN F1 (videos)", 1),
+    ("linear/accuracy", "Linear Acc", 1),
+    ("linear/macro_f1_video", "Linear F1 (videos)", 1),
+    ("order/time_r2", "t/T probe R²", 2),
+    ("order/tau", "Kendall τ (head)", 2),
+    ("order/jigsaw_minus_chance", "L_jig − chance (held out)", 3),
+)
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample std (ddof=1; None for one value) of a list of numbers."""
+    array = np.asarray(values, dtype=np.float64)
+    return float(array.mean()), (float(array.std(ddof=1)) if len(array) > 1 else None)
+
+
+def row_key(run: dict[str, Any]) -> str:
+    """The table row a run belongs to: its row slug, with `-reversed` for time-reversed runs."""
+    return run["row"] + (REVERSED if run.get("reverse_time") else "")
+
+
+def _values(run: dict[str, Any]) -> dict[str, float | None]:
+    values: dict[str, float | None] = {
+        f"{p}/{m}": run["metrics"].get(p, {}).get(m) for p in PROTOCOLS for m in METRICS
+    }
+    order = run.get("order") or {}
+    values.update({f"order/{m}": order.get(m) for m in ORDER_MEASURES})
+    return values
+
+
+def aggregate(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per row key, per column: mean, std and per-seed values; a column missing in any seed is left out."""
+    by_row: dict[str, list[dict[str, Any]]] = {}
+    for run in runs.values():
+        if "metrics" in run:
+            by_row.setdefault(row_key(run), []).append(run)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for key, items in by_row.items():
+        items = sorted(items, key=lambda r: r["seed"])
+        columns = [_values(r) for r in items]
+        out[key] = {}
+        for name in columns[0]:
+            values = [c[name] for c in columns]
+            if any(v is None for v in values):
+                continue
+            mean, std = mean_std(values)
+            out[key][name] = {"mean": mean, "std": std, "values": values}
+    return out
+
+
+def _cell(stats: dict[str, Any] | None, decimals: int) -> str:
+    if stats is None:
+        return "-"
+    mean = f"{stats['mean']:.{decimals}f}"
+    return mean if stats["std"] is None else f"{mean} ± {stats['std']:.{decimals}f}"
+
+
+def markdown_tables(aggregated: dict[str, dict[str, dict[str, Any]]], n_seeds: int) -> str:
+    """The reference, component, objective and time-direction tables in GitHub markdown (mean ± std)."""
+    header = "| Row | " + " | ".join(h for _, h, _ in COLUMNS) + " |"
+    rule = "|---|" + "---:|" * len(COLUMNS)
+    lines = []
+    for title, rows in TABLES:
+        present = [(key, label) for key, label in rows if key in aggregated]
+        if not present:
+            continue
+        lines += [f"**{title}** (synthetic test split, mean ± std over {n_seeds} seeds)", "", header, rule]
+        for key, label in present:
+            cells = [_cell(aggregated[key].get(name), decimals) for name, _, decimals in COLUMNS]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
