@@ -53,21 +53,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from plstitch_eval.data.datasets.cholec80 import CHOLEC80_PHASES as _CHOLEC80
+from plstitch_eval.data.datasets.m2cai16 import M2CAI16_PHASES as _M2CAI16
 from plstitch_eval.errors import ConfigError, EvaluationError
 
 TOLERANCE_S = 10.0
 DEFINITION = "plstitch-relaxed/v1"  # the challenge rules with fixes 1-6 of this module's docstring
 
-CHOLEC80_PHASES = (
-    "Preparation",
-    "CalotTriangleDissection",
-    "ClippingCutting",
-    "GallbladderDissection",
-    "GallbladderPackaging",
-    "CleaningCoagulation",
-    "GallbladderRetraction",
-)
-M2CAI16_PHASES = ("TrocarPlacement", *CHOLEC80_PHASES)
+# phase names as the adapters define them (one home); the tables below are keyed by name
+CHOLEC80_PHASES = tuple(_CHOLEC80)
+M2CAI16_PHASES = tuple(_M2CAI16)
 # phases whose segment start also forgives two ids back / whose end two ids ahead (Evaluate.m)
 _WIDE_BEFORE = frozenset({"CleaningCoagulation", "GallbladderRetraction"})
 _WIDE_AFTER = frozenset(
