@@ -93,16 +93,33 @@ COLLECTIONS: dict[str, Collection] = {
         Collection(
             "paper-surgical",
             "PL-Stitch paper, Table 1 (surgical phase recognition)",
-            ("pl-stitch-lemon", "lemonfm", "endovit", "dino-vitb16", "mae-vitb16", "ibot-vitb16"),
+            (
+                "pl-stitch-lemon",
+                "lemonfm",
+                "endovit",
+                "dino-vitb16",
+                "mae-vitb16",
+                "ibot-vitb16",
+                "endo-fm",
+                "videomaev2-vitb16",
+                "t-core-vitb16",
+            ),
             ("autolaparo", "cholec80", "m2cai16"),
-            ("Endo-FM", "VideoMAEv2", "T-CoRe"),
+            (),
         ),
         Collection(
             "paper-cooking",
             "PL-Stitch paper, Table 2 (cooking action segmentation)",
-            ("pl-stitch-gtea", "pl-stitch-breakfast", "dino-vitb16", "ibot-vitb16"),
+            (
+                "pl-stitch-gtea",
+                "pl-stitch-breakfast",
+                "dino-vitb16",
+                "ibot-vitb16",
+                "videomaev2-vitb16",
+                "t-core-vitb16",
+            ),
             ("gtea", "breakfast"),
-            ("VideoMAEv2", "T-CoRe"),
+            (),
         ),
     )
 }

@@ -54,6 +54,27 @@ class EvaluateConfig:
                 raise ConfigError(f"EvaluateConfig.{name} must be a {kind.__name__}.")
 
 
+def frozen_evaluation(
+    dataset: str,
+    dataset_options: dict[str, Any],
+    *,
+    fps: float | None,
+    device: str,
+    knn_k: int,
+    linear_epochs: int,
+    **extract: Any,
+) -> EvaluateConfig:
+    """The evaluation `quickstart` and `reproduce` run: extraction that stops at the first bad video, then
+    k-NN and the linear probe on the same device. `extract` holds further `ExtractOptions` fields."""
+    return EvaluateConfig(
+        dataset=dataset,
+        dataset_options=dataset_options,
+        extract=ExtractOptions(fps=fps, device=device, fail_fast=True, **extract),
+        knn=KnnConfig(k=knn_k, device=device),
+        linear=LinearConfig(epochs=linear_epochs, device=device),
+    )
+
+
 @dataclass
 class EncoderEvaluation:
     """What `evaluate_encoder` made: the store, the results dicts and their JSON files, stage timings (s)."""

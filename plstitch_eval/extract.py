@@ -4,7 +4,9 @@ DataLoader workers each decode whole videos sequentially and prepare uint8 model
 model's interpolation, or on decode with `resize_on_decode`; centre crop) while the main process runs batched
 forwards; normalisation happens on the device (both steps from `plstitch_eval.preprocess`). Each video is
 written atomically as soon as its last frame is encoded, so a killed run leaves a consistent store that a
-rerun resumes.
+rerun resumes. A clip encoder (`Encoder.clip`) gets, for each sampled frame, the window of frames around it,
+built from the same single decoding pass (`plstitch_eval.data.video.read_clips`); the store still holds one
+feature per sampled frame and its manifest records the window.
 Under `torchrun` (RANK/WORLD_SIZE set) rank r takes videos[r::world_size] and rank 0 writes the manifest.
 
 Under torchrun run it as `torchrun ... -m plstitch_eval extract ...` (same options as `plstitch extract`).
@@ -32,7 +34,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from plstitch_eval import __version__
 from plstitch_eval.data.datasets import DatasetAdapter, VideoRecord, get_dataset, labels_at
-from plstitch_eval.data.video import read_frames
+from plstitch_eval.data.video import read_clips, read_frames
 from plstitch_eval.errors import ConfigError, DecodeError, FeatureStoreError
 from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures, compat_key
 from plstitch_eval.preprocess import FramePlan, frame_plan, normalize_crops, prepare_frame
@@ -115,8 +117,8 @@ class FrameChunk:
     """Up to `batch_size` consecutive frames of one video, or the error that stopped its decoding."""
 
     video_index: int
-    images: torch.Tensor  # [n, 3, H, W] uint8
-    frame_times: torch.Tensor  # [n] float64 seconds
+    images: torch.Tensor  # [n, 3, H, W] uint8 frames, or [n, T, 3, H, W] windows for a clip encoder
+    frame_times: torch.Tensor  # [n] float64 seconds (of the sampled frames)
     last: bool
     error: str | None = None
 
@@ -169,6 +171,46 @@ def iter_video_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterat
     yield FrameChunk(job.index, buffer[:n].clone(), times[:n].clone(), True)
 
 
+def iter_clip_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterator[FrameChunk]:
+    """Decode one video once into windows [n, T, 3, H, W] around its sampled frames (`plan.clip`); every
+    frame a window uses is prepared once. An error ends the video with an error chunk, as for frames."""
+    if plan.clip is None:
+        raise ConfigError("iter_clip_chunks needs a plan with a clip window (FramePlan.clip).")
+    crop_h, crop_w = plan.crop
+    buffer = torch.empty((batch_size, plan.clip.num_frames, 3, crop_h, crop_w), dtype=torch.uint8)
+    times = torch.empty(batch_size, dtype=torch.float64)
+    n = total = 0
+    size = plan.resize if plan.resize_on_decode else None
+    windows = read_clips(
+        job.source,
+        float(plan.fps or 0),
+        plan.clip,
+        size=size,
+        folder_fps=job.folder_fps,
+        prepare=lambda image: prepare_frame(image, plan),
+    )
+    try:
+        for window in windows:
+            for k, frame in enumerate(window.frames):  # frames shared by windows were prepared once
+                buffer[n, k] = frame
+            times[n] = window.time
+            n += 1
+            if n == batch_size:
+                yield FrameChunk(job.index, buffer, times, False)
+                buffer, times = torch.empty_like(buffer), torch.empty_like(times)
+                total += n
+                n = 0
+    except Exception as exc:  # any decoder failure becomes a per-video error naming the file
+        message = _decode_error_message(job.source, exc)
+        yield FrameChunk(job.index, buffer[:0].clone(), times[:0].clone(), True, message)
+        return
+    if total + n == 0:
+        message = f"{job.source}: no frames could be decoded."
+        yield FrameChunk(job.index, buffer[:0].clone(), times[:0].clone(), True, message)
+        return
+    yield FrameChunk(job.index, buffer[:n].clone(), times[:n].clone(), True)
+
+
 class VideoFrameStream(IterableDataset):
     """Iterable over `FrameChunk`s; DataLoader worker w decodes videos w, w+W, ... whole and in order."""
 
@@ -180,8 +222,9 @@ class VideoFrameStream(IterableDataset):
     def __iter__(self) -> Iterator[FrameChunk]:
         info = get_worker_info()
         jobs = self.jobs if info is None else self.jobs[info.id :: info.num_workers]
+        chunks = iter_video_chunks if self.plan.clip is None else iter_clip_chunks
         for job in jobs:
-            yield from iter_video_chunks(job, self.plan, self.batch_size)
+            yield from chunks(job, self.plan, self.batch_size)
 
 
 def _worker_init(_: int) -> None:
@@ -263,10 +306,13 @@ def dataset_splits(adapter: DatasetAdapter) -> tuple[str, dict[str, dict[str, li
 
 
 def preprocessing_record(data_config: Any, plan: FramePlan) -> dict[str, Any]:
-    """The manifest's `preprocessing`: the model's DataConfig (+ `resize_on_decode` when that mode is on)."""
+    """The manifest's `preprocessing`: the model's DataConfig (+ `resize_on_decode` when that mode is on, + a
+    clip encoder's window, so stores made with other windows never mix)."""
     record = data_config.to_dict() if hasattr(data_config, "to_dict") else _jsonable(data_config)
     if plan.resize_on_decode:
         record["resize_on_decode"] = True
+    if plan.clip is not None:
+        record["clip"] = plan.clip.to_dict()
     return record
 
 
@@ -439,7 +485,7 @@ def _extract(
     """The run itself: open the store, shard, decode in workers, encode in batches, write per video."""
     fps = float(options.fps) if options.fps is not None else float(adapter.eval_fps)
     records = select_videos(adapter, options.split, options.videos, options.split_scheme)
-    plan = frame_plan(encoder.data_config, fps, options.resize_on_decode)
+    plan = frame_plan(encoder.data_config, fps, options.resize_on_decode, getattr(encoder, "clip", None))
 
     # Rank 0 creates (or validates) the store and writes the manifest before any video, so that a killed
     # run is resumable; the other ranks wait for it and then open the same folder.
@@ -535,7 +581,8 @@ class _EncodeLoop:
 
     @torch.inference_mode()
     def encode(self, images: torch.Tensor) -> torch.Tensor:
-        """One batched forward: uint8 frames to the device, normalised there; float32 features stay there.
+        """One batched forward: uint8 frames (or windows) to the device, normalised there; float32 features
+        stay there.
 
         Keeping them on the device until the video is complete avoids a host sync per batch on CUDA.
         """

@@ -20,6 +20,7 @@ from PIL import Image
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as tvf
 
+from plstitch_eval.data.video import ClipSampling
 from plstitch_eval.errors import ConfigError, DataError, DecodeError
 
 INTERPOLATIONS = {
@@ -171,10 +172,17 @@ class FramePlan:
     std: tuple[float, ...]
     resize_on_decode: bool = False
     squash: bool = False
+    clip: ClipSampling | None = None  # a clip encoder's window around each sampled frame; None: single frames
 
 
-def frame_plan(config: DataConfig, fps: float | None = None, resize_on_decode: bool = False) -> FramePlan:
-    """The resize/crop/normalise plan of a model's `DataConfig` (`fps`, `resize_on_decode`: extraction's)."""
+def frame_plan(
+    config: DataConfig,
+    fps: float | None = None,
+    resize_on_decode: bool = False,
+    clip: ClipSampling | None = None,
+) -> FramePlan:
+    """The resize/crop/normalise plan of a model's `DataConfig` (`fps`, `resize_on_decode`: extraction's;
+    `clip`: a clip encoder's window, every frame of it prepared the same way)."""
     return FramePlan(
         fps=fps,
         resize=int(config.resize_size),
@@ -184,6 +192,7 @@ def frame_plan(config: DataConfig, fps: float | None = None, resize_on_decode: b
         std=tuple(float(s) for s in config.std),
         resize_on_decode=resize_on_decode,
         squash=config.crop_mode == "squash",
+        clip=clip,
     )
 
 

@@ -224,10 +224,7 @@ def _with_references(
 
 def _evaluate_row(name: str, label: str, spec: str, out: Path, config: QuickstartConfig) -> EncoderRow:
     """`evaluate_encoder` of one spec into `<out>/features/<name>` and `<out>/results/<name>`."""
-    from plstitch_eval.evaluate import EvaluateConfig, evaluate_encoder
-    from plstitch_eval.extract import ExtractOptions
-    from plstitch_eval.knn import KnnConfig
-    from plstitch_eval.linear import LinearConfig
+    from plstitch_eval.evaluate import evaluate_encoder, frozen_evaluation
     from plstitch_eval.utils.device import resolve_device
 
     device = str(resolve_device(config.device))
@@ -235,20 +232,17 @@ def _evaluate_row(name: str, label: str, spec: str, out: Path, config: Quickstar
         spec,
         out / "features" / name,
         out / "results" / name,
-        EvaluateConfig(
-            dataset="synthetic",
-            dataset_options=config.dataset_options,
-            extract=ExtractOptions(
-                fps=config.fps,
-                batch_size=config.batch_size,
-                num_workers=config.num_workers,
-                device=device,
-                overwrite=config.overwrite,
-                fail_fast=True,
-                progress=config.progress,
-            ),
-            knn=KnnConfig(k=config.knn_k, device=device),
-            linear=LinearConfig(epochs=config.linear_epochs, device=device),
+        frozen_evaluation(
+            "synthetic",
+            config.dataset_options,
+            fps=config.fps,
+            device=device,
+            knn_k=config.knn_k,
+            linear_epochs=config.linear_epochs,
+            batch_size=config.batch_size,
+            num_workers=config.num_workers,
+            overwrite=config.overwrite,
+            progress=config.progress,
         ),
     )
     return EncoderRow(

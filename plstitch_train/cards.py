@@ -279,8 +279,7 @@ def _reference_info(model: dict[str, Any], data: dict[str, Any]) -> CardInfo:
         title=model["title"],
         description=model["description"],
         architecture=model["architecture"],
-        feature=f"{entry.feature_dim}-d "
-        + ("globally pooled features" if entry.converter == "convnext" else "CLS token after the final norm"),
+        feature=f"{entry.feature_dim}-d {_feature_description(entry)}",
         preprocessing=preprocessing,
         usage=usage,
         license=entry.license.lower(),
@@ -296,6 +295,18 @@ def _reference_info(model: dict[str, Any], data: dict[str, Any]) -> CardInfo:
         tags=["reference"],
         model_citation="" if model.get("paper_method") == "PL-Stitch" else entry.citation,
     )
+
+
+def _feature_description(entry: Any) -> str:
+    """What a registry entry's feature vector is (pooling and, for clip models, the window)."""
+    pooled = {
+        "convnext": "globally pooled features",
+        "videomae": "mean of the patch tokens after `fc_norm`",
+    }.get(entry.converter, "CLS token after the final norm")
+    clip = getattr(entry, "clip", None)
+    if clip is None:
+        return pooled
+    return f"{pooled}, one per sampled frame, from a window of {clip.num_frames} frames around it"
 
 
 def render_reference_cards(out_dir: str | Path = MODEL_CARDS_DIR / "reference") -> list[Path]:

@@ -283,28 +283,13 @@ def ensure_evaluated(
 
     The encoder is the run folder itself, or `spec` (a reference encoder) with its outputs in `run_dir`.
     """
-    from plstitch_eval.evaluate import EvaluateConfig, evaluate_encoder, result_paths
-    from plstitch_eval.extract import ExtractOptions
+    from plstitch_eval.evaluate import evaluate_encoder, result_paths
 
-    preset = config.preset
     results_dir = run_dir / "eval"
     paths = result_paths(results_dir)
     if all(p.is_file() for p in paths.values()):
         return {p: json.loads(path.read_text(encoding="utf-8")) for p, path in paths.items()}
-    knn, linear = _protocol_configs(config)
-    evaluation = EvaluateConfig(
-        dataset=preset.dataset,
-        dataset_options=config.dataset_options,
-        extract=ExtractOptions(
-            fps=preset.eval_fps,
-            num_workers=config.num_workers,
-            device=config.device,
-            fail_fast=True,
-            progress=False,
-        ),
-        knn=knn,
-        linear=linear,
-    )
+    evaluation = _evaluation(config)
     model = spec if spec is not None else run_dir
     return evaluate_encoder(model, run_dir / "features", results_dir, evaluation).results
 
@@ -372,9 +357,9 @@ def ensure_references(config: ReproduceConfig, source_store: Path) -> dict[str, 
     paths = result_paths(oracle / "eval")
     if not all(p.is_file() for p in paths.values()):
         store = write_time_oracle_store(source_store, oracle / "features")
-        knn, linear = _protocol_configs(config)
-        write_results(paths["knn"], run_knn(store, knn))
-        write_results(paths["linear"], run_linear(store, linear))
+        evaluation = _evaluation(config)
+        write_results(paths["knn"], run_knn(store, evaluation.knn))
+        write_results(paths["linear"], run_linear(store, evaluation.linear))
     results = {p: json.loads(path.read_text(encoding="utf-8")) for p, path in paths.items()}
     records[ORACLE_TIME] = _run_record(ORACLE_TIME, 0, False, oracle, results)
     records[ORACLE_TIME]["order"] = ensure_order_measures(oracle, config, trained=False)
@@ -391,15 +376,20 @@ def ensure_references(config: ReproduceConfig, source_store: Path) -> dict[str, 
     return records
 
 
-def _protocol_configs(config: ReproduceConfig) -> tuple[Any, Any]:
-    """The preset's (KnnConfig, LinearConfig) on the configured device."""
-    from plstitch_eval.knn import KnnConfig
-    from plstitch_eval.linear import LinearConfig
+def _evaluation(config: ReproduceConfig) -> Any:
+    """The preset's frozen evaluation (an `EvaluateConfig`: extraction, k-NN, linear) on its device."""
+    from plstitch_eval.evaluate import frozen_evaluation
 
     preset = config.preset
-    return (
-        KnnConfig(k=preset.knn_k, device=config.device),
-        LinearConfig(epochs=preset.linear_epochs, device=config.device),
+    return frozen_evaluation(
+        preset.dataset,
+        config.dataset_options,
+        fps=preset.eval_fps,
+        device=config.device,
+        knn_k=preset.knn_k,
+        linear_epochs=preset.linear_epochs,
+        num_workers=config.num_workers,
+        progress=False,
     )
 
 
@@ -411,6 +401,20 @@ def _run_record(
         record["metrics"] = {p: {m: results[p]["metrics"][m] for m in METRICS} for p in PROTOCOLS}
         record["metrics_all"] = {p: results[p]["metrics"] for p in PROTOCOLS}
     return record
+
+
+def training_seconds(run_dir: Path) -> float | None:
+    """Wall-clock seconds the trainer spent on this run, summed over resumed segments (from `log.jsonl`)."""
+    log = run_dir / "log.jsonl"
+    if not log.is_file():
+        return None
+    total, previous = 0.0, 0.0
+    for line in log.read_text(encoding="utf-8").splitlines():
+        elapsed = float(json.loads(line).get("time", 0.0)) if line.strip() else previous
+        if elapsed < previous:  # the clock restarts when a run is resumed
+            total += previous
+        previous = elapsed
+    return total + previous
 
 
 def ensure_awareness(config: ReproduceConfig, row: str) -> dict[str, Any] | None:
@@ -431,15 +435,17 @@ def ensure_awareness(config: ReproduceConfig, row: str) -> dict[str, Any] | None
     figures = Path(config.out).expanduser() / "figures"
     name = f"awareness-{row}"
     data = figures / f"{name}.json"
+    matched = {run_name(row, s): run_name(row, s, True) for s in range(config.n_seeds)}
     wanted = {
         "forward": {k: str(v) for k, v in forward.items()},
         "reversed": {k: str(v) for k, v in reverse.items()},
+        "matched": matched,
     }
     if (figures / f"{name}.png").is_file() and data.is_file():
         cached = json.loads(data.read_text(encoding="utf-8"))
         if {k: cached.get(k) for k in wanted} == wanted:
             return _awareness_summary(figures / f"{name}.png", cached)
-    png, _, summary = run_awareness_controls(forward, reverse, figures, name)
+    png, _, summary = run_awareness_controls(forward, reverse, figures, name, matched=matched)
     return _awareness_summary(png, summary)
 
 
@@ -450,6 +456,7 @@ def _awareness_summary(png: Path, summary: dict[str, Any]) -> dict[str, Any]:
         "contrast": summary["contrast"],
         "same_direction_mean": summary["same_direction_mean"],
         "group_means": {group: values["mean"] for group, values in stats.items()},
+        "cross_split_means": {k: v["mean"] for k, v in summary.get("cross_split", {}).items()},
         "contrast_definition": summary["contrast_definition"],
     }
 
@@ -486,6 +493,7 @@ def reproduce(
         results = ensure_evaluated(run_dir, config)
         runs[run_dir.name] = _run_record(row, seed, reverse, run_dir, results)
         runs[run_dir.name]["order"] = ensure_order_measures(run_dir, config, trained=True)
+        runs[run_dir.name]["train_seconds"] = training_seconds(run_dir)
         if on_run_done is not None:
             on_run_done(runs[run_dir.name])
         _write_summary(out, config, runs, {})
@@ -507,7 +515,13 @@ def _write_summary(
     out: Path, config: ReproduceConfig, runs: dict[str, dict[str, Any]], awareness: dict[str, Any]
 ) -> dict[str, Any]:
     aggregated = aggregate(runs)
+    seconds = [r["train_seconds"] for r in runs.values() if r.get("train_seconds") is not None]
     markdown = markdown_tables(aggregated, config.n_seeds)
+    if seconds:
+        markdown += (
+            f"\nTraining time: {sum(seconds) / 60:.1f} min for {len(seconds)} runs (the trainer's wall clock "
+            "on this machine, summed; extraction and evaluation not included).\n"
+        )
     first = next(iter(awareness.values()), None)
     summary = {
         "schema": SCHEMA,
@@ -520,6 +534,7 @@ def _write_summary(
         "runs": runs,
         "aggregated": aggregated,
         "best_pl_run": best_run(runs),
+        "train_seconds_total": sum(seconds) if seconds else None,
         "awareness": awareness,
         "awareness_figure": first["figure"] if first else None,
         "table_markdown": markdown,

@@ -9,6 +9,7 @@ forward-vs-reversed distance minus the same-direction one says something (see `r
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,7 @@ def plot_awareness(
     ax.scatter(
         positions, [d.mean() for d in data], marker="D", color="white", edgecolors="black", s=18, zorder=3
     )
-    ax.set_xticks(positions, names)
+    ax.set_xticks(positions, [textwrap.fill(n, 16) for n in names], fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("cosine distance per frame")
     ax.set_title(title or f"Procedural awareness on {dataset}")
@@ -221,26 +222,61 @@ def control_distances(
     return dict(zip(GROUPS, (cross, same(forward), same(reverse)), strict=True))
 
 
-def control_summary(groups: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:
-    """Per-group statistics of the pooled frames, per-pair means and the cross-minus-same contrast."""
+def control_summary(
+    groups: dict[str, dict[str, np.ndarray]], matched: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Per-group statistics of the pooled frames, per-pair means and the cross-minus-same contrast.
+
+    `matched` (forward run -> its reversed twin: same seed, heads, data order, masks) splits the cross pairs
+    into those that differ only in the direction of time and those that also differ in seed.
+    """
     pooled = {g: np.concatenate(list(p.values())) for g, p in groups.items() if p}
     same = np.concatenate([pooled[g] for g in GROUPS[1:] if g in pooled])
     cross = pooled[GROUPS[0]]
-    return {
+    summary: dict[str, Any] = {
         "stats": {g: summarize(d) for g, d in pooled.items()},
         "pair_means": {g: {k: float(d.mean()) for k, d in p.items()} for g, p in groups.items()},
         "same_direction_mean": float(same.mean()),
         "contrast": float(cross.mean() - same.mean()),
         "contrast_definition": CONTRAST,
     }
+    if matched:
+        twins = {f"{f} vs {r}" for f, r in matched.items()}
+        missing = sorted(twins - set(groups[GROUPS[0]]))
+        if missing:
+            raise ConfigError(f"Matched pairs {missing} are not forward-vs-reversed pairs of these runs.")
+        split = {
+            "direction only (same seed)": [d for k, d in groups[GROUPS[0]].items() if k in twins],
+            "direction and seed": [d for k, d in groups[GROUPS[0]].items() if k not in twins],
+        }
+        summary["cross_split"] = {k: summarize(np.concatenate(v)) for k, v in split.items() if v}
+    return summary
 
 
 def render_awareness_controls(
-    groups: dict[str, dict[str, np.ndarray]], out: Path, name: str, meta: dict[str, Any]
+    groups: dict[str, dict[str, np.ndarray]],
+    out: Path,
+    name: str,
+    meta: dict[str, Any],
+    matched: dict[str, str] | None = None,
 ) -> tuple[Path, Path, dict[str, Any]]:
-    """Violins of the three pair groups side by side; PNG + JSON (group stats, pair means, contrast)."""
-    summary = control_summary(groups)
+    """Violins of the pair groups side by side; PNG + JSON (group stats, pair means, contrast).
+
+    With `matched` twins, the forward-vs-reversed group is drawn twice more: same seed, and other seeds.
+    """
+    summary = control_summary(groups, matched)
     pooled = {g: np.concatenate(list(p.values())) for g, p in groups.items() if p}
+    if matched:
+        twins = {f"{f} vs {r}" for f, r in matched.items()}
+        cross = groups[GROUPS[0]]
+        same_seed = [d for k, d in cross.items() if k in twins]
+        other_seed = [d for k, d in cross.items() if k not in twins]
+        pooled = {
+            GROUPS[0]: pooled[GROUPS[0]],
+            "forward vs reversed, same seed": np.concatenate(same_seed),
+            **({"forward vs reversed, other seeds": np.concatenate(other_seed)} if other_seed else {}),
+            **{g: pooled[g] for g in GROUPS[1:] if g in pooled},
+        }
     title = f"Awareness with controls: {CONTRAST} = {summary['contrast']:+.4f}"
     fig = plot_awareness(pooled, meta.get("dataset", ""), title=title, xlabel="pair group (all pairs pooled)")
     data = {
@@ -284,8 +320,12 @@ def run_awareness_controls(
     out: Path,
     name: str = "awareness_controls",
     split: str | None = "test",
+    matched: dict[str, str] | None = None,
 ) -> tuple[Path, Path, dict[str, Any]]:
-    """Awareness from feature stores (run name -> store) of forward and reversed runs, with controls."""
+    """Awareness from feature stores (run name -> store) of forward and reversed runs, with controls.
+
+    `matched` maps a forward run to its reversed twin (same seed) when there is one.
+    """
     check_run_names(forward, reverse)
     feats = aligned_store_features({**forward, **reverse}, split)
     groups = control_distances({r: feats[r] for r in forward}, {r: feats[r] for r in reverse})
@@ -294,4 +334,6 @@ def run_awareness_controls(
         "forward": {k: str(v) for k, v in forward.items()},
         "reversed": {k: str(v) for k, v in reverse.items()},
     }
-    return render_awareness_controls(groups, out, name, meta)
+    if matched:
+        meta["matched"] = dict(matched)
+    return render_awareness_controls(groups, out, name, meta, matched)

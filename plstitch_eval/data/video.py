@@ -6,16 +6,25 @@ A frame that satisfies several targets (a gap in a variable-frame-rate video) is
 it covers are skipped. So a 25 fps video sampled at 1 fps yields frames 0, 25, 50, ... Each video is decoded
 sequentially exactly once (no seeking) with FFmpeg's frame/slice threading on; only sampled frames are
 converted to RGB (and resized on decode so the shorter side equals ``size``).
+
+Clip encoders (`read_clips`) see a window of frames around each sampled frame: window frame k of the frame
+sampled for target time ``T`` is the first frame at or after ``T + (k - anchor) * step`` (the same rule), the
+first frame when that time is before the video and the last frame when it is past its end. Frames are decoded
+once, in order; only frames some window uses are converted, each once, and kept until no later window needs
+them.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -27,6 +36,7 @@ IMAGE_EXTS = (".jpg", ".jpeg", ".png")
 VIDEO_EXTS = (".mp4", ".avi", ".mkv", ".mov", ".webm", ".mpg", ".mpeg", ".m4v", ".ogv")
 DEFAULT_FOLDER_FPS = 1.0  # frame folders without a stated rate are taken as 1 fps (AutoLaparo's release)
 TIME_TOLERANCE = 1e-6  # seconds; absorbs float rounding of pts * time_base against k / fps
+DEFAULT_VIDEO_FPS = 25  # a video stream that states no frame rate
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,54 @@ class DecodedFrame:
     index: int
     time: float
     image: np.ndarray
+
+
+@dataclass(frozen=True)
+class ClipSampling:
+    """The window a clip encoder sees around each sampled frame: `num_frames` frames `step` apart, the sampled
+    frame at position `anchor` (default `num_frames // 2`, so the window is centred on it).
+
+    `frame_stride` counts frames at the video's own rate (VideoMAE-style `sampling_rate`); `stride_seconds`,
+    when set, is a fixed time between window frames instead (TimeSformer-style sampling at a target fps).
+    """
+
+    num_frames: int
+    frame_stride: int = 1
+    stride_seconds: float | None = None
+    anchor: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_frames < 1:
+            raise ConfigError(f"A clip needs at least one frame, got num_frames={self.num_frames}.")
+        if self.frame_stride < 1:
+            raise ConfigError(f"Clip frame_stride must be >= 1 frame, got {self.frame_stride}.")
+        if self.stride_seconds is not None and not self.stride_seconds > 0:
+            raise ConfigError(f"Clip stride_seconds must be > 0, got {self.stride_seconds}.")
+        anchor = self.num_frames // 2 if self.anchor is None else self.anchor
+        if not 0 <= anchor < self.num_frames:
+            raise ConfigError(f"Clip anchor must be in [0, {self.num_frames}), got {anchor}.")
+        object.__setattr__(self, "anchor", anchor)
+
+    def step(self, native_fps: float) -> float:
+        """Seconds between window frames in a video of `native_fps` frames per second."""
+        if self.stride_seconds is not None:
+            return float(self.stride_seconds)
+        return self.frame_stride / native_fps
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict (manifests, provenance)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DecodedClip:
+    """The window of one sampled frame: sample number and time (as `read_frames` gives them) and its frames,
+    oldest first, as `prepare` made them (uint8 HWC RGB arrays without one), with their times."""
+
+    index: int
+    time: float
+    frames: tuple[Any, ...]
+    frame_times: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -71,6 +129,41 @@ def read_frames(
     if not path.exists():
         raise DecodeError(f"{path}: no such video file or frame folder; check the dataset root and layout")
     return _read_video(path, fps, size)
+
+
+def read_clips(
+    source: str | os.PathLike,
+    fps: float,
+    clip: ClipSampling,
+    size: int | None = None,
+    *,
+    folder_fps: float | None = None,
+    prepare: Callable[[np.ndarray], Any] | None = None,
+) -> Iterator[DecodedClip]:
+    """Yield the window of every frame `read_frames(source, fps, size)` samples, decoding the source once.
+
+    `prepare` (e.g. resize + crop) runs once per frame a window uses; windows share the prepared objects.
+    The step between window frames is `clip.step(native fps)`: the container's rate, `folder_fps` for folders.
+    """
+    path = Path(source)
+    if fps is None or fps <= 0:
+        raise ConfigError(f"Clip windows are built around frames sampled at an fps > 0, got {fps}.")
+    if size is not None and size <= 0:
+        raise ConfigError(f"size must be positive, got {size}")
+    if path.is_dir():
+        rate = float(folder_fps) if folder_fps is not None else DEFAULT_FOLDER_FPS
+        if rate <= 0:
+            raise ConfigError(f"{path}: folder_fps must be positive, got {folder_fps}")
+        frames = _folder_frames(path, rate, size)
+    elif not path.exists():
+        raise DecodeError(f"{path}: no such video file or frame folder; check the dataset root and layout")
+    else:
+        rate = probe(path).fps or DEFAULT_VIDEO_FPS
+        frames = _video_frames(path, size)
+    assembler = _WindowAssembler(clip, fps, clip.step(rate), prepare or (lambda image: image))
+    for time, load in frames:
+        yield from assembler.push(time, load)
+    yield from assembler.finish()
 
 
 def probe(source: str | os.PathLike, *, folder_fps: float | None = None) -> VideoInfo:
@@ -135,8 +228,136 @@ class _TargetClock:
         return True
 
 
+class _Window:
+    """One sampled frame's window being filled: its frame times and the frames found so far."""
+
+    def __init__(self, index: int, time: float, window_times: tuple[float, ...]) -> None:
+        self.index = index
+        self.time = time
+        self.window_times = window_times
+        self.frames: list[Any] = [None] * len(window_times)
+        self.frame_times: list[float] = [math.nan] * len(window_times)
+        self.filled = [False] * len(window_times)
+
+    def offer(self, time: float, frame: Any) -> None:
+        """A newly decoded frame (frames arrive in time order): it is the first at or after every still-open
+        window time it reaches."""
+        for k, wanted in enumerate(self.window_times):
+            if not self.filled[k] and wanted <= time + TIME_TOLERANCE:
+                self.frames[k], self.frame_times[k], self.filled[k] = frame, time, True
+
+    def fill_rest(self, time: float, frame: Any) -> None:
+        """Window times past the last frame of the video take that last frame."""
+        for k in range(len(self.window_times)):
+            if not self.filled[k]:
+                self.frames[k], self.frame_times[k], self.filled[k] = frame, time, True
+
+    @property
+    def complete(self) -> bool:
+        """True once every window time has its frame."""
+        return all(self.filled)
+
+    def clip(self) -> DecodedClip:
+        """The finished window."""
+        return DecodedClip(self.index, self.time, tuple(self.frames), tuple(self.frame_times))
+
+
+class _WindowAssembler:
+    """Turns frames pushed in decoding order into the windows of the sampled frames (see `read_clips`).
+
+    Window times of target m are T_m + (k - anchor) * step with T_m = m / fps, the targets of `_TargetClock`.
+    A frame is prepared only if it is the first frame at or after some window time (the first frame stands
+    in for every time before it), and kept only while a window not yet opened may still need it.
+    """
+
+    def __init__(self, clip: ClipSampling, fps: float, step: float, prepare: Callable[[np.ndarray], Any]):
+        anchor = int(clip.anchor or 0)
+        self.offsets = tuple((k - anchor) * step for k in range(clip.num_frames))
+        self.clock = _TargetClock(fps)
+        self.fps = float(fps)
+        self.prepare = prepare
+        self.kept: deque[tuple[float, Any]] = deque()  # (time, prepared frame), oldest first
+        self.pending: deque[_Window] = deque()  # windows waiting for later frames, in sampling order
+        self.previous: float | None = None  # time of the frame pushed before
+        self.last: tuple[float, Callable[[], np.ndarray]] | None = None
+        self.n_out = 0
+        self.target_times: dict[int, float] = {}  # T_m as the clock computes it (exact Fraction, then float)
+
+    def window_time(self, target: int, k: int) -> float:
+        """Time of frame k of target `target`'s window: the clock's own float of T_target, plus the offset."""
+        start = self.target_times.get(target)
+        if start is None:
+            if len(self.target_times) > 4096:  # targets only move forward: forget the old ones
+                self.target_times.clear()
+            start = self.target_times[target] = float(target / self.clock.step)
+        return start + self.offsets[k]
+
+    def needed(self, time: float) -> bool:
+        """True when the frame at `time` is the first frame at or after some window time of some target."""
+        if self.previous is None:
+            return True
+        for k, offset in enumerate(self.offsets):
+            highest = math.floor((time + TIME_TOLERANCE - offset) * self.fps)
+            for target in (highest + 1, highest, highest - 1):
+                if target < 0:
+                    continue
+                wanted = self.window_time(target, k)
+                if self.previous + TIME_TOLERANCE < wanted <= time + TIME_TOLERANCE:
+                    return True
+        return False
+
+    def push(self, time: float, load: Callable[[], np.ndarray]) -> list[DecodedClip]:
+        """Take the next decoded frame; return the windows it completes, in sampling order."""
+        self.last = (time, load)
+        target = self.clock.k
+        sampled = self.clock.take(time)
+        if sampled or self.needed(time):
+            frame = self.prepare(load())
+            self.kept.append((time, frame))
+            for window in self.pending:
+                window.offer(time, frame)
+        if sampled:
+            window_times = tuple(self.window_time(target, k) for k in range(len(self.offsets)))
+            window = _Window(self.n_out, time, window_times)
+            for kept_time, kept_frame in self.kept:
+                window.offer(kept_time, kept_frame)
+            self.pending.append(window)
+            self.n_out += 1
+        self.previous = time
+        earliest = self.window_time(self.clock.k, 0)  # no window opened later looks further back
+        while self.kept and self.kept[0][0] + TIME_TOLERANCE < earliest:
+            self.kept.popleft()
+        return self._complete()
+
+    def finish(self) -> list[DecodedClip]:
+        """The stream ended: fill what is left with the last frame and return the remaining windows."""
+        if self.pending and self.last is not None:
+            time, load = self.last
+            frame = self.kept[-1][1] if self.kept and self.kept[-1][0] == time else self.prepare(load())
+            for window in self.pending:
+                window.fill_rest(time, frame)
+        return self._complete()
+
+    def _complete(self) -> list[DecodedClip]:
+        done = []
+        while self.pending and self.pending[0].complete:
+            done.append(self.pending.popleft().clip())
+        return done
+
+
 def _read_video(path: Path, fps: float | None, size: int | None) -> Iterator[DecodedFrame]:
     """Sequential threaded decode of one video file, sampling by presentation timestamps."""
+    clock = _TargetClock(fps)
+    n_out = 0
+    for time, frame in _decode_video(path):
+        if not clock.take(time):
+            continue
+        yield DecodedFrame(n_out, time, _frame_to_rgb(frame, size, path))
+        n_out += 1
+
+
+def _decode_video(path: Path) -> Iterator[tuple[float, av.VideoFrame]]:
+    """(presentation time in seconds after the first frame, frame) of every frame, decoded once in order."""
     try:
         container = av.open(str(path))
     except av.FFmpegError as exc:
@@ -144,12 +365,10 @@ def _read_video(path: Path, fps: float | None, size: int | None) -> Iterator[Dec
     with container:
         stream = _video_stream(container, path)
         stream.thread_type = "AUTO"
-        width, height = resized_shape(stream.width, stream.height, size)
-        clock = _TargetClock(fps)
         time_base = stream.time_base
         origin = stream.start_time
-        rate = stream.average_rate or stream.guessed_rate or 25
-        n_decoded = n_out = 0
+        rate = stream.average_rate or stream.guessed_rate or DEFAULT_VIDEO_FPS
+        n_decoded = 0
         last_time = None
         try:
             for frame in container.decode(stream):
@@ -161,14 +380,7 @@ def _read_video(path: Path, fps: float | None, size: int | None) -> Iterator[Dec
                     time = float((frame.pts - origin) * time_base)
                 last_time = time
                 n_decoded += 1
-                if not clock.take(time):
-                    continue
-                if size is None:
-                    image = frame.to_ndarray(format="rgb24")
-                else:
-                    image = frame.to_ndarray(format="rgb24", width=width, height=height)
-                yield DecodedFrame(n_out, time, image)
-                n_out += 1
+                yield time, frame
         except av.FFmpegError as exc:
             raise DecodeError(
                 f"{path}: decoding failed after {n_decoded} frames ({exc}); the file is corrupt or truncated"
@@ -181,6 +393,41 @@ def _read_video(path: Path, fps: float | None, size: int | None) -> Iterator[Dec
                 f"{path}: decoded {n_decoded} of {expected} frames the container announces; "
                 "the file is truncated - re-download or re-encode it"
             )
+
+
+def _frame_to_rgb(frame: av.VideoFrame, size: int | None, path: Path) -> np.ndarray:
+    """A decoded frame as uint8 HWC RGB, its shorter side resized to `size` on conversion when given."""
+    try:
+        if size is None:
+            return frame.to_ndarray(format="rgb24")
+        width, height = resized_shape(frame.width, frame.height, size)
+        return frame.to_ndarray(format="rgb24", width=width, height=height)
+    except av.FFmpegError as exc:
+        raise DecodeError(
+            f"{path}: cannot convert a decoded frame to RGB ({exc}); the file is corrupt"
+        ) from exc
+
+
+def _video_frames(path: Path, size: int | None) -> Iterator[tuple[float, Callable[[], np.ndarray]]]:
+    """(time, loader of its RGB pixels) of every frame of a video; a frame is converted only if loaded."""
+    for time, frame in _decode_video(path):
+        yield time, (lambda frame=frame: _frame_to_rgb(frame, size, path))
+
+
+def _folder_frames(
+    folder: Path, rate: float, size: int | None
+) -> Iterator[tuple[float, Callable[[], np.ndarray]]]:
+    """(time i / rate, loader of its RGB pixels) of every image of a frame folder, in natural order."""
+    for i, file in enumerate(list_frame_files(folder)):
+        yield i / rate, (lambda file=file: _load_image(file, size))
+
+
+def _load_image(file: Path, size: int | None) -> np.ndarray:
+    """One frame-folder image as uint8 HWC RGB, its shorter side resized to `size` (bilinear) when given."""
+    image = _open_image(file)
+    if size is not None:
+        image = image.resize(resized_shape(*image.size, size), Image.BILINEAR)
+    return np.asarray(image, dtype=np.uint8)
 
 
 def _read_folder(
@@ -197,10 +444,7 @@ def _read_folder(
         time = i / rate
         if not clock.take(time):
             continue
-        image = _open_image(file)
-        if size is not None:
-            image = image.resize(resized_shape(*image.size, size), Image.BILINEAR)
-        yield DecodedFrame(n_out, time, np.asarray(image, dtype=np.uint8))
+        yield DecodedFrame(n_out, time, _load_image(file, size))
         n_out += 1
 
 

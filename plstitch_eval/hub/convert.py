@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+from timm.layers import SwiGLUPacked
 from timm.models.convnext import ConvNeXt
-from timm.models.vision_transformer import VisionTransformer
+from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
 from torch import nn
 
 from plstitch_eval.errors import CheckpointError
@@ -36,6 +37,8 @@ VIT_TOP_LEVEL = {
 }
 CONVNEXT_TOP_LEVEL = {"stem", "stages", "features", "classifier", "norm_pre"}
 HEAD_DIM = 64  # ViT-S/B/L all use 64-d heads: heads = embed_dim / 64
+DINOV2_KEYS = {"register_tokens", "mask_token"}  # top-level tensors only DINOv2's own ViT has
+TRAINING_ONLY_TOKENS = {"mask_token", "masked_embed"}  # masking tokens: used in training, never at inference
 _HEADS_KEYS = ("num_heads", "heads", "n_heads")
 
 
@@ -183,10 +186,17 @@ def infer_vit_args(state: Mapping[str, torch.Tensor], num_heads: int | None = No
             f"its keys start with {sorted({_top(k) for k in state})}."
         )
     has_cls = "cls_token" in state
-    num_patches = state["pos_embed"].shape[1] - (1 if has_cls else 0)
-    grid = math.isqrt(num_patches)
+    registers = state["reg_token"].shape[1] if "reg_token" in state else 0
+    positions = state["pos_embed"].shape[1]
+    # timm: pos_embed covers CLS + registers + patches, or patches only (no_embed_class)
+    no_embed_class = bool(registers) and _is_square(positions) and not _is_square(positions - registers - 1)
+    num_patches = positions - (0 if no_embed_class else int(has_cls) + registers)
+    grid = math.isqrt(max(num_patches, 0))
     if grid * grid != num_patches:
-        raise CheckpointError(f"pos_embed has {num_patches} patch positions, not a square grid.")
+        raise CheckpointError(
+            f"pos_embed has {positions} positions, which with {int(has_cls)} CLS and {registers} register "
+            "tokens is not a square grid of patches."
+        )
     fc1 = state.get("blocks.0.mlp.fc1.weight")
     heads = num_heads or max(1, embed_dim // HEAD_DIM)
     if embed_dim % heads:
@@ -203,8 +213,14 @@ def infer_vit_args(state: Mapping[str, torch.Tensor], num_heads: int | None = No
         "class_token": has_cls,
         "global_pool": "token" if has_cls else "avg",
         "init_values": 1e-5 if "blocks.0.ls1.gamma" in state else None,
+        "reg_tokens": registers,
+        "no_embed_class": no_embed_class,
         "num_classes": 0,
     }
+
+
+def _is_square(n: int) -> bool:
+    return n > 0 and math.isqrt(n) ** 2 == n
 
 
 def load_strict(model: nn.Module, state: Mapping[str, torch.Tensor], source: str = "checkpoint") -> None:
@@ -258,13 +274,58 @@ def vit_from_state_dict(
     Returns (model in eval mode, dropped training-only keys).
     """
     num_heads = num_heads or find_num_heads(state_dict)
-    state = unwrap_state_dict(state_dict, which)
-    backbone, dropped = split_backbone(state, VIT_TOP_LEVEL)
+    state = unchunk_blocks(unwrap_state_dict(state_dict, which))
+    is_dinov2 = bool(DINOV2_KEYS & set(state))
+    backbone, dropped = split_backbone(state, VIT_TOP_LEVEL | (DINOV2_KEYS if is_dinov2 else set()))
+    refuse_unmapped_tokens(dropped, source)
     args = infer_vit_args(backbone, num_heads)
+    if is_dinov2:
+        args.update(dinov2_vit_args(backbone))
     check_expected(args, expected, source)
     model = VisionTransformer(**args)
+    if is_dinov2:
+        dropped = sorted([*dropped, *({"mask_token"} & set(backbone))])
+        backbone = dinov2_to_timm(backbone, model)
     load_strict(model, backbone, source)
     return model.eval(), dropped
+
+
+def unchunk_blocks(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """DINOv2's FSDP block chunks (`blocks.<chunk>.<i>.*`, i is the global index) -> `blocks.<i>.*`."""
+    chunked = re.compile(r"blocks\.\d+\.(\d+)\.")
+    if not any(chunked.match(k) for k in state):
+        return dict(state)
+    return {chunked.sub(r"blocks.\1.", k, count=1): v for k, v in state.items()}
+
+
+def refuse_unmapped_tokens(dropped: list[str], source: str) -> None:
+    """Extra tokens (registers under a name we do not know) change the CLS feature: refuse, never drop."""
+    tokens = [k for k in dropped if "token" in _top(k) and _top(k) not in TRAINING_ONLY_TOKENS]
+    if tokens:
+        raise CheckpointError(
+            f"{source} has token tensors this loader cannot map: {tokens}. Dropping them would change "
+            "the features; convert the checkpoint to timm's layout (cls_token, reg_token, pos_embed)."
+        )
+
+
+def dinov2_vit_args(state: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """timm arguments for facebookresearch/dinov2's ViT: registers (no pos. embedding), SwiGLU for ViT-g."""
+    args: dict[str, Any] = {}
+    if "register_tokens" in state:
+        # timm's DINOv2-with-registers layout: pos_embed covers patches only, the CLS one is folded in
+        args.update(reg_tokens=state["register_tokens"].shape[1], no_embed_class=True)
+    if "blocks.0.mlp.w12.weight" in state:  # SwiGLUFFNFused: w12 = [gate; value], w3 = output
+        embed_dim = state["patch_embed.proj.weight"].shape[0]
+        hidden = state["blocks.0.mlp.w12.weight"].shape[0]
+        args.update(mlp_layer=SwiGLUPacked, act_layer=nn.SiLU, mlp_ratio=hidden / embed_dim)
+    return args
+
+
+def dinov2_to_timm(state: Mapping[str, torch.Tensor], model: VisionTransformer) -> dict[str, torch.Tensor]:
+    """timm's DINOv2 key mapping (`checkpoint_filter_fn`); it recognises the layout by its mask token."""
+    state = dict(state)
+    state.setdefault("mask_token", torch.zeros(1, state["cls_token"].shape[-1]))
+    return checkpoint_filter_fn(state, model)
 
 
 def _torchvision_convnext_to_timm(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

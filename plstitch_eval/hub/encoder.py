@@ -1,20 +1,26 @@
-"""`load_encoder(spec)` -> a frozen `Encoder`: CLS features, eval preprocessing and provenance together."""
+"""`load_encoder(spec)` -> a frozen `Encoder`: CLS features, eval preprocessing and provenance together.
+
+Image encoders give one feature per frame; clip encoders (VideoMAE V2, Endo-FM's TimeSformer) one feature per
+window of frames around a sampled frame, the window described by `Encoder.clip`.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
+from plstitch_eval.data.video import ClipSampling
 from plstitch_eval.errors import ConfigError, ModelNotFoundError
 from plstitch_eval.hub import timm_format
+from plstitch_eval.hub.clip_models import CLIP_CONVERTERS, clip_layout, clip_model_from_checkpoint
 from plstitch_eval.hub.convert import model_from_checkpoint
 from plstitch_eval.hub.hub_files import HubFile, fetch_file, fetch_first, parse_hf_spec
 from plstitch_eval.hub.pixels import PIXELS_DATA_CONFIG, build_raw_pixels
 from plstitch_eval.hub.random_init import build_random_init, random_init_source
-from plstitch_eval.hub.registry import MODELS, ModelEntry, did_you_mean
+from plstitch_eval.hub.registry import MODELS, ModelEntry, did_you_mean, get_model_entry
 from plstitch_eval.hub.run_folder import BACKBONE_DIR, checkpoint_path, is_run_dir, resolve_backbone_dir
 from plstitch_eval.hub.safe_load import CHECKPOINT_SUFFIXES, load_checkpoint, sha256_file
 from plstitch_eval.preprocess import DataConfig, EvalTransform, preprocess_batch
@@ -22,23 +28,45 @@ from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.device import resolve_device
 
 WHICH = ("teacher", "student")  # the two networks of a self-distillation training checkpoint
+# a bare clip checkpoint is read with the window and preprocessing of the registry baseline of its layout
+CLIP_DEFAULTS = {"videomae": "videomaev2-vitb16", "timesformer": "endo-fm"}
+
+
+class _Loaded(NamedTuple):
+    """What a source gives: the module, its eval preprocessing, provenance, and a clip encoder's window."""
+
+    model: nn.Module
+    data_config: DataConfig
+    provenance: dict[str, Any]
+    clip: ClipSampling | None = None
 
 
 class Encoder(nn.Module):
-    """A frozen image encoder in eval mode: `forward(x[B,3,H,W]) -> [B,D]` (ViTs: CLS after the final norm).
+    """A frozen encoder in eval mode: `forward(x[B,3,H,W]) -> [B,D]` (ViTs: CLS after the final norm), or
+    for a clip encoder (`.clip` set) `forward(x[B,T,3,H,W]) -> [B,D]`, one feature per window of T frames.
 
-    Holds the timm module (`.model`), its eval preprocessing (`.data_config`; `.transform` and
-    `.preprocess_batch` from `plstitch_eval.preprocess`) and where the weights came from (`.provenance`).
+    Holds the module (`.model`), its eval preprocessing (`.data_config`, applied to every frame; `.transform`
+    and `.preprocess_batch` from `plstitch_eval.preprocess`), a clip encoder's window around each sampled
+    frame (`.clip`, None for image encoders) and where the weights came from (`.provenance`).
     """
 
-    def __init__(self, model: nn.Module, data_config: DataConfig, provenance: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        data_config: DataConfig,
+        provenance: dict[str, Any],
+        clip: ClipSampling | None = None,
+    ) -> None:
         super().__init__()
         self.model = model
         self.data_config = data_config
+        self.clip = clip
         self.provenance = dict(provenance)
+        if clip is not None:
+            self.provenance["clip"] = clip.to_dict()
         self.transform = EvalTransform(data_config)
         self.feature_dim = int(model.num_features)
-        self.is_vit = getattr(model, "cls_token", None) is not None
+        self.is_vit = clip is None and getattr(model, "cls_token", None) is not None
         patch = getattr(getattr(model, "patch_embed", None), "patch_size", None)
         self.patch_size = int(patch[0]) if patch is not None and self.is_vit else None
         self.requires_grad_(False)
@@ -52,11 +80,29 @@ class Encoder(nn.Module):
         return torch.device("cpu")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Frame features [B, D]: CLS token after the final LayerNorm (ViT), else pooled + normed features."""
+        """Frame features [B, D]: CLS token after the final LayerNorm (ViT), else pooled + normed features;
+        a clip encoder takes windows [B, T, 3, H, W] (see `forward_clips`)."""
+        if self.clip is not None:
+            return self.forward_clips(x)
         features = self.model.forward_features(x)
         if self.is_vit:
             return features[:, 0]
         return self.model.forward_head(features, pre_logits=True)
+
+    def forward_clips(self, clips: torch.Tensor) -> torch.Tensor:
+        """Window features [B, D] of normalised windows [B, T, 3, H, W] (oldest frame first, T = clip length).
+
+        The upstream modules take [B, 3, T, H, W]; the window layout here is the stack of preprocessed frames.
+        """
+        if self.clip is None:
+            raise ConfigError(f"{self.provenance.get('spec')} is an image encoder: pass frames [B, 3, H, W].")
+        if clips.ndim != 5 or clips.shape[1] != self.clip.num_frames or clips.shape[2] != 3:
+            raise ConfigError(
+                f"{self.provenance.get('spec')} is a clip encoder: pass windows "
+                f"[B, {self.clip.num_frames}, 3, H, W] of preprocessed frames (Encoder.clip says which), "
+                f"got {tuple(clips.shape)}."
+            )
+        return self.model(clips.transpose(1, 2))
 
     def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
         """All tokens after the final norm [B, 1+N, D] (CLS, then patches in raster order); ViTs only."""
@@ -92,21 +138,21 @@ def load_encoder(
     """
     if which not in WHICH:
         raise ConfigError(f"which must be one of {', '.join(WHICH)}, got {which!r}.")
-    model, data_config, provenance = _build(str(spec), revision, cache_dir, which, trust_pickle)
+    model, data_config, provenance, clip = _build(str(spec), revision, cache_dir, which, trust_pickle)
     if transform is not None:
         data_config = data_config.with_transform(transform)
         provenance = {**provenance, "transform": transform}
-    encoder = Encoder(model, data_config, provenance)
+    encoder = Encoder(model, data_config, provenance, clip)
     logger.debug("Loaded encoder %s: %s", spec, provenance)
     return encoder.to(resolve_device(device))
 
 
 def _build(
     spec: str, revision: str | None, cache_dir: str | Path | None, which: str, trust_pickle: bool
-) -> tuple[nn.Module, DataConfig, dict[str, Any]]:
+) -> _Loaded:
     source = random_init_source(spec)
     if source is not None:
-        return build_random_init(source, revision=revision, cache_dir=cache_dir)
+        return _Loaded(*build_random_init(source, revision=revision, cache_dir=cache_dir))
     if spec in MODELS:
         return _build_entry(MODELS[spec], revision, cache_dir, which, trust_pickle)
     if spec.startswith("hf-hub:"):
@@ -128,10 +174,10 @@ def _build(
 
 def _build_entry(
     entry: ModelEntry, revision: str | None, cache_dir: str | Path | None, which: str, trust_pickle: bool
-) -> tuple[nn.Module, DataConfig, dict[str, Any]]:
+) -> _Loaded:
     if entry.converter == "pixels":
         model, data_config = build_raw_pixels(entry.data_config or PIXELS_DATA_CONFIG)
-        return model, data_config, _no_weights_provenance(entry.name)
+        return _Loaded(model, data_config, _no_weights_provenance(entry.name))
     local = entry.resolve_local_path()
     if local is not None:
         if not local.exists():
@@ -161,7 +207,7 @@ def _from_hub_timm(
     cache_dir: str | Path | None,
     entry: ModelEntry | None,
     model_args: dict[str, Any],
-) -> tuple[nn.Module, DataConfig, dict[str, Any]]:
+) -> _Loaded:
     hint = f"`plstitch download {entry.name}`" if entry else f"`plstitch download hf-hub:{repo_id}`"
     config = fetch_file(
         repo_id, timm_format.CONFIG_NAME, revision=revision, cache_dir=cache_dir, fix_hint=hint
@@ -172,12 +218,10 @@ def _from_hub_timm(
     model, data_config = timm_format.load_timm_dir(config.path.parent, **model_args)
     if entry is not None and entry.data_config is not None:
         data_config = entry.data_config
-    return model, data_config, _provenance(spec, weights.path, weights)
+    return _Loaded(model, data_config, _provenance(spec, weights.path, weights))
 
 
-def _from_path(
-    spec: str, path: Path, which: str, trust_pickle: bool, entry: ModelEntry | None
-) -> tuple[nn.Module, DataConfig, dict[str, Any]]:
+def _from_path(spec: str, path: Path, which: str, trust_pickle: bool, entry: ModelEntry | None) -> _Loaded:
     if path.is_dir():
         folder = resolve_backbone_dir(path)
         if folder is None and is_run_dir(path):
@@ -196,7 +240,7 @@ def _from_path(
                 f"{which} needs a training checkpoint file that has one (e.g. the authors' pl_*.pth)."
             )
         model, data_config = timm_format.load_timm_dir(folder, **(entry.model_args if entry else {}))
-        return model, data_config, _provenance(spec, folder / timm_format.WEIGHTS_NAME, None)
+        return _Loaded(model, data_config, _provenance(spec, folder / timm_format.WEIGHTS_NAME, None))
     if path.suffix not in CHECKPOINT_SUFFIXES:
         raise ConfigError(
             f"{path}: unknown checkpoint type; expected one of {', '.join(CHECKPOINT_SUFFIXES)}."
@@ -206,15 +250,55 @@ def _from_path(
 
 def _from_checkpoint(
     spec: str, path: Path, which: str, trust_pickle: bool, entry: ModelEntry | None, hub_file: HubFile | None
-) -> tuple[nn.Module, DataConfig, dict[str, Any]]:
+) -> _Loaded:
     checkpoint = load_checkpoint(path, trust_pickle=trust_pickle)
-    expected = entry.expected if entry is not None else None
-    model, dropped = model_from_checkpoint(checkpoint, which=which, source=str(path), expected=expected)
-    data_config = _checkpoint_data_config(model, entry)
+    converter = entry.converter if entry is not None else clip_layout(checkpoint, which)
+    if converter in CLIP_CONVERTERS:
+        model, dropped, data_config, clip = _clip_from_checkpoint(checkpoint, converter, entry, which, path)
+    else:
+        expected = entry.expected if entry is not None else None
+        model, dropped = model_from_checkpoint(checkpoint, which=which, source=str(path), expected=expected)
+        data_config, clip = _checkpoint_data_config(model, entry), None
     provenance = _provenance(spec, path, hub_file)
     provenance["which"] = which
     provenance["dropped_keys"] = len(dropped)
-    return model, data_config, provenance
+    return _Loaded(model, data_config, provenance, clip)
+
+
+def _clip_from_checkpoint(
+    checkpoint: Any, converter: str, entry: ModelEntry | None, which: str, path: Path
+) -> tuple[nn.Module, list[str], DataConfig, ClipSampling]:
+    """(clip model, dropped keys, frame preprocessing, window); a bare checkpoint (no entry) is read with the
+    window and preprocessing of the registry baseline of its layout, at its own window length."""
+    baseline = entry or get_model_entry(CLIP_DEFAULTS[converter])
+    clip = baseline.clip or ClipSampling(16)
+    config = baseline.data_config or DataConfig.for_size(224)
+    model, dropped = clip_model_from_checkpoint(
+        checkpoint,
+        converter,
+        num_frames=clip.num_frames,
+        img_size=config.input_size[1],
+        which=which,
+        source=str(path),
+        expected=entry.expected if entry is not None else None,
+    )
+    if entry is None and model.num_frames != clip.num_frames:
+        clip = ClipSampling(model.num_frames, clip.frame_stride, clip.stride_seconds)
+    return model, dropped, _clip_data_config(model, baseline, config), clip
+
+
+def _clip_data_config(model: nn.Module, entry: ModelEntry, config: DataConfig) -> DataConfig:
+    """The entry's frame preprocessing at the clip model's input size (a TimeSformer's: its pos_embed)."""
+    size = int(model.img_size)
+    if config.input_size[1:] == (size, size):
+        return config
+    logger.warning(
+        "%s expects %d px frames, not %d; scaling its preprocessing.", entry.name, size, config.input_size[1]
+    )
+    fields = {"interpolation": config.interpolation, "mean": config.mean, "std": config.std}
+    if config.crop_mode == "squash":
+        return DataConfig.whole_frame(size, **fields)
+    return DataConfig.for_size(size, crop_pct=config.crop_pct, **fields)
 
 
 def _checkpoint_data_config(model: nn.Module, entry: ModelEntry | None) -> DataConfig:

@@ -4,7 +4,9 @@ Adding a model is one `register(ModelEntry(...))` call. Sources: a timm-format H
 `filename`), a raw checkpoint file in a Hub repo (`repo_id` + `filename`), or a local folder/file
 (`local_path`; relative paths resolve inside the installed `plstitch_eval` package, where the shipped tiny
 model lives as package data, so it is found from a wheel as well as from a checkout), or none at all
-(converter "pixels": the `raw-pixels` reference encoder, built in code).
+(converter "pixels": the `raw-pixels` reference encoder, built in code). Clip encoders (converters
+"videomae", "timesformer") carry the window they see around each sampled frame (`clip`); see
+docs/baselines.md for every baseline's window, preprocessing and licence with their sources.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from plstitch_eval.data.video import ClipSampling
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.hub.pixels import PIXELS_DATA_CONFIG
 from plstitch_eval.preprocess import DataConfig
@@ -40,13 +43,61 @@ DINO_EVAL_SOURCE = (
 )
 VIT_B16 = {"embed_dim": 768, "depth": 12, "num_heads": 12, "patch_size": (16, 16)}
 DINO_CITATION = "Caron et al. Emerging Properties in Self-Supervised Vision Transformers. ICCV 2021."
-CONVERTERS = ("timm", "vit", "convnext", "pixels")
+
+# T-CoRe publishes only dense label propagation (whole frames at 480x880, ImageNet mean/std); its backbone is
+# DINOv2's ViT trained on 224 crops, so frame-level k-NN / linear features use DINOv2's evaluation transform.
+T_CORE_PREPROCESSING_SOURCE = (
+    "github.com/yafeng19/T-CORE: base_model/ is DINOv2's code (trained at global_crops_size 224, "
+    "base_model/configs/ssl_default_config.yaml); its only evaluation, "
+    "downstreams/propagation/src/data/vos.py, resizes whole frames to 480x880 (cv2) for dense label "
+    "propagation with ImageNet mean/std. Frame features: " + DINO_EVAL_SOURCE
+)
+# VideoMAE V2 evaluation (dataset/datasets.py VideoClsDataset, mode 'validation'): Resize(short_side_size,
+# bilinear) + CenterCrop(224) + ImageNet mean/std; scripts/finetune/vit_b_k400_ft.sh: --short_side_size 224.
+VIDEOMAE_V2_EVAL = DataConfig(
+    input_size=(3, 224, 224), resize_size=224, crop_pct=1.0, interpolation="bilinear"
+)
+# 16 frames, 4 native frames apart (--num_frames 16 --sampling_rate 4: pretraining and fine-tuning scripts),
+# centred on the sampled frame (it is frame 8, the first of the 5th tubelet)
+VIDEOMAE_V2_CLIP = ClipSampling(num_frames=16, frame_stride=4)
+VIDEOMAE_V2_PREPROCESSING_SOURCE = (
+    "github.com/OpenGVLab/VideoMAEv2: 16 frames every 4th native frame (scripts/pretrain/vit_b_hybrid_pt.sh "
+    "and scripts/finetune/vit_b_k400_ft.sh: --num_frames 16 --sampling_rate 4); frames resized shorter side "
+    "224 (bilinear), centre crop 224, ImageNet mean/std (dataset/datasets.py VideoClsDataset 'validation'); "
+    "feature = fc_norm(mean of tokens) (models/modeling_finetune.py VisionTransformer.forward_features, "
+    "use_mean_pooling, as extract_tad_feature.py takes it); window centred on the sampled frame"
+)
+# Endo-FM evaluation (eval_finetune.py with models/configs/Kinetics/TimeSformer_divST_8x32_224.yaml and the
+# utils/defaults.py it overrides): 8 frames, SAMPLING_RATE 32 at TARGET_FPS 30, TEST_CROP_SIZE 224 (short side
+# 224, centre crop of the 3 spatial crops), bilinear, mean 0.45 / std 0.225 per channel.
+ENDO_FM_EVAL = DataConfig(
+    input_size=(3, 224, 224),
+    resize_size=224,
+    crop_pct=1.0,
+    interpolation="bilinear",
+    mean=(0.45, 0.45, 0.45),
+    std=(0.225, 0.225, 0.225),
+)
+# the decoder cuts 8 * 32 / 30 s (datasets/decoder.py: clip_size = sampling_rate * num_frames / target_fps
+# * fps) and takes 8 frames evenly over it (temporal_sampling: linspace), i.e. 8 * 32 / 30 / 7 s apart
+ENDO_FM_CLIP = ClipSampling(num_frames=8, stride_seconds=8 * 32 / 30 / 7)
+ENDO_FM_PREPROCESSING_SOURCE = (
+    "github.com/med-air/Endo-FM: eval_finetune.py with "
+    "models/configs/Kinetics/TimeSformer_divST_8x32_224.yaml "
+    "(NUM_FRAMES 8, SAMPLING_RATE 32, TEST_CROP_SIZE 224) and utils/defaults.py (TARGET_FPS 30, MEAN 0.45, "
+    "STD 0.225): 8 frames evenly over 8*32/30 s (datasets/decoder.py get_start_end_idx + temporal_sampling), "
+    "shorter side 224 (bilinear, datasets/transform.py random_short_side_scale_jitter) and the centre of "
+    "uniform_crop 224; feature = CLS after the final norm (models/timesformer.py "
+    "VisionTransformer.forward_features, x[:, 0]); window centred on the sampled frame"
+)
+CLIP_CONVERTERS = ("videomae", "timesformer")  # one feature per window of frames (hub/clip_models.py)
+CONVERTERS = ("timm", "vit", "convnext", "pixels", *CLIP_CONVERTERS)
 
 
 @dataclass(frozen=True)
 class ModelEntry:
     """One named encoder. `converter`: "timm" (timm-format folder), "vit" or "convnext" (raw checkpoint),
-    "pixels" (no weights: `plstitch_eval.hub.pixels`)."""
+    "pixels" (no weights: `plstitch_eval.hub.pixels`), "videomae" or "timesformer" (raw clip checkpoint)."""
 
     name: str
     architecture: str
@@ -67,6 +118,7 @@ class ModelEntry:
     license_source: str = ""  # where the licence is stated
     preprocessing_source: str = ""  # where the authors' eval transform is stated
     filename_alternatives: tuple[str, ...] = ()  # other spellings of `filename` tried when it is absent
+    clip: ClipSampling | None = None  # clip encoders: the window of frames around each sampled frame
 
     @property
     def has_weights(self) -> bool:
@@ -107,6 +159,12 @@ def register(entry: ModelEntry) -> ModelEntry:
         raise ConfigError(
             f"Model {entry.name!r}: unknown converter {entry.converter!r}; "
             f"choose one of {', '.join(CONVERTERS)}."
+        )
+    if (entry.converter in CLIP_CONVERTERS) != (entry.clip is not None):
+        raise ConfigError(
+            f"Model {entry.name!r}: converters {', '.join(CLIP_CONVERTERS)} need a clip window "
+            f"(ModelEntry.clip) and other converters none; got converter {entry.converter!r}, "
+            f"clip {entry.clip}."
         )
     MODELS[entry.name] = entry
     return entry
@@ -211,6 +269,24 @@ register(
 )
 register(
     ModelEntry(
+        name="dinov2-vitb14-reg",
+        architecture="vit_base_patch14_reg4",
+        feature_dim=768,
+        data_config=DINO_EVAL,
+        converter="timm",
+        repo_id="timm/vit_base_patch14_reg4_dinov2.lvd142m",
+        # at 224 timm resamples the patch position grid bicubic with antialias, as dinov2_vitb14_reg does
+        model_args={"img_size": 224},
+        license="Apache-2.0",
+        license_source="github.com/facebookresearch/dinov2 LICENSE (Apache 2.0); timm model card",
+        preprocessing_source=DINO_EVAL_SOURCE
+        + "; DINOv2 evaluates ViT-B/14 at 224 (dinov2/data/transforms.py)",
+        citation="Darcet et al. Vision Transformers Need Registers. ICLR 2024.",
+        description="DINOv2 ViT-B/14 with 4 registers (LVD-142M), run at 224 px; CLS feature.",
+    )
+)
+register(
+    ModelEntry(
         name="ibot-vitb16",
         architecture="vit_base_patch16",
         feature_dim=768,
@@ -271,6 +347,70 @@ register(
         citation="Batic et al. EndoViT: pretraining vision transformers on a large collection of endoscopic "
         "images. IJCARS 2024.",
         description="EndoViT ViT-B/16 MAE encoder (endoscopy); decoder keys are dropped.",
+    )
+)
+register(
+    ModelEntry(
+        name="t-core-vitb16",
+        architecture="vit_base_patch16_reg4",
+        feature_dim=768,
+        data_config=DINO_EVAL,
+        converter="vit",
+        # DINOv2's ViT-B/16 as T-CoRe builds it: 4 register tokens, layer scale (ssl_default_config.yaml)
+        expected={**VIT_B16, "reg_tokens": 4},
+        repo_id="yafeng19/T-CORE",
+        filename="ckpt/vitb16_200ep_K400.pth",
+        path_env="PLSTITCH_TCORE_CHECKPOINT",
+        license="Apache-2.0",
+        license_source="github.com/yafeng19/T-CORE LICENSE (Apache 2.0); the README links the weights "
+        "(huggingface.co/yafeng19/T-CORE) without another licence",
+        preprocessing_source=T_CORE_PREPROCESSING_SOURCE,
+        citation="Liu et al. When the Future Becomes the Past: Taming Temporal Correspondence for "
+        "Self-supervised Video Representation Learning. CVPR 2025.",
+        description="T-CoRe ViT-B/16 (DINOv2-style, 4 registers; Kinetics-400, 200 epochs); CLS feature. "
+        "$PLSTITCH_TCORE_CHECKPOINT loads your own checkpoint in its layout instead.",
+    )
+)
+register(
+    ModelEntry(
+        name="videomaev2-vitb16",
+        architecture="videomaev2_vitb16_t2",
+        feature_dim=768,
+        data_config=VIDEOMAE_V2_EVAL,
+        converter="videomae",
+        clip=VIDEOMAE_V2_CLIP,
+        expected={"embed_dim": 768, "depth": 12, "num_heads": 12, "patch_size": 16, "tubelet_size": 2},
+        repo_id="OpenGVLab/VideoMAEv2-Base",
+        filename="model.safetensors",
+        path_env="PLSTITCH_VIDEOMAEV2_CHECKPOINT",
+        license="CC-BY-NC-4.0",
+        license_source="huggingface.co/OpenGVLab/VideoMAEv2-Base model card (license: cc-by-nc-4.0); the "
+        "code, github.com/OpenGVLab/VideoMAEv2, is MIT",
+        preprocessing_source=VIDEOMAE_V2_PREPROCESSING_SOURCE,
+        citation="Wang et al. VideoMAE V2: Scaling Video Masked Autoencoders with Dual Masking. CVPR 2023.",
+        description="VideoMAE V2 ViT-B/16, tubelet 2 (UnlabeledHybrid-1M, self-supervised): one feature per "
+        "16-frame window, mean-pooled tokens + fc_norm. $PLSTITCH_VIDEOMAEV2_CHECKPOINT loads your own "
+        "checkpoint in an upstream layout instead.",
+    )
+)
+register(
+    ModelEntry(
+        name="endo-fm",
+        architecture="timesformer_vitb16_divst",
+        feature_dim=768,
+        data_config=ENDO_FM_EVAL,
+        converter="timesformer",
+        clip=ENDO_FM_CLIP,
+        expected={"embed_dim": 768, "depth": 12, "num_heads": 12, "patch_size": 16, "num_frames": 8},
+        path_env="PLSTITCH_ENDOFM_CHECKPOINT",
+        license="Apache-2.0",
+        license_source="github.com/med-air/Endo-FM README (License: Apache License 2.0) and LICENSE",
+        preprocessing_source=ENDO_FM_PREPROCESSING_SOURCE,
+        citation="Wang et al. Foundation Model for Endoscopy Video Analysis via Large-scale Self-supervised "
+        "Pre-train. MICCAI 2023.",
+        description="Endo-FM TimeSformer ViT-B/16 (divided space-time, 8 frames; endoscopy videos): CLS "
+        "feature of an 8-frame window. Weights: the Google Drive link of the Endo-FM README "
+        "(endo_fm.pth); set $PLSTITCH_ENDOFM_CHECKPOINT or pass its path.",
     )
 )
 register(

@@ -14,7 +14,7 @@ from typing import Any
 import timm
 import torch
 from safetensors.torch import save_file
-from timm.layers import LayerScale
+from timm.layers import LayerScale, Mlp
 from timm.models.convnext import ConvNeXt
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
@@ -32,6 +32,11 @@ def vit_model_args(model: VisionTransformer) -> dict[str, Any]:
     """Constructor arguments that rebuild `model` from timm's `vit_base_patch16_224` entry point."""
     block = model.blocks[0]
     embed_dim = model.embed_dim
+    if type(block.mlp) is not Mlp:  # e.g. DINOv2 ViT-g's SwiGLU: config.json cannot name its layer class
+        raise ConfigError(
+            f"This ViT's MLP is a {type(block.mlp).__name__}; timm's config.json can only describe the plain "
+            "Mlp, so it cannot be written in timm format (load its checkpoint file directly instead)."
+        )
     args: dict[str, Any] = {
         "img_size": list(model.patch_embed.img_size),
         "patch_size": list(model.patch_embed.patch_size),

@@ -26,6 +26,7 @@ from plstitch_train.reproduce import (
     mean_std,
     reproduce,
     train_config,
+    training_seconds,
 )
 
 SMALL_DATASET = {"n_videos": 6, "min_seconds": 8.0, "max_seconds": 12.0}
@@ -167,6 +168,18 @@ def test_reproduction_trains_evaluates_and_tabulates(tiny_reproduction) -> None:
         assert f"| {label} |" in summary["table_markdown"]
 
 
+def test_training_time_is_summed_over_runs_and_resumed_segments(tiny_reproduction, tmp_path: Path) -> None:
+    config, summary, _ = tiny_reproduction
+    trained = [r for r in summary["runs"].values() if r.get("train_seconds") is not None]
+    assert len(trained) == 4 and all(r["train_seconds"] > 0 for r in trained)
+    assert summary["train_seconds_total"] == pytest.approx(sum(r["train_seconds"] for r in trained))
+    assert f"{summary['train_seconds_total'] / 60:.1f} min for 4 runs" in summary["table_markdown"]
+    log = tmp_path / "log.jsonl"  # a run stopped at 30 s and resumed for 12 s more
+    rows = [json.dumps({"step": i, "time": t}) for i, t in enumerate([10, 30, 5, 12])]
+    log.write_text("\n".join(rows) + "\n")
+    assert training_seconds(tmp_path) == pytest.approx(42.0)
+
+
 def test_every_trained_run_starts_from_the_shared_random_init(tiny_reproduction) -> None:
     config, summary, _ = tiny_reproduction
     shared = Path(summary["shared_init"])
@@ -209,6 +222,9 @@ def test_awareness_is_reported_against_same_direction_controls(tiny_reproduction
     cross = statistics.mean(data["pair_means"]["forward vs reversed"].values())
     same = data["same_direction_mean"]
     assert awareness["contrast"] == pytest.approx(cross - same, abs=1e-9)
+    twins = [data["pair_means"]["forward vs reversed"][f"pl-seed{s} vs pl-reversed-seed{s}"] for s in (0, 1)]
+    direction_only = awareness["cross_split_means"]["direction only (same seed)"]
+    assert direction_only == pytest.approx(statistics.mean(twins), abs=1e-9)  # equal frame counts per pair
 
 
 def test_rerun_skips_finished_runs(tiny_reproduction, monkeypatch: pytest.MonkeyPatch) -> None:

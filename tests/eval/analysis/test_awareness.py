@@ -121,6 +121,12 @@ def test_control_distances_and_summary():
     assert s["pair_means"]["forward vs reversed"]["F2 vs R1"] == pytest.approx(
         cosine_distances(f["F2"], r["R1"]).mean()
     )
+    twins = control_summary(groups, matched={"F1": "R1", "F2": "R2"})["cross_split"]
+    same_seed = np.concatenate([cosine_distances(f["F1"], r["R1"]), cosine_distances(f["F2"], r["R2"])])
+    assert twins["direction only (same seed)"]["mean"] == pytest.approx(same_seed.mean(), abs=1e-12)
+    assert twins["direction only (same seed)"]["n"] == 30 and twins["direction and seed"]["n"] == 60
+    with pytest.raises(ConfigError, match="F3 vs R3"):
+        control_summary(groups, matched={"F3": "R3"})
     with pytest.raises(ConfigError, match="two forward or two reversed"):
         control_distances({"F1": f["F1"]}, {"R1": r["R1"]})
     with pytest.raises(ConfigError, match="both forward and reversed"):

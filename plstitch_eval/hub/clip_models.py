@@ -1,0 +1,61 @@
+"""Clip encoders (one feature per window of frames): recognising their checkpoints and loading them strictly.
+
+Two layouts: VideoMAE V2 (converter "videomae", `hub/videomae_vit.py`) and the divided space-time TimeSformer
+of Endo-FM (converter "timesformer", `hub/timesformer.py`). Image checkpoints go through `hub/convert.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from plstitch_eval.errors import CheckpointError, ConfigError
+from plstitch_eval.hub.convert import unwrap_state_dict
+from plstitch_eval.hub.timesformer import timesformer_from_state_dict
+from plstitch_eval.hub.videomae_vit import videomae_from_state_dict
+
+CLIP_CONVERTERS = ("videomae", "timesformer")
+
+
+def clip_layout(checkpoint: Any, which: str = "teacher") -> str | None:
+    """The clip converter whose layout `checkpoint` has ("videomae": Conv3d tubelet patches; "timesformer":
+    a `time_embed`), or None for anything else (image checkpoints, or what cannot be unwrapped)."""
+    try:
+        state = unwrap_state_dict(checkpoint, which)
+    except CheckpointError:
+        return None
+    proj = state.get("patch_embed.proj.weight")
+    if isinstance(proj, torch.Tensor) and proj.ndim == 5:
+        return "videomae"
+    if "time_embed" in state:
+        return "timesformer"
+    return None
+
+
+def clip_model_from_checkpoint(
+    checkpoint: Any,
+    converter: str,
+    *,
+    num_frames: int,
+    img_size: int,
+    which: str = "teacher",
+    source: str = "checkpoint",
+    expected: Mapping[str, Any] | None = None,
+) -> tuple[nn.Module, list[str]]:
+    """(clip model in eval mode, dropped head keys) for `converter`; `num_frames` and `img_size` size the
+    VideoMAE V2 position table (a TimeSformer reads both from its tensors)."""
+    if converter == "videomae":
+        return videomae_from_state_dict(
+            checkpoint,
+            num_frames=num_frames,
+            img_size=img_size,
+            which=which,
+            source=source,
+            expected=expected,
+        )
+    if converter == "timesformer":
+        return timesformer_from_state_dict(checkpoint, which=which, source=source, expected=expected)
+    raise ConfigError(f"Unknown clip converter {converter!r}; choose one of {', '.join(CLIP_CONVERTERS)}.")
