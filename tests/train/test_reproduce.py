@@ -254,3 +254,31 @@ def test_export_best_gives_a_loadable_model(tiny_reproduction, tmp_path: Path) -
     assert encoder.feature_dim == timm_model.num_features
     meta = json.loads((folder / "plstitch.json").read_text())
     assert {r["task"] for r in meta["results"]} == {"knn", "linear"}
+
+
+def test_two_runs_at_once_give_the_same_runs(tiny_reproduction, tmp_path: Path) -> None:
+    """`jobs=2`: runs train in two spawned processes; same runs, settings and (up to float noise) features."""
+    import numpy as np
+
+    from plstitch_eval.features import FeatureStore
+
+    config, summary, _ = tiny_reproduction
+    parallel = dataclasses.replace(config, out=tmp_path / "parallel", jobs=2)
+    done: list[str] = []
+    result = reproduce(parallel, on_run_done=lambda run: done.append(run["run_dir"]))
+    assert set(result["runs"]) == set(summary["runs"]) and len(done) == 4
+    for name in ("pl-seed1", "pl-reversed-seed0"):
+        ours, theirs = (Path(c.out) / "runs" / name for c in (parallel, config))
+        settings = [json.loads((d / "train_config.json").read_text()) for d in (ours, theirs)]
+        for s, root in zip(settings, (parallel.out, config.out), strict=True):
+            assert s.pop("init") == str((Path(root) / "runs" / f"{RANDOM_INIT}-seed0").resolve())
+            assert Path(s.pop("cache_dir")) == Path(root) / "frame_cache"
+        assert settings[0] == settings[1]
+        a, b = (FeatureStore(d / "features") for d in (ours, theirs))
+        video = a.videos()[0]
+        np.testing.assert_allclose(a.read(video).features, b.read(video).features, atol=1e-4)
+    assert result["awareness"]["pl"]["contrast"] == pytest.approx(
+        summary["awareness"]["pl"]["contrast"], abs=1e-3
+    )
+    with pytest.raises(ConfigError, match="jobs must be >= 1"):
+        dataclasses.replace(config, jobs=0)
