@@ -143,17 +143,22 @@ def _decode_error_message(source: Path, exc: BaseException) -> str:
     return text if str(source) in text else f"{source}: {text}"
 
 
-def iter_video_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterator[FrameChunk]:
-    """Decode one video sequentially into uint8 [n,3,H,W] chunks; an error ends it with an error chunk."""
-    crop_h, crop_w = plan.crop
-    buffer = torch.empty((batch_size, 3, crop_h, crop_w), dtype=torch.uint8)
+def _batched_chunks(
+    job: VideoJob,
+    items: Iterator[tuple[float, Any]],
+    item_shape: tuple[int, ...],
+    batch_size: int,
+    fill: Callable[[torch.Tensor, Any], None],
+) -> Iterator[FrameChunk]:
+    """(time, payload) items of one video -> uint8 chunks of `batch_size` [n, *item_shape]; `fill` writes one
+    payload into its buffer slot. A decoder error, or no item at all, ends the video with an error chunk."""
+    buffer = torch.empty((batch_size, *item_shape), dtype=torch.uint8)
     times = torch.empty(batch_size, dtype=torch.float64)
     n = total = 0
-    size = plan.resize if plan.resize_on_decode else None
     try:
-        for frame in read_frames(job.source, fps=plan.fps, size=size, folder_fps=job.folder_fps):
-            buffer[n] = prepare_frame(frame.image, plan)
-            times[n] = frame.time
+        for time_s, payload in items:
+            fill(buffer[n], payload)
+            times[n] = time_s
             n += 1
             if n == batch_size:  # hand the full buffers over (no copy) and start new ones
                 yield FrameChunk(job.index, buffer, times, False)
@@ -171,15 +176,25 @@ def iter_video_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterat
     yield FrameChunk(job.index, buffer[:n].clone(), times[:n].clone(), True)
 
 
+def iter_video_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterator[FrameChunk]:
+    """Decode one video sequentially into uint8 [n,3,H,W] chunks; an error ends it with an error chunk."""
+    size = plan.resize if plan.resize_on_decode else None
+
+    def frames() -> Iterator[tuple[float, Any]]:  # opened on first use, inside the chunker's error handling
+        for frame in read_frames(job.source, fps=plan.fps, size=size, folder_fps=job.folder_fps):
+            yield frame.time, frame.image
+
+    def fill(slot: torch.Tensor, image: Any) -> None:
+        slot.copy_(prepare_frame(image, plan))
+
+    yield from _batched_chunks(job, frames(), (3, *plan.crop), batch_size, fill)
+
+
 def iter_clip_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterator[FrameChunk]:
     """Decode one video once into windows [n, T, 3, H, W] around its sampled frames (`plan.clip`); every
     frame a window uses is prepared once. An error ends the video with an error chunk, as for frames."""
     if plan.clip is None:
         raise ConfigError("iter_clip_chunks needs a plan with a clip window (FramePlan.clip).")
-    crop_h, crop_w = plan.crop
-    buffer = torch.empty((batch_size, plan.clip.num_frames, 3, crop_h, crop_w), dtype=torch.uint8)
-    times = torch.empty(batch_size, dtype=torch.float64)
-    n = total = 0
     size = plan.resize if plan.resize_on_decode else None
     windows = read_clips(
         job.source,
@@ -189,26 +204,13 @@ def iter_clip_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterato
         folder_fps=job.folder_fps,
         prepare=lambda image: prepare_frame(image, plan),
     )
-    try:
-        for window in windows:
-            for k, frame in enumerate(window.frames):  # frames shared by windows were prepared once
-                buffer[n, k] = frame
-            times[n] = window.time
-            n += 1
-            if n == batch_size:
-                yield FrameChunk(job.index, buffer, times, False)
-                buffer, times = torch.empty_like(buffer), torch.empty_like(times)
-                total += n
-                n = 0
-    except Exception as exc:  # any decoder failure becomes a per-video error naming the file
-        message = _decode_error_message(job.source, exc)
-        yield FrameChunk(job.index, buffer[:0].clone(), times[:0].clone(), True, message)
-        return
-    if total + n == 0:
-        message = f"{job.source}: no frames could be decoded."
-        yield FrameChunk(job.index, buffer[:0].clone(), times[:0].clone(), True, message)
-        return
-    yield FrameChunk(job.index, buffer[:n].clone(), times[:n].clone(), True)
+
+    def fill(slot: torch.Tensor, frames: Any) -> None:
+        for k, frame in enumerate(frames):  # frames shared by windows were prepared once
+            slot[k] = frame
+
+    items = ((window.time, window.frames) for window in windows)
+    yield from _batched_chunks(job, items, (plan.clip.num_frames, 3, *plan.crop), batch_size, fill)
 
 
 class VideoFrameStream(IterableDataset):
