@@ -1,11 +1,11 @@
 """facebookresearch/dinov2 checkpoints (registers, block chunks, SwiGLU) give the upstream CLS feature.
 
-The reference below follows DINOv2's `DinoVisionTransformer.forward_features` (prepare_tokens_with_masks:
-CLS + patches + position embedding, then the registers inserted after CLS without one; pre-norm blocks with
-layer scale; final LayerNorm; `x_norm_clstoken`), straight on the checkpoint's tensors.
+The reference forward (`dinov2_reference.py`) is written from DINOv2's code on the checkpoint tensors.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import pytest
 import torch
@@ -15,89 +15,13 @@ from plstitch_eval.errors import CheckpointError, ConfigError
 from plstitch_eval.hub import DataConfig, load_encoder, save_timm_dir
 from plstitch_eval.hub.registry import MODELS
 from plstitch_eval.hub.timm_format import load_timm_dir
+from tests.eval.hub import dinov2_reference as reference
+from tests.eval.hub.dinov2_reference import ViTDims
 
-DIM, HEADS, DEPTH, PATCH, GRID = 128, 2, 4, 14, 4  # 64-d heads, as every DINOv2 ViT
-
-
-def dinov2_state(registers: int = 4, swiglu: bool = False, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random weights named and shaped as DINOv2's ViT (as in `dinov2_vit*14_reg4_pretrain.pth`)."""
-    gen = torch.Generator().manual_seed(seed)
-
-    def rand(*shape: int, scale: float = 0.2) -> torch.Tensor:
-        return torch.randn(*shape, generator=gen) * scale
-
-    hidden = 4 * DIM
-    state = {
-        "cls_token": rand(1, 1, DIM),
-        "pos_embed": rand(1, 1 + GRID * GRID, DIM),
-        "mask_token": rand(1, DIM),
-        "patch_embed.proj.weight": rand(DIM, 3, PATCH, PATCH, scale=0.05),
-        "patch_embed.proj.bias": rand(DIM),
-        "norm.weight": 1 + rand(DIM),
-        "norm.bias": rand(DIM),
-    }
-    if registers:
-        state["register_tokens"] = rand(1, registers, DIM)
-    for i in range(DEPTH):
-        b = f"blocks.{i}."
-        state |= {
-            b + "norm1.weight": 1 + rand(DIM),
-            b + "norm1.bias": rand(DIM),
-            b + "attn.qkv.weight": rand(3 * DIM, DIM),
-            b + "attn.qkv.bias": rand(3 * DIM),
-            b + "attn.proj.weight": rand(DIM, DIM),
-            b + "attn.proj.bias": rand(DIM),
-            b + "ls1.gamma": rand(DIM) + 0.5,
-            b + "norm2.weight": 1 + rand(DIM),
-            b + "norm2.bias": rand(DIM),
-            b + "ls2.gamma": rand(DIM) + 0.5,
-        }
-        if swiglu:
-            state |= {
-                b + "mlp.w12.weight": rand(2 * hidden, DIM),
-                b + "mlp.w12.bias": rand(2 * hidden),
-                b + "mlp.w3.weight": rand(DIM, hidden),
-                b + "mlp.w3.bias": rand(DIM),
-            }
-        else:
-            state |= {
-                b + "mlp.fc1.weight": rand(hidden, DIM),
-                b + "mlp.fc1.bias": rand(hidden),
-                b + "mlp.fc2.weight": rand(DIM, hidden),
-                b + "mlp.fc2.bias": rand(DIM),
-            }
-    return state
-
-
-def upstream_cls(state: dict[str, torch.Tensor], images: torch.Tensor) -> torch.Tensor:
-    """DINOv2's `x_norm_clstoken` at the checkpoint's own resolution (no position-embedding interpolation)."""
-
-    def norm(x: torch.Tensor, name: str) -> torch.Tensor:
-        return F.layer_norm(x, (DIM,), state[name + ".weight"], state[name + ".bias"], eps=1e-6)
-
-    def linear(x: torch.Tensor, name: str) -> torch.Tensor:
-        return x @ state[name + ".weight"].T + state[name + ".bias"]
-
-    x = F.conv2d(images, state["patch_embed.proj.weight"], state["patch_embed.proj.bias"], stride=PATCH)
-    x = x.flatten(2).transpose(1, 2)
-    x = torch.cat([state["cls_token"].expand(len(x), -1, -1), x], dim=1) + state["pos_embed"]
-    if "register_tokens" in state:
-        x = torch.cat([x[:, :1], state["register_tokens"].expand(len(x), -1, -1), x[:, 1:]], dim=1)
-    for i in range(DEPTH):
-        b = f"blocks.{i}."
-        q, k, v = linear(norm(x, b + "norm1"), b + "attn.qkv").unflatten(-1, (3, HEADS, -1)).unbind(2)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        weights = (q @ k.transpose(-1, -2) / (DIM // HEADS) ** 0.5).softmax(-1)
-        attended = (weights @ v).transpose(1, 2).flatten(2)
-        x = x + state[b + "ls1.gamma"] * linear(attended, b + "attn.proj")
-        h = norm(x, b + "norm2")
-        if b + "mlp.w12.weight" in state:
-            gate, value = linear(h, b + "mlp.w12").chunk(2, dim=-1)
-            h = linear(F.silu(gate) * value, b + "mlp.w3")
-        else:
-            h = linear(F.gelu(linear(h, b + "mlp.fc1")), b + "mlp.fc2")
-        x = x + state[b + "ls2.gamma"] * h
-    return norm(x, "norm")[:, 0]
+DIMS = ViTDims(dim=128, heads=2, depth=4, patch=14, grid=4)  # 64-d heads, as every DINOv2 ViT
+DIM, DEPTH, PATCH, GRID = DIMS.dim, DIMS.depth, DIMS.patch, DIMS.grid
+dinov2_state = partial(reference.dinov2_state, DIMS)
+upstream_cls = partial(reference.upstream_cls, DIMS)
 
 
 def _images() -> torch.Tensor:

@@ -10,82 +10,25 @@ is DINOv2's `forward_features` (`x_norm_clstoken`) written on the raw tensors.
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import pytest
 import torch
-from torch.nn import functional as F
 
 from plstitch_eval.errors import CheckpointError
 from plstitch_eval.hub import load_encoder
 from plstitch_eval.hub.registry import DINO_EVAL, MODELS
+from tests.eval.hub import dinov2_reference as reference
+from tests.eval.hub.dinov2_reference import ViTDims
 
-DIM, HEADS, DEPTH, PATCH, GRID, REGISTERS = 128, 2, 2, 16, 2, 4
+DIMS = ViTDims(dim=128, heads=2, depth=2, patch=16, grid=2)
+DIM, DEPTH, HEADS, PATCH, GRID, REGISTERS = DIMS.dim, DIMS.depth, DIMS.heads, DIMS.patch, DIMS.grid, 4
+upstream_cls = partial(reference.upstream_cls, DIMS)
 
 
 def tcore_backbone(seed: int = 0, registers: int = REGISTERS) -> dict[str, torch.Tensor]:
-    """Random weights named and shaped as T-CoRe's `vit_base` (DINOv2 ViT, registers, layer scale)."""
-    gen = torch.Generator().manual_seed(seed)
-
-    def rand(*shape: int, scale: float = 0.2) -> torch.Tensor:
-        return torch.randn(*shape, generator=gen) * scale
-
-    state = {
-        "cls_token": rand(1, 1, DIM),
-        "pos_embed": rand(1, 1 + GRID * GRID, DIM),
-        "mask_token": rand(1, DIM),
-        "patch_embed.proj.weight": rand(DIM, 3, PATCH, PATCH, scale=0.02),
-        "patch_embed.proj.bias": rand(DIM),
-        "norm.weight": 1 + rand(DIM),
-        "norm.bias": rand(DIM),
-    }
-    if registers:
-        state["register_tokens"] = rand(1, registers, DIM)
-    for i in range(DEPTH):
-        b = f"blocks.{i}."
-        state |= {
-            b + "norm1.weight": 1 + rand(DIM),
-            b + "norm1.bias": rand(DIM),
-            b + "attn.qkv.weight": rand(3 * DIM, DIM, scale=DIM**-0.5),
-            b + "attn.qkv.bias": rand(3 * DIM),
-            b + "attn.proj.weight": rand(DIM, DIM, scale=DIM**-0.5),
-            b + "attn.proj.bias": rand(DIM),
-            b + "ls1.gamma": 0.5 + rand(DIM),
-            b + "norm2.weight": 1 + rand(DIM),
-            b + "norm2.bias": rand(DIM),
-            b + "mlp.fc1.weight": rand(4 * DIM, DIM, scale=DIM**-0.5),
-            b + "mlp.fc1.bias": rand(4 * DIM),
-            b + "mlp.fc2.weight": rand(DIM, 4 * DIM, scale=(4 * DIM) ** -0.5),
-            b + "mlp.fc2.bias": rand(DIM),
-            b + "ls2.gamma": 0.5 + rand(DIM),
-        }
-    return state
-
-
-def upstream_cls(state: dict[str, torch.Tensor], images: torch.Tensor) -> torch.Tensor:
-    """DINOv2/T-CoRe `x_norm_clstoken`: CLS + patches + pos_embed, registers inserted after CLS (no position),
-    pre-norm blocks with layer scale, final norm, token 0."""
-
-    def norm(x: torch.Tensor, name: str) -> torch.Tensor:
-        return F.layer_norm(x, (DIM,), state[name + ".weight"], state[name + ".bias"], eps=1e-6)
-
-    def linear(x: torch.Tensor, name: str) -> torch.Tensor:
-        return x @ state[name + ".weight"].T + state[name + ".bias"]
-
-    x = F.conv2d(images, state["patch_embed.proj.weight"], state["patch_embed.proj.bias"], stride=PATCH)
-    x = torch.cat([state["cls_token"].expand(len(x), -1, -1), x.flatten(2).transpose(1, 2)], 1)
-    x = x + state["pos_embed"]
-    if "register_tokens" in state:
-        x = torch.cat([x[:, :1], state["register_tokens"].expand(len(x), -1, -1), x[:, 1:]], dim=1)
-    head = DIM // HEADS
-    for i in range(DEPTH):
-        b = f"blocks.{i}."
-        q, k, v = linear(norm(x, b + "norm1"), b + "attn.qkv").unflatten(-1, (3, HEADS, head)).unbind(2)
-        weights = (q.transpose(1, 2) @ k.permute(0, 2, 3, 1) / head**0.5).softmax(-1)
-        attended = (weights @ v.transpose(1, 2)).transpose(1, 2).flatten(2)
-        x = x + state[b + "ls1.gamma"] * linear(attended, b + "attn.proj")
-        h = linear(F.gelu(linear(norm(x, b + "norm2"), b + "mlp.fc1")), b + "mlp.fc2")
-        x = x + state[b + "ls2.gamma"] * h
-    return norm(x, "norm")[:, 0]
+    """Random weights named and shaped as T-CoRe's `vit_base` (DINOv2's ViT: registers, layer scale)."""
+    return reference.dinov2_state(DIMS, registers=registers, seed=seed)
 
 
 def teacher_checkpoint(state: dict[str, torch.Tensor]) -> dict:
