@@ -78,6 +78,7 @@ def _register_all() -> None:
         benchmark,
         data,
         evaluate,
+        frames,
         hub,
         publish,
         quickstart,
@@ -85,7 +86,7 @@ def _register_all() -> None:
         train,
     )
 
-    for module in (quickstart, hub, data, evaluate, benchmark, analyze, train, reproduce, publish):
+    for module in (quickstart, hub, data, evaluate, benchmark, analyze, train, frames, reproduce, publish):
         module.register(app)
 
 

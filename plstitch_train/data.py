@@ -1,7 +1,10 @@
-"""Training frames: decode every video ONCE (PyAV / frame folders) into a uint8 `.npy` cache; build items.
+"""Training frames: decode every video ONCE (PyAV / frame folders) into a frame store; build items.
 
-`FrameStore` holds one memory-mapped [T, H, W, 3] array per video (shorter side `frame_size`, sampled at the
-training fps); `TrainDataset` turns a `SampleSpec` into augmented tensors (`plstitch_train.transforms`), every
+`open_frame_store(config, cache_dir)` is the one place a run's frames come from: a frames LMDB given as
+`--data` is read as it is; videos are decoded once into a JPEG LMDB in the authors' layout (`frame_store
+"lmdb"`, `plstitch_train.frames_lmdb`) or into `FrameStore`'s uint8 `.npy` cache (`"raw"`: one memory-mapped
+[T, H, W, 3] array per video, shorter side `frame_size`, at the training fps). `TrainDataset` turns a
+`SampleSpec` into augmented tensors (`plstitch_train.transforms`), every
 frame under its own seed derived from the spec's seed alone, so items do not depend on worker count, rank or
 resume point. `build_training_data(config, store, grid)` is the one place a `TrainConfig` becomes the dataset
 and its `TrainSampler` (the trainer and `benchmarks/train_step.py` both use it).
@@ -23,6 +26,7 @@ from plstitch_eval.data.video import read_frames
 from plstitch_eval.errors import ConfigError, DataError, TrainingError
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import atomic_path
+from plstitch_train.frames_lmdb import LmdbFrameStore, is_frames_lmdb, write_frames_lmdb
 from plstitch_train.masking import BlockMaskGenerator
 from plstitch_train.sampling import SampleSpec, TrainSampler
 from plstitch_train.transforms import AugmentationSettings, ItemAugmentation
@@ -47,7 +51,9 @@ def discover_videos(folder: str | os.PathLike, folder_fps: float) -> list[VideoS
     """Every video file and every folder of images under `folder` (searched recursively)."""
     root = Path(folder)
     if not root.is_dir():
-        raise DataError(f"--data {root}: not a folder; point it at a folder of videos or frame folders.")
+        raise DataError(
+            f"--data {root}: not a folder; point it at a folder of videos or frame folders, or a frames LMDB."
+        )
     found: list[VideoSource] = []
     for path in sorted(root.rglob("*")):
         if path.is_file() and path.suffix.lower() in VIDEO_EXTENSIONS:
@@ -159,6 +165,46 @@ class FrameStore:
         return np.ascontiguousarray(array[idx])
 
 
+def select_videos(
+    data: str | os.PathLike | None,
+    dataset: str | None,
+    root: str | os.PathLike | None,
+    split: str | None,
+    folder_fps: float,
+) -> tuple[list[VideoSource], str]:
+    """The videos of a folder (`data`) or of a dataset's split, and a line naming where they came from."""
+    if (data is None) == (dataset is None):
+        raise ConfigError("Give exactly one data source: --data DIR, or --dataset NAME with --root.")
+    if data is not None:
+        return discover_videos(data, folder_fps=folder_fps), str(Path(data).resolve())
+    root_text = None if root is None else str(Path(root).resolve())
+    return dataset_videos(dataset, root_text, split), f"{dataset}:{root_text}:{split}"
+
+
+def open_frame_store(config: TrainConfig, cache_dir: Path) -> FrameStore | LmdbFrameStore:
+    """The frames of a run: `--data` LMDB as it is, else its videos decoded once into `config.frame_store`."""
+    if config.data is not None and is_frames_lmdb(config.data):
+        return LmdbFrameStore.open(config.data, config.fps, config.clip_len, config.reverse_time)
+    videos, source = select_videos(config.data, config.dataset, config.root, config.split, config.fps)
+    if config.frame_store == "raw":
+        return FrameStore.build(
+            videos, config.fps, config.frame_size, cache_dir, config.clip_len, config.reverse_time
+        )
+    target = cache_dir / _lmdb_cache_name(videos, config)
+    write_frames_lmdb(videos, target, config.fps, config.frame_size, config.jpeg_quality, source=source)
+    return LmdbFrameStore.open(target, config.fps, config.clip_len, config.reverse_time)
+
+
+def _lmdb_cache_name(videos: list[VideoSource], config: TrainConfig) -> str:
+    """`frames-<digest>.lmdb`, the digest over every source's path, size and mtime and the decode settings."""
+    digest = hashlib.sha1(f"{config.fps}|{config.frame_size}|{config.jpeg_quality}".encode())
+    for video in videos:
+        stat = video.source.stat()
+        key = f"|{video.name}|{video.source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{video.folder_fps}"
+        digest.update(key.encode())
+    return f"frames-{digest.hexdigest()[:16]}.lmdb"
+
+
 class TrainDataset(Dataset):
     """`SampleSpec` -> {"clip" [k,3,S,S], "crops" [2,3,S,S], "context" [3,3,S,S], "masks" [3,h,w] bool}.
 
@@ -170,7 +216,7 @@ class TrainDataset(Dataset):
 
     def __init__(
         self,
-        store: FrameStore,
+        store: FrameStore | LmdbFrameStore,
         img_size: int,
         grid: tuple[int, int],
         mask_ratio: float = 0.3,
@@ -233,7 +279,12 @@ def micro_batch_size(config: TrainConfig, world_size: int = 1) -> int:
 
 
 def build_training_data(
-    config: TrainConfig, store: FrameStore, grid: tuple[int, int], *, rank: int = 0, world_size: int = 1
+    config: TrainConfig,
+    store: FrameStore | LmdbFrameStore,
+    grid: tuple[int, int],
+    *,
+    rank: int = 0,
+    world_size: int = 1,
 ) -> TrainingData:
     """The dataset and this rank's sampler of a run: every data setting of `config`, read in one place.
 

@@ -43,7 +43,7 @@ def heldout_jigsaw_loss(
     The model is rebuilt from the run's `last.ckpt` (strict load) and run in eval mode; samples are drawn by
     the run's own sampler settings with `seed`, in forward time, so every run is scored on the same items.
     """
-    from plstitch_train.data import FrameStore, build_training_data, dataset_videos
+    from plstitch_train.data import build_training_data, open_frame_store
     from plstitch_train.model import PLStitchModel
     from plstitch_train.presets import TrainConfig
     from plstitch_train.trainer import load_training_checkpoint
@@ -60,8 +60,7 @@ def heldout_jigsaw_loss(
     model.load_state_dict(checkpoint["model"], strict=True)
     model.eval()
     cache = Path(cache_dir or config.cache_dir or Path(run_dir) / "frame_cache")
-    videos = dataset_videos(config.dataset, config.root, config.split)
-    store = FrameStore.build(videos, config.fps, config.frame_size, cache, config.clip_len)
+    store = open_frame_store(config, cache)
     grid = model.student["backbone"].grid_size
     data = build_training_data(config, store, grid)
     losses = []

@@ -15,6 +15,7 @@ from typing import Any
 from plstitch_eval.errors import ConfigError
 
 OBJECTIVES = ("pl", "pairwise", "permutation")
+FRAME_STORES = ("lmdb", "raw")
 _TUPLE_FIELDS = ("context_seconds", "clip_length_bounds", "clips_per_video")
 
 
@@ -30,8 +31,10 @@ class TrainConfig:
     dataset: str | None = None  # dataset adapter name (with `root`, `split`)
     root: str | None = None
     split: str | None = "train"
-    data: str | None = None  # any folder of videos / frame folders
+    data: str | None = None  # a folder of videos / frame folders, or a frames LMDB (authors' layout)
     cache_dir: str | None = None  # decoded-frame cache; default <out>/frame_cache
+    frame_store: str = "lmdb"  # decoded frames kept as: "lmdb" (JPEG, authors' layout) or "raw" (uint8 .npy)
+    jpeg_quality: int = 90  # JPEG quality of the "lmdb" frame store
     fps: float = 1.0  # frames per second decoded for training
     frame_size: int = 256  # shorter side of cached frames (pixels)
     reverse_time: bool = False
@@ -128,6 +131,11 @@ class TrainConfig:
             )
         if self.temporal_layers < 1 or self.temporal_heads < 1 or self.jigsaw_heads < 0:
             raise ConfigError("temporal_layers and temporal_heads must be >= 1, jigsaw_heads >= 0.")
+        if self.frame_store not in FRAME_STORES or not 1 <= self.jpeg_quality <= 100:
+            raise ConfigError(
+                f"frame_store must be one of {', '.join(FRAME_STORES)} and jpeg_quality in 1..100 "
+                f"(got {self.frame_store!r}, {self.jpeg_quality})."
+            )
         if self.fps <= 0 or self.epochs < 1:
             raise ConfigError(f"fps must be > 0 and epochs >= 1 (got {self.fps}, {self.epochs}).")
         if not 0 <= self.mask_ratio < 1:
@@ -169,6 +177,7 @@ class TrainConfig:
         if unknown:
             raise ConfigError(f"Unknown training settings {unknown}; known: {sorted(known)}.")
         data = dict(data)
+        data.setdefault("frame_store", "raw")  # saved before the LMDB store existed: trained from raw frames
         for key in _TUPLE_FIELDS:
             if key in data:
                 data[key] = tuple(data[key])

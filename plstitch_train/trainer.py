@@ -54,10 +54,10 @@ from plstitch_train.data import (
     FrameStore,
     TrainDataset,
     build_training_data,
-    dataset_videos,
-    discover_videos,
     micro_batch_size,
+    open_frame_store,
 )
+from plstitch_train.frames_lmdb import LmdbFrameStore
 from plstitch_train.model import PLStitchModel
 from plstitch_train.presets import TrainConfig
 from plstitch_train.sampling import TrainSampler
@@ -156,18 +156,12 @@ def load_training_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     return checkpoint
 
 
-def _frame_store(config: TrainConfig, out_dir: Path, info: DistInfo) -> FrameStore:
+def _frame_store(config: TrainConfig, out_dir: Path, info: DistInfo) -> FrameStore | LmdbFrameStore:
     """Decode the training videos (rank 0 first, so the others only read the cache)."""
-    if config.data is not None:
-        videos = discover_videos(config.data, folder_fps=config.fps)
-    else:
-        videos = dataset_videos(config.dataset, config.root, config.split)
     cache_dir = Path(config.cache_dir) if config.cache_dir else out_dir / FRAME_CACHE_DIR
 
-    def build() -> FrameStore:
-        return FrameStore.build(
-            videos, config.fps, config.frame_size, cache_dir, config.clip_len, config.reverse_time
-        )
+    def build() -> FrameStore | LmdbFrameStore:
+        return open_frame_store(config, cache_dir)
 
     if info.world_size == 1:
         return build()

@@ -53,15 +53,15 @@ def reproduce(
     ] = True,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
     jobs: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--jobs",
             "-j",
             min=1,
-            help="Runs trained at once, each in its own process with CPUs/jobs torch threads (2 on a 2-core "
-            "CPU trains 1.65x faster than 1 with the tiny model).",
+            help="Runs trained at once, each in its own process with CPUs/jobs torch threads (default: the "
+            "preset's; synthetic: 2, which trains 1.65x faster than 1 on a 2-core CPU).",
         ),
-    ] = 1,
+    ] = None,
     export_best: Annotated[
         Path | None,
         typer.Option("--export-best", help="Export the best PL-Stitch run here (timm format + card)."),

@@ -28,7 +28,10 @@ _INIT_HELP = (
 
 
 def train(
-    data: Annotated[Path | None, typer.Option("--data", help="Folder of videos or frame folders.")] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="Folder of videos or frame folders, or a frames LMDB (authors' layout)."),
+    ] = None,
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset adapter name.")] = None,
     root: Annotated[Path | None, typer.Option("--root", help="Dataset folder.")] = None,
     split: Annotated[str | None, typer.Option("--split", help="Dataset split to train on.")] = None,
@@ -84,6 +87,10 @@ def train(
         int | None, typer.Option("--checkpoint-every", help="Write last.ckpt every N steps.")
     ] = None,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Decoded-frame cache folder.")] = None,
+    frame_store: Annotated[
+        str | None,
+        typer.Option("--frame-store", help="Decoded frames as lmdb (JPEG, default) or raw (uint8 arrays)."),
+    ] = None,
 ) -> None:
     """Pretrain PL-Stitch (L_vid + L_MIM + L_jigsaw) on videos; resumable, DDP under torchrun.
 
@@ -125,6 +132,7 @@ def train(
         "num_workers": num_workers,
         "checkpoint_every": checkpoint_every,
         "cache_dir": _str(cache_dir),
+        "frame_store": frame_store,
     }
     config = base_config(preset, config_file).replace(**settings)
     given = [name for name, value in settings.items() if value is not None]

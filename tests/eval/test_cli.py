@@ -19,7 +19,7 @@ def test_version():
 
 COMMANDS = (
     "quickstart", "models", "download", "datasets", "extract", "export-mstcn", "knn", "linear", "cv", "score",
-    "table", "benchmark", "analyze", "train", "reproduce", "export", "push-to-hub",
+    "table", "benchmark", "analyze", "train", "write-lmdb", "reproduce", "export", "push-to-hub",
 )  # fmt: skip
 
 

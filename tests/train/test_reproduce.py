@@ -282,3 +282,9 @@ def test_two_runs_at_once_give_the_same_runs(tiny_reproduction, tmp_path: Path) 
     )
     with pytest.raises(ConfigError, match="jobs must be >= 1"):
         dataclasses.replace(config, jobs=0)
+
+
+def test_the_synthetic_preset_trains_two_runs_at_once_unless_told_otherwise() -> None:
+    full, smoke = get_reproduce_preset("synthetic"), get_reproduce_preset("synthetic-smoke")
+    assert ReproduceConfig(preset=full).n_jobs == 2 and ReproduceConfig(preset=smoke).n_jobs == 1
+    assert ReproduceConfig(preset=full, jobs=1).n_jobs == 1

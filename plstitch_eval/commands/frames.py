@@ -1,0 +1,47 @@
+"""CLI command `write-lmdb`: decode videos once into a JPEG frames LMDB in the authors' layout; print JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from plstitch_eval.utils.io import write_json_output
+
+
+def write_lmdb(
+    out: Annotated[Path, typer.Option("--out", "-o", help="LMDB folder to write (resumes <out>.partial).")],
+    data: Annotated[Path | None, typer.Option("--data", help="Folder of videos or frame folders.")] = None,
+    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset adapter name.")] = None,
+    root: Annotated[Path | None, typer.Option("--root", help="Dataset folder.")] = None,
+    split: Annotated[
+        str | None, typer.Option("--split", help="Dataset split (default: every video).")
+    ] = None,
+    fps: Annotated[float, typer.Option("--fps", help="Frames per second kept (the authors': 1).")] = 1.0,
+    size: Annotated[
+        int | None, typer.Option("--size", help="Shorter side in pixels (default: as decoded).")
+    ] = 256,
+    quality: Annotated[int, typer.Option("--quality", help="JPEG quality 1-100.")] = 90,
+    standard_colour: Annotated[
+        bool,
+        typer.Option(
+            "--standard-colour",
+            help="Store JPEGs in standard RGB order instead of the authors' cv2 order (red/blue swapped).",
+        ),
+    ] = False,
+) -> None:
+    """Write training frames as an LMDB: keys <video>_<t>, JPEG values (what `plstitch train --data` reads).
+
+    Resumable: rerun the same command after an interruption. A finished LMDB is never overwritten.
+    """
+    from plstitch_train.data import select_videos
+    from plstitch_train.frames_lmdb import lmdb_summary, write_frames_lmdb
+
+    videos, source = select_videos(data, dataset, root, split, folder_fps=fps)
+    path = write_frames_lmdb(videos, out, fps, size, quality, swap_rb=not standard_colour, source=source)
+    write_json_output("-", lmdb_summary(path))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("write-lmdb")(write_lmdb)

@@ -1,0 +1,367 @@
+"""Training frames in an LMDB of encoded images, in the layout the authors' trainer reads (LEMON's form).
+
+Keys are `<video>_<t>` (t = frame index at the store's frame rate, decimal, no padding), values are JPEG or
+PNG bytes. The authors' writers hand an RGB array to `cv2.imencode` and their reader takes what
+`cv2.imdecode` returns as RGB, so the bytes hold the frame with red and blue swapped for a standard decoder;
+`swap_rb=True` (the default, and what an LMDB without our sidecar is assumed to be) keeps that convention,
+so our stores train in their code and theirs in ours. Our writer also leaves `plstitch_frames.json` in the
+LMDB folder (frame rate, size, quality, colour order, finished videos) - a file the authors' reader ignores;
+a key of its own would break their key parsing.
+
+`LmdbFrameStore` has `FrameStore`'s interface (`names`, `lengths`, `fps`, `frames`). Each process opens its
+own read-only environment on first use and closes it before any fork (LMDB's rule across fork: DataLoader
+workers and DDP ranks never use the parent's handle). `write_frames_lmdb` decodes videos once into such an
+LMDB, resumably: videos are committed one by one into `<out>.partial/`, renamed to `<out>` when all are in.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from PIL import Image
+
+from plstitch_eval.errors import ConfigError, DataError
+from plstitch_eval.utils.console import logger, progress_bar
+from plstitch_eval.utils.io import atomic_path
+
+if TYPE_CHECKING:
+    from plstitch_train.data import VideoSource
+
+LMDB_DATA_FILE = "data.mdb"
+SIDECAR_NAME = "plstitch_frames.json"
+LAYOUT_FORMAT = "plstitch-frames-lmdb/1"
+AUTHORS_FPS = 1.0  # the authors' LMDBs (LEMON) hold 1 fps frames
+MAP_SIZE = 1 << 40  # 1 TiB of address space; the file only grows as frames are written
+COMMIT_EVERY = 512  # frames per write transaction (bounds the writer's memory on long videos)
+
+
+@dataclass(frozen=True)
+class LmdbLayout:
+    """How a frames LMDB was written: what a reader needs (fps, colour order) and what a resume must match."""
+
+    fps: float = AUTHORS_FPS
+    swap_rb: bool = True  # bytes decode (standard decoders) to BGR: the authors' cv2 convention
+    frame_size: int | None = None  # shorter side; None = as the source was
+    quality: int | None = None  # JPEG quality; None = unknown (not written by us)
+    source: str | None = None  # what the frames came from (a resume must name the same)
+
+
+def is_frames_lmdb(path: str | os.PathLike) -> bool:
+    """True for an LMDB folder (holding `data.mdb`) or a `data.mdb` file itself."""
+    path = Path(path)
+    return (path.is_dir() and (path / LMDB_DATA_FILE).is_file()) or (
+        path.is_file() and path.name == LMDB_DATA_FILE
+    )
+
+
+def _lmdb_folder(path: str | os.PathLike) -> Path:
+    path = Path(path)
+    return path.parent if path.name == LMDB_DATA_FILE and path.is_file() else path
+
+
+def _open_env(folder: Path, *, write: bool = False) -> Any:
+    import lmdb
+
+    if write:
+        return lmdb.open(str(folder), map_size=MAP_SIZE, subdir=True, metasync=False)
+    # lock=False: read-only training readers need no reader table (the authors' setting); readahead off
+    # because reads are random frames of a store possibly far larger than memory.
+    return lmdb.open(str(folder), readonly=True, lock=False, readahead=False, subdir=True)
+
+
+_READERS: dict[str, Any] = {}  # resolved folder -> this process's read-only environment
+
+
+def _reader(folder: Path) -> Any:
+    """The process's one read-only environment of `folder` (py-lmdb allows one per path and process)."""
+    key = str(folder.resolve())
+    if key not in _READERS:
+        _READERS[key] = _open_env(folder)
+    return _READERS[key]
+
+
+def _close_readers() -> None:
+    """Close every reader before a fork, so no child inherits an LMDB handle (LMDB's rule; py-lmdb would also
+    refuse to reopen an inherited path). Readers reopen on their next read."""
+    for env in _READERS.values():
+        env.close()
+    _READERS.clear()
+
+
+os.register_at_fork(before=_close_readers)
+
+
+def read_layout(folder: str | os.PathLike) -> tuple[LmdbLayout, dict[str, int] | None]:
+    """The layout recorded beside an LMDB and its finished videos; the authors' defaults without a sidecar."""
+    sidecar = _lmdb_folder(folder) / SIDECAR_NAME
+    if not sidecar.is_file():
+        return LmdbLayout(), None
+    try:
+        data = json.loads(sidecar.read_text())
+        if data.get("format") != LAYOUT_FORMAT:
+            raise ValueError(f"format {data.get('format')!r}, expected {LAYOUT_FORMAT!r}")
+        return LmdbLayout(**data["layout"]), {str(k): int(v) for k, v in data["videos"].items()}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DataError(
+            f"{sidecar}: not a readable plstitch frames record ({exc}); remove it to read the "
+            "LMDB in the authors' layout (1 fps, cv2 colour order)."
+        ) from exc
+
+
+def _write_layout(folder: Path, layout: LmdbLayout, videos: dict[str, int]) -> None:
+    with atomic_path(folder / SIDECAR_NAME) as tmp:
+        record = {"format": LAYOUT_FORMAT, "layout": asdict(layout), "videos": videos}
+        tmp.write_text(json.dumps(record, indent=1))
+
+
+def scan_keys(env: Any) -> dict[str, list[int]]:
+    """Video name -> sorted frame indices, from keys `<video>_<t>`; other keys are skipped with a warning."""
+    frames: dict[str, list[int]] = defaultdict(list)
+    skipped, example = 0, None
+    with env.begin(buffers=False) as txn:
+        for key in txn.cursor().iternext(keys=True, values=False):
+            name, sep, index = key.rpartition(b"_")
+            if not sep or not name or not index.isdigit():
+                skipped, example = skipped + 1, example or key
+                continue
+            frames[name.decode("utf-8", errors="replace")].append(int(index))
+    if skipped:
+        logger.warning("Skipped %d LMDB keys not of the form <video>_<t> (e.g. %r).", skipped, example)
+    return {name: sorted(set(ts)) for name, ts in sorted(frames.items())}
+
+
+def decode_frame(value: bytes, swap_rb: bool) -> np.ndarray:
+    """Encoded image bytes (JPEG, PNG, ...) -> uint8 [H, W, 3] RGB (channels reversed back when `swap_rb`)."""
+    with Image.open(io.BytesIO(value)) as image:
+        array = np.asarray(image.convert("RGB"))
+    return np.ascontiguousarray(array[..., ::-1]) if swap_rb else array
+
+
+def encode_frame(image: np.ndarray, quality: int, swap_rb: bool) -> bytes:
+    """uint8 [H, W, 3] RGB -> JPEG bytes (channels reversed first when `swap_rb`, as cv2.imencode would)."""
+    buffer = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(image[..., ::-1] if swap_rb else image)).save(
+        buffer, format="JPEG", quality=quality
+    )
+    return buffer.getvalue()
+
+
+class LmdbFrameStore:
+    """Training videos read from a frames LMDB: video i's position p is key `<names[i]>_<indices[i][p]>`.
+
+    Positions skip missing indices (the authors' clip sampler walks the sorted indices the same way).
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        names: list[str],
+        indices: list[np.ndarray],
+        fps: float,
+        swap_rb: bool = True,
+        reverse_time: bool = False,
+    ) -> None:
+        self.folder = _lmdb_folder(folder)
+        self.names, self.fps, self.swap_rb, self.reverse_time = names, fps, swap_rb, reverse_time
+        self._indices = indices
+        self._prefixes = [name.encode("utf-8") + b"_" for name in names]
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike,
+        fps: float | None = None,
+        min_frames: int = 1,
+        reverse_time: bool = False,
+    ) -> LmdbFrameStore:
+        """Index an LMDB's keys; `fps` (the training setting) must equal the store's frame rate."""
+        folder = _lmdb_folder(path)
+        if not is_frames_lmdb(folder):
+            raise DataError(f"{path}: not an LMDB (no {LMDB_DATA_FILE}); write one with plstitch write-lmdb.")
+        layout, _ = read_layout(folder)
+        if fps is not None and abs(fps - layout.fps) > 1e-9:
+            raise ConfigError(
+                f"{folder}: its keys count frames at {layout.fps:g} fps, but training asks for {fps:g} fps; "
+                f"pass --fps {layout.fps:g} (or write an LMDB at {fps:g} fps)."
+            )
+        frames = scan_keys(_reader(folder))
+        names, indices = [], []
+        for name, ts in frames.items():
+            if len(ts) < min_frames:
+                logger.warning("Skipping %s: %d frames < clip length %d.", name, len(ts), min_frames)
+                continue
+            names.append(name)
+            indices.append(np.asarray(ts, dtype=np.int64))
+        if not names:
+            raise DataError(
+                f"No training video has at least {min_frames} frames at {layout.fps} fps in {folder} "
+                "(keys <video>_<t>); raise --fps or lower --clip-len."
+            )
+        logger.info("LMDB %s: %d videos, %d frames", folder, len(names), sum(len(i) for i in indices))
+        return cls(folder, names, indices, layout.fps, layout.swap_rb, reverse_time)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def lengths(self) -> list[int]:
+        """Frames per video."""
+        return [len(i) for i in self._indices]
+
+    def keys(self, video: int, indices: list[int] | np.ndarray) -> list[bytes]:
+        """The LMDB keys of positions `indices` of `video` (time-reversed when `reverse_time`)."""
+        ts = self._indices[video]
+        idx = np.asarray(indices, dtype=np.int64)
+        if self.reverse_time:
+            idx = len(ts) - 1 - idx
+        return [self._prefixes[video] + str(int(t)).encode("ascii") for t in ts[idx]]
+
+    def frames(self, video: int, indices: list[int] | np.ndarray) -> np.ndarray:
+        """uint8 [n, H, W, 3] RGB frames at positions `indices` of `video`."""
+        keys = self.keys(video, indices)
+        with _reader(self.folder).begin(buffers=False) as txn:
+            values = [txn.get(key) for key in keys]
+        images = []
+        for key, value in zip(keys, values, strict=True):
+            if value is None:
+                raise DataError(f"{self.folder}: key {key.decode(errors='replace')} vanished while training.")
+            images.append(decode_frame(value, self.swap_rb))
+        shapes = {image.shape for image in images}
+        if len(shapes) > 1:
+            raise DataError(
+                f"{self.folder}: frames of {self.names[video]} differ in size {sorted(shapes)}; "
+                "every frame of a video must have one size (rewrite it with `plstitch write-lmdb --size N`)."
+            )
+        return np.stack(images)
+
+
+def write_frames_lmdb(
+    videos: list[VideoSource],
+    out: str | os.PathLike,
+    fps: float,
+    frame_size: int | None,
+    quality: int = 90,
+    *,
+    swap_rb: bool = True,
+    source: str | None = None,
+) -> Path:
+    """Decode `videos` at `fps` (shorter side `frame_size`) into a JPEG frames LMDB at `out`; resumable.
+
+    A finished LMDB at `out` written with the same settings and videos is returned as it is; anything else
+    at `out` is refused (nothing written is replaced). An interrupted write resumes in `<out>.partial`.
+    """
+    from plstitch_eval.data.video import read_frames
+
+    if not 1 <= quality <= 100:
+        raise ConfigError(f"JPEG quality must be in 1..100 (got {quality}).")
+    out = Path(out)
+    layout = LmdbLayout(float(fps), swap_rb, frame_size, quality, source)
+    wanted = [video.name for video in videos]
+    if len(set(wanted)) != len(wanted):
+        raise DataError(f"Two videos share a name under {source}; LMDB keys <video>_<t> need unique names.")
+    if out.exists():
+        return _existing_store(out, layout, wanted)
+    partial = out.with_name(out.name + ".partial")
+    done: dict[str, int] = {}
+    if partial.exists():
+        old, recorded = read_layout(partial)
+        if recorded is None or old != layout:
+            raise DataError(
+                f"{partial}: an unfinished LMDB written with other settings ({_diff(old, layout)}); "
+                "resume with its settings or remove it."
+            )
+        done = recorded
+        logger.info("Resuming %s: %d of %d videos already written.", partial, len(done), len(videos))
+    else:
+        partial.mkdir(parents=True)
+        _write_layout(partial, layout, done)
+    env = _open_env(partial, write=True)
+    try:
+        with progress_bar() as bar:
+            task = bar.add_task(f"LMDB {out.name}", total=len(videos), completed=len(done))
+            for video in videos:
+                if video.name in done:
+                    continue
+                done[video.name] = _write_video(env, video, read_frames, fps, frame_size, quality, swap_rb)
+                env.sync(True)
+                _write_layout(partial, layout, done)
+                bar.advance(task)
+    finally:
+        env.close()
+    os.replace(partial, out)
+    logger.info("Wrote %s: %d videos, %d frames.", out, len(done), sum(done.values()))
+    return out
+
+
+def _write_video(
+    env: Any,
+    video: VideoSource,
+    read_frames: Any,
+    fps: float,
+    frame_size: int | None,
+    quality: int,
+    swap_rb: bool,
+) -> int:
+    """Put one video's frames under `<name>_<t>`; commits every COMMIT_EVERY frames. Returns the count."""
+    prefix = video.name.encode("utf-8") + b"_"
+    count, txn = 0, env.begin(write=True)
+    try:
+        for frame in read_frames(video.source, fps=fps, size=frame_size, folder_fps=video.folder_fps):
+            txn.put(prefix + str(count).encode("ascii"), encode_frame(frame.image, quality, swap_rb))
+            count += 1
+            if count % COMMIT_EVERY == 0:
+                txn.commit()
+                txn = env.begin(write=True)
+        txn.commit()
+    except BaseException:
+        txn.abort()
+        raise
+    if count == 0:
+        raise DataError(f"{video.source}: no frames decoded at {fps:g} fps.")
+    return count
+
+
+def _existing_store(out: Path, layout: LmdbLayout, wanted: list[str]) -> Path:
+    """`out` if it is a finished LMDB of these settings and videos; else a DataError saying what differs."""
+    if not is_frames_lmdb(out):
+        raise DataError(f"{out} exists and is not a frames LMDB; choose another --out.")
+    old, recorded = read_layout(out)
+    if recorded is None:
+        raise DataError(f"{out} is an LMDB not written by plstitch; choose another --out.")
+    if old != layout or sorted(recorded) != sorted(wanted):
+        what = _diff(old, layout) or "other videos"
+        raise DataError(
+            f"{out} already holds frames written with other settings ({what}); choose another --out"
+        )
+    logger.info("%s is up to date (%d videos).", out, len(recorded))
+    return out
+
+
+def _diff(old: LmdbLayout, new: LmdbLayout) -> str:
+    return ", ".join(
+        f"{key}: {value!r} there, {getattr(new, key)!r} now"
+        for key, value in asdict(old).items()
+        if value != getattr(new, key)
+    )
+
+
+def lmdb_summary(path: str | os.PathLike) -> dict[str, Any]:
+    """What a frames LMDB holds: folder, videos, frames, bytes on disk and its layout."""
+    folder = _lmdb_folder(path)
+    layout, videos = read_layout(folder)
+    if videos is None:
+        videos = {name: len(ts) for name, ts in scan_keys(_reader(folder)).items()}
+    return {
+        "out": str(folder),
+        "videos": len(videos),
+        "frames": sum(videos.values()),
+        "bytes": (folder / LMDB_DATA_FILE).stat().st_size,
+        **asdict(layout),
+    }
