@@ -83,11 +83,15 @@ def dataset_videos(name: str, root: str | None, split: str | None) -> list[Video
     ]
 
 
+def _source_key(video: VideoSource, fps: float, frame_size: int) -> str:
+    """A video's identity for the frame caches: its path, size and mtime and the decode settings."""
+    stat = video.source.stat()
+    return f"{video.source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{fps}|{frame_size}|{video.folder_fps}"
+
+
 def _cache_file(video: VideoSource, fps: float, frame_size: int, cache_dir: Path) -> Path:
     """Cache path keyed by the source's path, size and mtime and the decode settings."""
-    stat = video.source.stat()
-    key = f"{video.source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{fps}|{frame_size}|{video.folder_fps}"
-    digest = hashlib.sha1(key.encode()).hexdigest()[:16]
+    digest = hashlib.sha1(_source_key(video, fps, frame_size).encode()).hexdigest()[:16]
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in video.name)[-60:]
     return cache_dir / f"{safe}-{digest}.npy"
 
@@ -197,11 +201,9 @@ def open_frame_store(config: TrainConfig, cache_dir: Path) -> FrameStore | LmdbF
 
 def _lmdb_cache_name(videos: list[VideoSource], config: TrainConfig) -> str:
     """`frames-<digest>.lmdb`, the digest over every source's path, size and mtime and the decode settings."""
-    digest = hashlib.sha1(f"{config.fps}|{config.frame_size}|{config.jpeg_quality}".encode())
+    digest = hashlib.sha1(f"{config.jpeg_quality}".encode())
     for video in videos:
-        stat = video.source.stat()
-        key = f"|{video.name}|{video.source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{video.folder_fps}"
-        digest.update(key.encode())
+        digest.update(f"|{video.name}|{_source_key(video, config.fps, config.frame_size)}".encode())
     return f"frames-{digest.hexdigest()[:16]}.lmdb"
 
 
