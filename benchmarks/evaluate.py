@@ -57,6 +57,24 @@ def bench_knn(args: argparse.Namespace) -> None:
     print(f"k-NN  plstitch exp(sim/0.07) weighting (DINO default): {t_exp:.1f} s")
 
 
+def _gemm_seconds(batch: int, dim: int, outputs: int, threads: int, repeats: int = 20) -> float:
+    """Seconds of one probe step's two GEMMs (x @ W and x.T @ G) at [batch, dim] x [dim, outputs]."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        x, w, g = torch.randn(batch, dim), torch.randn(dim, outputs), torch.randn(batch, outputs)
+        for _ in range(3):
+            x @ w, x.T @ g
+        start = time.perf_counter()
+        for _ in range(repeats):
+            x @ w, x.T @ g
+        return (time.perf_counter() - start) / repeats
+    finally:
+        torch.set_num_threads(old)
+
+
 def bench_linear(args: argparse.Namespace) -> None:
     from plstitch_eval.linear import LinearConfig, train_linear_grid
 
@@ -76,6 +94,21 @@ def bench_linear(args: argparse.Namespace) -> None:
         f"linear {args.linear_n} x {args.dim}, {args.classes} classes, {args.linear_epochs} epochs: "
         f"grid of {args.heads} heads {t_grid:.2f} s, one head {t_one:.2f} s, ratio {t_grid / t_one:.2f}x "
         f"(target <= 2x; {args.heads} separate runs would be ~{args.heads}x)"
+    )
+    # Where the grid's extra time goes: the two GEMMs of every step grow with heads x classes, everything
+    # else (standardisation, batch gathers, softmax bookkeeping) is shared or small. Timing those GEMMs alone
+    # at both widths gives the lowest ratio this CPU allows at fp32 whatever the rest of the code does.
+    batch = LinearConfig().batch_size
+    steps = args.linear_epochs * -(-args.linear_n // batch)
+    gemm_grid = _gemm_seconds(batch, args.dim, args.heads * args.classes, args.threads)
+    gemm_one = _gemm_seconds(batch, args.dim, args.classes, args.threads)
+    extra = steps * (gemm_grid - gemm_one)
+    gflops = 4 * batch * args.dim * args.heads * args.classes / gemm_grid / 1e9
+    print(
+        f"linear where the time goes: the two GEMMs per step take {gemm_grid * 1e3:.2f} ms for {args.heads} "
+        f"heads ({gflops:.0f} GFLOP/s) and {gemm_one * 1e3:.2f} ms for one; over {steps} steps the grid's "
+        f"extra GEMM work alone is {extra:.2f} s of its {t_grid - t_one:.2f} s extra, so the ratio cannot "
+        f"fall below {(t_one + extra) / t_one:.2f}x here (rest of the extra: {t_grid - t_one - extra:.2f} s)"
     )
 
 

@@ -1,18 +1,28 @@
-"""Feature-extraction throughput: end-to-end `extract_features` frames/s vs model-forward-only frames/s.
+"""Feature-extraction throughput against two floors, each measured side by side in one run.
 
-Both are measured in one run, interleaved (forward, end-to-end, forward, ...), with the same model and batch
-size; the ratio end-to-end / forward-only says how much of the model's speed the pipeline keeps. Two inputs:
-an AutoLaparo-layout frame-folder dataset (JPEG frames at 1 fps) and a Cholec80-layout MP4 dataset (25 fps
-source, sampled at 1 fps). The model is timm's ViT-S/16 at 224 px with random weights (no download).
+1. Model-bound: end-to-end `extract_features` frames/s vs model-forward-only frames/s, interleaved (forward,
+   end-to-end, forward, ...), same model and batch size; the ratio says how much of the model's speed the
+   pipeline keeps. Two inputs: an AutoLaparo-layout frame-folder dataset (JPEG frames at 1 fps) and a
+   Cholec80-layout MP4 dataset (25 fps source, sampled at 1 fps). Model: timm's ViT-S/16 at 224 px, random
+   weights (no download).
+2. Decode-bound: with a cheap model (the shipped tiny PL-Stitch; raw-pixels, which does next to no model
+   work, stands for a model on a GPU) the run is bound by video decoding. Four
+   60 s 854x480 25 fps H.264 files (Cholec80 layout) sampled at 1 fps; the floor is PyAV decoding every frame
+   of the same files, one single-threaded process per core (pool started before the clock). Ratio = floor
+   seconds / `extract_features` seconds with its default workers, interleaved, for smooth content and for
+   noisy content that is harder to decode. Above 1 is possible: extraction skips non-reference frames that
+   are not sampled, the floor decodes them all.
 
-    python benchmarks/extract.py            # 3 videos x 32 sampled frames per input, 3 interleaved rounds
-    python benchmarks/extract.py --quick    # 2 videos x 16 sampled frames, one round (smoke run)
+    python benchmarks/extract.py                     # both parts
+    python benchmarks/extract.py --part decode       # decode-bound part only (--device cuda on a GPU)
+    python benchmarks/extract.py --quick             # small inputs, one round (smoke run)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
 import tempfile
 import time
@@ -28,8 +38,8 @@ from PIL import Image
 from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.data.datasets.autolaparo import AUTOLAPARO_PHASES
 from plstitch_eval.data.datasets.cholec80 import CHOLEC80_PHASES
-from plstitch_eval.extract import ExtractOptions, extract_features
-from plstitch_eval.hub import DataConfig, Encoder
+from plstitch_eval.extract import ExtractOptions, available_cores, extract_features
+from plstitch_eval.hub import DataConfig, Encoder, load_encoder
 from plstitch_eval.preprocess import frame_plan, normalize_crops
 
 SOURCE_FPS = 25
@@ -86,13 +96,24 @@ def make_frame_folders(root: Path, n_videos: int, n_frames: int, height: int, wi
     return root
 
 
-def make_mp4s(root: Path, n_videos: int, seconds: int, height: int, width: int) -> Path:
+class NoisyFrameSource(FrameSource):
+    """The same scenes under strong per-pixel noise: many more bits per frame, slower to decode."""
+
+    def __init__(self, seed: int, height: int, width: int) -> None:
+        super().__init__(seed, height, width)
+        rng = np.random.default_rng(seed + 1)
+        self.noise = rng.integers(-40, 41, size=(8, height, width, 3)).astype(np.int16)
+
+
+def make_mp4s(
+    root: Path, n_videos: int, seconds: int, height: int, width: int, source_kind: type = FrameSource
+) -> Path:
     """Cholec80 layout: videos/videoNN.mp4 (H.264, 25 fps) + phase_annotations/videoNN-phase.txt."""
     (root / "videos").mkdir(parents=True)
     (root / "phase_annotations").mkdir()
     n_frames = seconds * SOURCE_FPS
     for v in range(1, n_videos + 1):
-        source = FrameSource(100 + v, height, width)
+        source = source_kind(100 + v, height, width)
         with av.open(str(root / "videos" / f"video{v:02d}.mp4"), "w") as container:
             stream = container.add_stream("libx264", rate=SOURCE_FPS)
             stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
@@ -113,7 +134,7 @@ def make_mp4s(root: Path, n_videos: int, seconds: int, height: int, width: int) 
 def forward_only_fps(encoder: Encoder, batch_size: int, n_frames: int) -> float:
     """Frames/s of normalise + forward on ready uint8 batches (what the pipeline does minus all data work)."""
     plan = frame_plan(encoder.data_config, SAMPLE_FPS)
-    images = torch.randint(0, 256, (batch_size, 3, *plan.crop), dtype=torch.uint8)
+    images = torch.randint(0, 256, (batch_size, 3, *plan.crop), dtype=torch.uint8).to(encoder.device)
     n_batches = max(1, round(n_frames / batch_size))
     with torch.inference_mode():
         encoder(normalize_crops(images, plan))  # warm-up
@@ -146,6 +167,80 @@ def end_to_end_fps(
     return summary.frames / elapsed, summary.frames
 
 
+@dataclass
+class DecodeRow:
+    """One content kind of the decode-bound part: extraction seconds against the decode-only floor."""
+
+    input: str
+    model: str
+    frames_decoded_by_floor: int
+    sampled_frames: int
+    floor_seconds: float
+    extract_seconds: float
+    ratio: float
+    target: float
+    all_ratios: list[float]
+
+
+def decode_every_frame(path: str) -> int:
+    """The floor's unit of work: PyAV decodes every frame of one file on one thread."""
+    n = 0
+    with av.open(path) as container:
+        stream = container.streams.video[0]
+        stream.thread_count = 1
+        for _ in container.decode(stream):
+            n += 1
+    return n
+
+
+def floor_seconds(pool: multiprocessing.pool.Pool, files: list[str]) -> tuple[float, int]:
+    """Wall time for one process per core (already started) to decode every frame of `files`."""
+    start = time.perf_counter()
+    frames = sum(pool.map(decode_every_frame, files, chunksize=1))
+    return time.perf_counter() - start, frames
+
+
+def decode_bound_rows(tmp_path: Path, args: argparse.Namespace) -> list[DecodeRow]:
+    """Part 2: cheap models, default decoding workers, against the decode-only floor."""
+    encoders = {name: load_encoder(name, device=args.device) for name in args.decode_models.split(",")}
+    for encoder in encoders.values():  # first-call costs (allocator, threads) are not decoding throughput
+        forward_only_fps(encoder, args.batch_size, args.batch_size)
+    contents = [("smooth H.264 854x480", FrameSource), ("noisy H.264 854x480", NoisyFrameSource)]
+    rows = []
+    ctx = multiprocessing.get_context("spawn")  # a clean process per core, as a decode-only tool would run
+    with ctx.Pool(available_cores()) as pool:
+        pool.map(int, range(available_cores()))  # every process started and idle before the clock
+        for name, kind in contents:
+            t0 = time.perf_counter()
+            root = make_mp4s(tmp_path / f"decode-{kind.__name__}", args.decode_videos, args.decode_seconds,
+                             480, 854, kind)  # fmt: skip
+            files = sorted(str(f) for f in (root / "videos").glob("*.mp4"))
+            print(f"{name}: data generated in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+            floors = [floor_seconds(pool, files)]
+            runs: dict[str, list[tuple[float, float, int]]] = {model: [] for model in encoders}
+            for repeat in range(args.repeats):
+                for model, encoder in encoders.items():
+                    adapter = get_dataset("cholec80", root=root)
+                    options = ExtractOptions(fps=SAMPLE_FPS, device=args.device, progress=False)
+                    store = tmp_path / f"store-{kind.__name__}-{model}-{repeat}"
+                    start = time.perf_counter()
+                    summary = extract_features(adapter, encoder, store, options)
+                    seconds = time.perf_counter() - start
+                    if not summary.ok:
+                        raise SystemExit(f"extraction failed: {[r.error for r in summary.failed]}")
+                    floors.append(floor_seconds(pool, files))
+                    runs[model].append((seconds, (floors[-2][0] + floors[-1][0]) / 2, summary.frames))
+            for model, measured in runs.items():
+                ratios = [floor / seconds for seconds, floor, _ in measured]
+                median = sorted(range(len(measured)), key=lambda i: ratios[i])[len(measured) // 2]
+                seconds, floor, sampled = measured[median]
+                row = DecodeRow(
+                    name, model, floors[0][1], sampled, floor, seconds, ratios[median], 0.9, ratios
+                )
+                rows.append(row)
+    return rows
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 videos x 16 sampled frames, one round.")
@@ -159,59 +254,106 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", default="vit_small_patch16_224", help="timm architecture (random init).")
     parser.add_argument("--resize-on-decode", action="store_true", help="Let FFmpeg/PIL resize on decode.")
     parser.add_argument("--json", action="store_true", help="Print the rows as JSON.")
+    parts = ("all", "model", "decode")
+    parser.add_argument(
+        "--part", choices=parts, default="all", help="model: vs forward-only; decode: vs decoding."
+    )
+    parser.add_argument(
+        "--device", default="cpu", help="Device of the decode-bound part's model (cuda on a GPU)."
+    )
+    parser.add_argument(
+        "--decode-models",
+        default="plstitch-tiny-synthetic,raw-pixels",
+        help="Comma-separated cheap models of the decode-bound part (raw-pixels: next to no model work).",
+    )
+    parser.add_argument("--decode-videos", type=int, default=4, help="Files of the decode-bound part.")
+    parser.add_argument("--decode-seconds", type=int, default=60, help="Seconds per file (25 fps source).")
     args = parser.parse_args(argv)
     if args.quick:
-        args.videos, args.seconds, args.repeats = 2, 16, 1
+        args.videos, args.seconds, args.repeats, args.decode_seconds = 2, 16, 1, 10
     return args
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+def model_bound_rows(tmp_path: Path, args: argparse.Namespace) -> list[Row]:
+    """Part 1: timm ViT-S/16 (random init), end-to-end against forward-only, two input kinds."""
     torch.manual_seed(0)
     model = timm.create_model(args.model, pretrained=False, num_classes=0).eval()
     encoder = Encoder(model, DataConfig(), {"spec": f"timm:{args.model} (random init)", "sha256": None})
-    with tempfile.TemporaryDirectory(prefix="plstitch-bench-") as tmp:
-        tmp_path = Path(tmp)
-        t0 = time.perf_counter()
-        folders = make_frame_folders(
-            tmp_path / "autolaparo", args.videos, args.seconds, args.height, args.width
-        )
-        videos = make_mp4s(tmp_path / "cholec80", args.videos, args.seconds, args.height, args.width)
-        print(f"data generated in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-        n_frames = args.videos * args.seconds
-        forward_only_fps(encoder, args.batch_size, args.batch_size)  # warm-up of threads and allocator
-        inputs = [("frame folders (jpg, 1 fps)", "autolaparo", folders, 0.9),
-                  ("mp4 (25 fps source, 1 fps)", "cholec80", videos, 0.8)]  # fmt: skip
-        # Interleave forward-only and end-to-end runs; each ratio uses the forward-only runs just before
-        # and after it, so that load from other processes hits both sides alike. Report the median.
-        fwd = [forward_only_fps(encoder, args.batch_size, n_frames)]
-        measured: dict[str, list[tuple[float, float]]] = {name: [] for name, *_ in inputs}
-        for repeat in range(args.repeats):
-            for name, dataset, root, _ in inputs:
-                out = tmp_path / f"store-{dataset}-{repeat}"
-                e2e, frames = end_to_end_fps(dataset, root, encoder, out, args)
-                fwd.append(forward_only_fps(encoder, args.batch_size, n_frames))
-                measured[name].append((e2e, (fwd[-2] + fwd[-1]) / 2))
+    t0 = time.perf_counter()
+    folders = make_frame_folders(tmp_path / "autolaparo", args.videos, args.seconds, args.height, args.width)
+    videos = make_mp4s(tmp_path / "cholec80", args.videos, args.seconds, args.height, args.width)
+    print(f"data generated in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    n_frames = args.videos * args.seconds
+    forward_only_fps(encoder, args.batch_size, args.batch_size)  # warm-up of threads and allocator
+    inputs = [("frame folders (jpg, 1 fps)", "autolaparo", folders, 0.9),
+              ("mp4 (25 fps source, 1 fps)", "cholec80", videos, 0.8)]  # fmt: skip
+    # Interleave forward-only and end-to-end runs; each ratio uses the forward-only runs just before
+    # and after it, so that load from other processes hits both sides alike. Report the median.
+    fwd = [forward_only_fps(encoder, args.batch_size, n_frames)]
+    measured: dict[str, list[tuple[float, float]]] = {name: [] for name, *_ in inputs}
+    frames = 0
+    for repeat in range(args.repeats):
+        for name, dataset, root, _ in inputs:
+            out = tmp_path / f"store-{dataset}-{repeat}"
+            e2e, frames = end_to_end_fps(dataset, root, encoder, out, args)
+            fwd.append(forward_only_fps(encoder, args.batch_size, n_frames))
+            measured[name].append((e2e, (fwd[-2] + fwd[-1]) / 2))
     rows = []
     for name, _, _, target in inputs:
         pairs = measured[name]
         ratios = [e2e / ref for e2e, ref in pairs]
         best = sorted(range(len(pairs)), key=lambda i: ratios[i])[len(pairs) // 2]  # the median run
         rows.append(Row(name, frames, pairs[best][0], pairs[best][1], ratios[best], target, ratios))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="plstitch-bench-") as tmp:
+        rows = model_bound_rows(Path(tmp), args) if args.part in ("all", "model") else []
+        decode_rows = decode_bound_rows(Path(tmp), args) if args.part in ("all", "decode") else []
     if args.json:
-        print(json.dumps({"settings": vars(args), "rows": [asdict(r) for r in rows]}, indent=2))
+        print(json.dumps({"settings": vars(args), "rows": [asdict(r) for r in rows],
+                          "decode_bound": [asdict(r) for r in decode_rows]}, indent=2))  # fmt: skip
         return
+    if rows:
+        print_model_rows(rows, args)
+    if decode_rows:
+        print_decode_rows(decode_rows, args)
+
+
+def print_model_rows(rows: list[Row], args: argparse.Namespace) -> None:
     print(
-        f"model {args.model} (random init), batch {args.batch_size}, {args.num_workers} decoding worker(s), "
-        f"{torch.get_num_threads()} torch threads, source {args.width}x{args.height}, "
+        f"model {args.model} (random init), batch {args.batch_size}, {args.num_workers} decoding "
+        f"worker(s), {torch.get_num_threads()} torch threads, source {args.width}x{args.height}, "
         f"resize_on_decode={args.resize_on_decode}"
     )
-    print(f"{'input':<30} {'frames':>6} {'end-to-end f/s':>15} {'forward-only f/s':>17} {'ratio':>6} target")
+    header = f"{'input':<30} {'frames':>6} {'end-to-end f/s':>15} {'forward-only f/s':>17} {'ratio':>6}"
+    print(header + " target")
     for r in rows:
         verdict = "ok" if r.ratio >= r.target else "BELOW"
+        runs = ", ".join(f"{x:.2f}" for x in r.all_ratios)
         print(
             f"{r.input:<30} {r.frames:>6} {r.end_to_end_fps:>15.2f} {r.forward_only_fps:>17.2f} "
-            f"{r.ratio:>6.2f} >={r.target} {verdict}  (runs: {', '.join(f'{x:.2f}' for x in r.all_ratios)})"
+            f"{r.ratio:>6.2f} >={r.target} {verdict}  (runs: {runs})"
+        )
+
+
+def print_decode_rows(rows: list[DecodeRow], args: argparse.Namespace) -> None:
+    print(
+        f"decode-bound: model on {args.device}, default decoding workers, "
+        f"{args.decode_videos} x {args.decode_seconds} s at {SOURCE_FPS} fps sampled at {SAMPLE_FPS:g} fps; "
+        f"floor = {available_cores()} single-threaded PyAV processes decoding every frame"
+    )
+    header = f"{'input':<22} {'model':<24} {'decoded':>7} {'sampled':>7} {'floor s':>8} {'extract s':>9}"
+    print(f"{header} {'ratio':>6} target")
+    for d in rows:
+        verdict = "ok" if d.ratio >= d.target else "BELOW"
+        runs = ", ".join(f"{x:.2f}" for x in d.all_ratios)
+        print(
+            f"{d.input:<22} {d.model:<24} {d.frames_decoded_by_floor:>7} {d.sampled_frames:>7} "
+            f"{d.floor_seconds:>8.2f} {d.extract_seconds:>9.2f} {d.ratio:>6.2f} >={d.target} {verdict}  "
+            f"(runs: {runs})"
         )
 
 

@@ -15,6 +15,7 @@ Under torchrun run it as `torchrun ... -m plstitch_eval extract ...` (same optio
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import shutil
 import time
@@ -176,12 +177,17 @@ def _batched_chunks(
     yield FrameChunk(job.index, buffer[:n].clone(), times[:n].clone(), True)
 
 
-def iter_video_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterator[FrameChunk]:
-    """Decode one video sequentially into uint8 [n,3,H,W] chunks; an error ends it with an error chunk."""
+def iter_video_chunks(
+    job: VideoJob, plan: FramePlan, batch_size: int, threads: int = 0
+) -> Iterator[FrameChunk]:
+    """Decode one video sequentially (`threads` FFmpeg threads, 0 = default) into uint8 [n,3,H,W] chunks; an
+    error ends it with an error chunk."""
     size = plan.resize if plan.resize_on_decode else None
 
     def frames() -> Iterator[tuple[float, Any]]:  # opened on first use, inside the chunker's error handling
-        for frame in read_frames(job.source, fps=plan.fps, size=size, folder_fps=job.folder_fps):
+        for frame in read_frames(
+            job.source, fps=plan.fps, size=size, folder_fps=job.folder_fps, threads=threads
+        ):
             yield frame.time, frame.image
 
     def fill(slot: torch.Tensor, image: Any) -> None:
@@ -190,7 +196,9 @@ def iter_video_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterat
     yield from _batched_chunks(job, frames(), (3, *plan.crop), batch_size, fill)
 
 
-def iter_clip_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterator[FrameChunk]:
+def iter_clip_chunks(
+    job: VideoJob, plan: FramePlan, batch_size: int, threads: int = 0
+) -> Iterator[FrameChunk]:
     """Decode one video once into windows [n, T, 3, H, W] around its sampled frames (`plan.clip`); every
     frame a window uses is prepared once. An error ends the video with an error chunk, as for frames."""
     if plan.clip is None:
@@ -203,6 +211,7 @@ def iter_clip_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterato
         size=size,
         folder_fps=job.folder_fps,
         prepare=lambda image: prepare_frame(image, plan),
+        threads=threads,
     )
 
     def fill(slot: torch.Tensor, frames: Any) -> None:
@@ -214,19 +223,45 @@ def iter_clip_chunks(job: VideoJob, plan: FramePlan, batch_size: int) -> Iterato
 
 
 class VideoFrameStream(IterableDataset):
-    """Iterable over `FrameChunk`s; DataLoader worker w decodes videos w, w+W, ... whole and in order."""
+    """Iterable over `FrameChunk`s; each DataLoader worker takes the next undecoded video, whole and in order.
+
+    Workers take jobs from a shared counter, largest file first, so that they finish together (a fixed
+    round-robin split leaves one worker decoding a long video while the others idle); the main process alone
+    decodes in the given order. W workers share the cores: each decodes with cores // W FFmpeg threads (one
+    when there is a worker per core, as a decode-only run with a process per core does); the main process
+    alone uses FFmpeg's default.
+    """
 
     def __init__(self, jobs: Sequence[VideoJob], plan: FramePlan, batch_size: int) -> None:
         self.jobs = list(jobs)
+        self.largest_first = sorted(self.jobs, key=_job_size, reverse=True)
         self.plan = plan
         self.batch_size = batch_size
+        self.next_job = multiprocessing.Value("q", 0)  # shared with forked or spawned workers
+
+    def _claim(self) -> int:
+        with self.next_job.get_lock():
+            index = self.next_job.value
+            self.next_job.value += 1
+        return index
 
     def __iter__(self) -> Iterator[FrameChunk]:
         info = get_worker_info()
-        jobs = self.jobs if info is None else self.jobs[info.id :: info.num_workers]
+        threads = decode_threads(0 if info is None else info.num_workers)
+        jobs = self.jobs if info is None else self.largest_first
         chunks = iter_video_chunks if self.plan.clip is None else iter_clip_chunks
-        for job in jobs:
-            yield from chunks(job, self.plan, self.batch_size)
+        while (index := self._claim()) < len(jobs):
+            yield from chunks(jobs[index], self.plan, self.batch_size, threads)
+
+
+def _job_size(job: VideoJob) -> int:
+    """Bytes of a video file, or files of a frame folder (0 when it cannot be read: its error comes later)."""
+    try:
+        if job.source.is_dir():
+            return sum(1 for _ in os.scandir(job.source))
+        return job.source.stat().st_size
+    except OSError:
+        return 0
 
 
 def _worker_init(_: int) -> None:
@@ -258,6 +293,7 @@ def make_loader(
         pin_memory=device.type == "cuda",
         worker_init_fn=init if workers else None,
         prefetch_factor=2 if workers else None,
+        in_order=False,  # chunks carry their video index: take each as soon as any worker has one
     )
 
 
@@ -380,7 +416,7 @@ class ExtractOptions:
 
     fps: float | None = None  # None: the dataset's evaluation fps
     batch_size: int = 64
-    num_workers: int | None = None  # None: min(4, CPU count)
+    num_workers: int | None = None  # None: a worker per core on CUDA, min(4, cores) on CPU
     device: str = "auto"  # auto | cpu | cuda | cuda:N (a torch.device is turned into its name)
     precision: str = "auto"  # auto = bf16 on CUDA, fp32 on CPU
     overwrite: bool = False
@@ -513,7 +549,7 @@ def _extract(
         else:
             jobs.append(VideoJob(index, Path(record.source), record.folder_fps))
 
-    num_workers = _default_workers() if options.num_workers is None else options.num_workers
+    num_workers = default_workers(device) if options.num_workers is None else options.num_workers
     columns = (TextColumn("{task.fields[frames]} frames"), TextColumn("{task.fields[rate]:.1f} frames/s"))
     progress = options.progress and dist_info.rank == 0
     with progress_bar(*columns, disable=not progress) as bar:
@@ -605,9 +641,24 @@ class _EncodeLoop:
         return VideoResult(record.name, "done", frames=keep, seconds=time.perf_counter() - started)
 
 
-def _default_workers() -> int:
-    """min(4, CPU count) decoding workers."""
-    return max(1, min(4, os.cpu_count() or 2))
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one, else the CPU count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def decode_threads(num_workers: int) -> int:
+    """FFmpeg threads per decoding process: cores // workers (at least 1); 0 (FFmpeg's choice: every core)
+    when the main process decodes alone."""
+    return 0 if num_workers == 0 else max(1, available_cores() // num_workers)
+
+
+def default_workers(device: torch.device) -> int:
+    """Decoding workers when none are asked for: one per core where the model runs on an accelerator (the
+    run is bound by decoding), min(4, cores) on CPU, where the model needs the cores too."""
+    cores = available_cores()
+    return cores if device.type != "cpu" else min(4, cores)
 
 
 # --------------------------------------------------------------------------------------------- report

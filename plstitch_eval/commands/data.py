@@ -72,7 +72,12 @@ def extract(
     ] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Frames per forward.")] = 64,
     num_workers: Annotated[
-        int | None, typer.Option("--num-workers", "-j", help="Decoding workers (default: min(4, CPUs)).")
+        int | None,
+        typer.Option(
+            "--num-workers",
+            "-j",
+            help="Decoding workers (default: one per core on a GPU, min(4, cores) on CPU).",
+        ),
     ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
     precision: Annotated[

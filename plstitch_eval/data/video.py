@@ -4,8 +4,10 @@ Sampling rule (both sources): target times are ``0, 1/fps, 2/fps, ...`` seconds 
 each target we take the first frame whose presentation time is ``>= target`` (with a 1 microsecond tolerance).
 A frame that satisfies several targets (a gap in a variable-frame-rate video) is emitted once and the targets
 it covers are skipped. So a 25 fps video sampled at 1 fps yields frames 0, 25, 50, ... Each video is decoded
-sequentially exactly once (no seeking) with FFmpeg's frame/slice threading on; only sampled frames are
-converted to RGB (and resized on decode so the shorter side equals ``size``).
+sequentially exactly once (no seeking), with FFmpeg's frame/slice threads or one thread per process; a
+pass over the packets first finds the sampled frames, so that non-reference frames nobody samples are not
+decoded at all (the decoded frames are bit-identical to a full decode). Only sampled frames are converted to
+RGB (and resized on decode so the shorter side equals ``size``).
 
 Clip encoders (`read_clips`) see a window of frames around each sampled frame: window frame k of the frame
 sampled for target time ``T`` is the first frame at or after ``T + (k - anchor) * step`` (the same rule), the
@@ -113,11 +115,13 @@ def read_frames(
     size: int | None = None,
     *,
     folder_fps: float | None = None,
+    threads: int = 0,
 ) -> Iterator[DecodedFrame]:
     """Yield frames of a video file or frame folder sampled at `fps` (None = every frame).
 
     `size` resizes so the shorter side equals it (aspect kept). `folder_fps` is the frame rate of a frame
-    folder (frame i is at time i / folder_fps; default 1 fps).
+    folder (frame i is at time i / folder_fps; default 1 fps). `threads`: FFmpeg decoding threads for a video
+    (0 = one per core; 1 = none, for one decoding process per core).
     """
     path = Path(source)
     if fps is not None and fps <= 0:
@@ -128,7 +132,7 @@ def read_frames(
         return _read_folder(path, fps, size, folder_fps)
     if not path.exists():
         raise DecodeError(f"{path}: no such video file or frame folder; check the dataset root and layout")
-    return _read_video(path, fps, size)
+    return _read_video(path, fps, size, threads)
 
 
 def read_clips(
@@ -139,11 +143,13 @@ def read_clips(
     *,
     folder_fps: float | None = None,
     prepare: Callable[[np.ndarray], Any] | None = None,
+    threads: int = 0,
 ) -> Iterator[DecodedClip]:
     """Yield the window of every frame `read_frames(source, fps, size)` samples, decoding the source once.
 
     `prepare` (e.g. resize + crop) runs once per frame a window uses; windows share the prepared objects.
     The step between window frames is `clip.step(native fps)`: the container's rate, `folder_fps` for folders.
+    `threads` as for `read_frames`.
     """
     path = Path(source)
     if fps is None or fps <= 0:
@@ -159,7 +165,7 @@ def read_clips(
         raise DecodeError(f"{path}: no such video file or frame folder; check the dataset root and layout")
     else:
         rate = probe(path).fps or DEFAULT_VIDEO_FPS
-        frames = _video_frames(path, size)
+        frames = _video_frames(path, size, threads)
     assembler = _WindowAssembler(clip, fps, clip.step(rate), prepare or (lambda image: image))
     for time, load in frames:
         yield from assembler.push(time, load)
@@ -345,42 +351,98 @@ class _WindowAssembler:
         return done
 
 
-def _read_video(path: Path, fps: float | None, size: int | None) -> Iterator[DecodedFrame]:
-    """Sequential threaded decode of one video file, sampling by presentation timestamps."""
+def _read_video(path: Path, fps: float | None, size: int | None, threads: int) -> Iterator[DecodedFrame]:
+    """Sequential decode of one video file, sampling by presentation timestamps."""
     clock = _TargetClock(fps)
     n_out = 0
-    for time, frame in _decode_video(path):
+    for time, frame in _decode_video(path, threads, fps):
         if not clock.take(time):
             continue
         yield DecodedFrame(n_out, time, _frame_to_rgb(frame, size, path))
         n_out += 1
 
 
-def _decode_video(path: Path) -> Iterator[tuple[float, av.VideoFrame]]:
-    """(presentation time in seconds after the first frame, frame) of every frame, decoded once in order."""
+@dataclass(frozen=True)
+class _PacketPlan:
+    """Presentation timestamps of a video's packets and those `_TargetClock(fps)` takes among them."""
+
+    all_pts: frozenset[int]
+    sampled: frozenset[int]
+
+
+def _sampled_pts(
+    packets_pts: list[int | None], origin: int | None, time_base: Fraction, fps: float
+) -> _PacketPlan | None:
+    """The packets' timestamps and the sampled ones (None when a packet has no timestamp: then nothing may be
+    skipped)."""
+    if not packets_pts or any(pts is None for pts in packets_pts):
+        return None
+    ordered = sorted(set(packets_pts))  # type: ignore[arg-type]
+    start = ordered[0] if origin is None else origin
+    clock = _TargetClock(fps)
+    sampled = frozenset(pts for pts in ordered if clock.take(float((pts - start) * time_base)))
+    return _PacketPlan(frozenset(ordered), sampled)
+
+
+def _packet_pass(path: Path, origin: int | None, time_base: Fraction, fps: float) -> _PacketPlan | None:
+    """`_sampled_pts` of a video from a pass over its packets in a container of its own (reads, no
+    decoding); None when it cannot be read, so that the decoding pass reports the error and skips nothing."""
+    try:
+        with av.open(str(path)) as container:
+            stream = _video_stream(container, path)
+            packets_pts = [packet.pts for packet in container.demux(stream) if packet.size]
+    except (av.FFmpegError, DecodeError):
+        return None
+    return _sampled_pts(packets_pts, origin, time_base, fps)
+
+
+def _decode_video(
+    path: Path, threads: int = 0, fps: float | None = None
+) -> Iterator[tuple[float, av.VideoFrame]]:
+    """(presentation time in seconds after the first frame, frame) of every frame, decoded once in order.
+
+    `threads` 0 lets FFmpeg use frame and slice threads over every core; 1 decodes on the calling thread only
+    (several decoding processes, one per core, lose less to thread hand-offs than one process's threads).
+    With `fps`, a first pass over the packets (no decoding) finds the frames sampling at `fps` takes, and the
+    decoder skips the other non-reference frames (FFmpeg's skip_frame=NONREF: nothing refers to them, so
+    every decoded frame is bit-identical to a full decode); the frames sampling takes are always decoded. A
+    decoded frame whose timestamp no packet had turns skipping off for the rest of the video.
+    """
     try:
         container = av.open(str(path))
     except av.FFmpegError as exc:
         raise DecodeError(f"{path}: cannot open video ({exc}); the file is corrupt or not a video") from exc
     with container:
         stream = _video_stream(container, path)
-        stream.thread_type = "AUTO"
+        if threads != 1:
+            stream.thread_type = "AUTO"
+        stream.thread_count = threads
         time_base = stream.time_base
         origin = stream.start_time
         rate = stream.average_rate or stream.guessed_rate or DEFAULT_VIDEO_FPS
-        n_decoded = 0
+        plan = None if fps is None or time_base is None else _packet_pass(path, origin, time_base, fps)
+        codec = stream.codec_context
+        n_decoded = n_packets = 0
         last_time = None
         try:
-            for frame in container.decode(stream):
-                if frame.pts is None:
-                    time = (last_time + 1.0 / float(rate)) if last_time is not None else 0.0
-                else:
-                    if origin is None:
-                        origin = frame.pts
-                    time = float((frame.pts - origin) * time_base)
-                last_time = time
-                n_decoded += 1
-                yield time, frame
+            for packet in container.demux(stream):
+                if packet.size:
+                    n_packets += 1
+                    if plan is not None:
+                        codec.skip_frame = "DEFAULT" if packet.pts in plan.sampled else "NONREF"
+                for frame in codec.decode(packet):
+                    if plan is not None and frame.pts not in plan.all_pts:  # frames not timed as packets:
+                        plan = None  # the sampled set may not hold; decode everything from here on
+                        codec.skip_frame = "DEFAULT"
+                    if frame.pts is None:
+                        time = (last_time + 1.0 / float(rate)) if last_time is not None else 0.0
+                    else:
+                        if origin is None:
+                            origin = frame.pts
+                        time = float((frame.pts - origin) * time_base)
+                    last_time = time
+                    n_decoded += 1
+                    yield time, frame
         except av.FFmpegError as exc:
             raise DecodeError(
                 f"{path}: decoding failed after {n_decoded} frames ({exc}); the file is corrupt or truncated"
@@ -388,9 +450,9 @@ def _decode_video(path: Path) -> Iterator[tuple[float, av.VideoFrame]]:
         if n_decoded == 0:
             raise DecodeError(f"{path}: no frame could be decoded; the file is corrupt or truncated")
         expected = int(stream.frames)
-        if expected and n_decoded < expected - max(2, expected // 100):
+        if expected and n_packets < expected - max(2, expected // 100):
             raise DecodeError(
-                f"{path}: decoded {n_decoded} of {expected} frames the container announces; "
+                f"{path}: decoded {n_packets} of {expected} frames the container announces; "
                 "the file is truncated - re-download or re-encode it"
             )
 
@@ -408,9 +470,11 @@ def _frame_to_rgb(frame: av.VideoFrame, size: int | None, path: Path) -> np.ndar
         ) from exc
 
 
-def _video_frames(path: Path, size: int | None) -> Iterator[tuple[float, Callable[[], np.ndarray]]]:
+def _video_frames(
+    path: Path, size: int | None, threads: int = 0
+) -> Iterator[tuple[float, Callable[[], np.ndarray]]]:
     """(time, loader of its RGB pixels) of every frame of a video; a frame is converted only if loaded."""
-    for time, frame in _decode_video(path):
+    for time, frame in _decode_video(path, threads):
         yield time, (lambda frame=frame: _frame_to_rgb(frame, size, path))
 
 

@@ -36,15 +36,20 @@ def write_index_video(
     size: tuple[int, int] = (32, 32),
     pts_ms: Sequence[int] | None = None,
     faststart: bool = False,
+    bframes: int = 0,
 ) -> Path:
-    """Lossless (x264 qp 0) MP4 of `n_frames` index frames at `fps`, or at explicit `pts_ms` times (VFR)."""
+    """Lossless (x264 qp 0) MP4 of `n_frames` index frames at `fps`, or at explicit `pts_ms` times (VFR);
+    `bframes` > 0 adds B-frames (x264's pyramid: some are references, the others are not; qp 10)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     options = {"movflags": "faststart"} if faststart else {}
     with av.open(str(path), mode="w", options=options) as container:
         stream = container.add_stream("libx264", rate=fps)
         stream.width, stream.height = size
         stream.pix_fmt = "yuv420p"
-        stream.options = {"qp": "0", "preset": "ultrafast", "bframes": "0", "threads": "1"}
+        stream.options = {"qp": "0", "preset": "ultrafast", "bframes": str(bframes), "threads": "1"}
+        if bframes:  # lossless coding and ultrafast both turn B-frames off: near-lossless, fixed B-frames
+            extra = {"qp": "10", "preset": "veryfast", "b-pyramid": "normal", "b-adapt": "0"}
+            stream.options = {**stream.options, **extra}
         if pts_ms is not None:
             stream.codec_context.time_base = Fraction(1, 1000)
         for i in range(n_frames):

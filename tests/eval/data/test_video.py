@@ -95,3 +95,59 @@ def test_missing_corrupt_and_truncated_videos_name_the_file(tmp_path):
     (bad_image / "0001.jpg").write_bytes(b"broken")
     with pytest.raises(DecodeError, match="0001.jpg"):
         list(read_frames(bad_image))
+
+
+def _full_decode_samples(path, fps: float) -> list[tuple[float, np.ndarray]]:
+    """Independent reference: decode every frame with PyAV (no skipping), keep the documented rule's picks."""
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.thread_count = 1
+        decoded = [(float((f.pts - stream.start_time) * stream.time_base), f.to_ndarray(format="rgb24"))
+                   for f in container.decode(stream)]  # fmt: skip
+    decoded.sort(key=lambda item: item[0])
+    return [decoded[i] for i in _expected_samples([t for t, _ in decoded], fps)]
+
+
+@pytest.mark.parametrize("threads", [1, 0])
+@pytest.mark.parametrize(
+    "pts_ms", [None, [0, 40, 80, 120, 500, 540, 1000, 1040, 1080, 2600, 2640, 3000, 3100, 4900]]
+)
+def test_unsampled_non_reference_frames_are_skipped_without_changing_the_samples(tmp_path, threads, pts_ms):
+    """B-frame video: the sampled frames (times and pixels) equal a full decode's, and fewer frames are
+    decoded than the file holds (x264's non-reference B-frames nobody samples are skipped)."""
+    from plstitch_eval.data.video import _decode_video
+
+    n = 90 if pts_ms is None else len(pts_ms)
+    path = write_index_video(tmp_path / "b.mp4", n_frames=n, size=(64, 48), pts_ms=pts_ms, bframes=3)
+    for fps in (1.0, 2.0):
+        expected = _full_decode_samples(path, fps)
+        got = list(read_frames(path, fps=fps, threads=threads))
+        assert [f.time for f in got] == pytest.approx([t for t, _ in expected], abs=1e-9)
+        for frame, (_, image) in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(frame.image, image)
+    if threads == 1:  # frame threads may decode ahead regardless; one thread skips deterministically
+        assert len(list(_decode_video(path, threads, fps=1.0))) < len(list(_decode_video(path, threads))) == n
+
+
+def test_frames_timed_unlike_their_packets_turn_skipping_off(tmp_path, monkeypatch):
+    """If decoded frames carry timestamps no packet had (the packet pass cannot be trusted), every later
+    frame is decoded, so the samples still equal a full decode."""
+    import plstitch_eval.data.video as video
+
+    path = write_index_video(tmp_path / "b.mp4", n_frames=90, size=(64, 48), bframes=3)
+    real = video._sampled_pts
+
+    def mistimed(*args):
+        plan = real(*args)
+        return video._PacketPlan(
+            frozenset(p + 1 for p in plan.all_pts), frozenset(p + 1 for p in plan.sampled)
+        )
+
+    monkeypatch.setattr(video, "_sampled_pts", mistimed)
+    expected = _full_decode_samples(path, 1.0)
+    got = list(read_frames(path, fps=1.0, threads=1))
+    assert [f.time for f in got] == pytest.approx([t for t, _ in expected], abs=1e-9)
+    for frame, (_, image) in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(frame.image, image)

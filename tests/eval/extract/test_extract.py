@@ -185,3 +185,54 @@ def test_frames_past_annotations_are_dropped(cholec_root, tiny_model_dir, tmp_pa
     item = FeatureStore(tmp_path / "store").read("video01")
     assert len(item.features) == len(item.labels) == len(item.frame_times) == 2 * FPS
     assert item.frame_times[-1] < 2.0
+
+
+def test_decoding_workers_fill_the_cores_on_an_accelerator_and_split_them(monkeypatch):
+    """Default workers: one per core where the model runs on a GPU, min(4, cores) on CPU; each worker gets
+    cores // workers FFmpeg threads (one with a worker per core), the main process alone FFmpeg's default."""
+    import plstitch_eval.extract as extract_module
+
+    monkeypatch.setattr(extract_module.os, "sched_getaffinity", lambda pid: set(range(12)), raising=False)
+    assert extract_module.available_cores() == 12
+    assert extract_module.default_workers(torch.device("cuda")) == 12
+    assert extract_module.default_workers(torch.device("cpu")) == 4
+    assert [extract_module.decode_threads(w) for w in (0, 1, 5, 12, 16)] == [0, 12, 2, 1, 1]
+    monkeypatch.setattr(extract_module.os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert extract_module.default_workers(torch.device("cuda")) == 1
+    assert extract_module.default_workers(torch.device("cpu")) == 1
+
+
+def test_workers_take_each_video_once_largest_first_and_in_frame_order(tmp_path):
+    """Two workers pull five videos of different lengths from the shared counter: every video arrives once,
+    its chunks in frame order and complete; the main process alone keeps the given order."""
+    from torch.utils.data import DataLoader
+
+    from plstitch_eval.extract import VideoFrameStream, VideoJob, make_loader
+    from plstitch_eval.hub import DataConfig
+    from plstitch_eval.preprocess import frame_plan
+    from tests.eval.data.media import decode_index, write_index_video
+
+    lengths = [30, 130, 55, 80, 10]  # frames at 25 fps, sampled at 5 fps
+    jobs = [VideoJob(i, write_index_video(tmp_path / f"v{i}.mp4", n)) for i, n in enumerate(lengths)]
+    plan = frame_plan(DataConfig.for_size(32), 5.0)
+    stream = VideoFrameStream(jobs, plan, batch_size=4)
+    assert [job.index for job in stream.largest_first] == [1, 3, 2, 0, 4]
+
+    def collect(loader: DataLoader) -> tuple[list[int], dict[int, list[int]]]:
+        order, seen = [], {}
+        for chunk in loader:
+            assert chunk.error is None
+            frames = seen.setdefault(chunk.video_index, [])
+            frames += [round(t * 25) for t in chunk.frame_times.tolist()]
+            indices = [decode_index(image.permute(1, 2, 0).numpy()) for image in chunk.images]
+            assert indices == frames[len(frames) - len(indices) :]
+            if chunk.last:
+                order.append(chunk.video_index)
+        return order, seen
+
+    order, seen = collect(make_loader(jobs, plan, 4, 2, torch.device("cpu")))
+    assert sorted(order) == [0, 1, 2, 3, 4]
+    for i, n in enumerate(lengths):
+        assert seen[i] == list(range(0, n, 5)), i
+    order, _ = collect(make_loader(jobs, plan, 4, 0, torch.device("cpu")))
+    assert order == [0, 1, 2, 3, 4]
