@@ -232,7 +232,7 @@ def decode_bound_rows(tmp_path: Path, args: argparse.Namespace) -> list[DecodeRo
                     runs[model].append((seconds, (floors[-2][0] + floors[-1][0]) / 2, summary.frames))
             for model, measured in runs.items():
                 ratios = [floor / seconds for seconds, floor, _ in measured]
-                median = sorted(range(len(measured)), key=lambda i: ratios[i])[len(measured) // 2]
+                median = median_run(ratios)
                 seconds, floor, sampled = measured[median]
                 row = DecodeRow(
                     name, model, floors[0][1], sampled, floor, seconds, ratios[median], 0.9, ratios
@@ -302,7 +302,7 @@ def model_bound_rows(tmp_path: Path, args: argparse.Namespace) -> list[Row]:
     for name, _, _, target in inputs:
         pairs = measured[name]
         ratios = [e2e / ref for e2e, ref in pairs]
-        best = sorted(range(len(pairs)), key=lambda i: ratios[i])[len(pairs) // 2]  # the median run
+        best = median_run(ratios)
         rows.append(Row(name, frames, pairs[best][0], pairs[best][1], ratios[best], target, ratios))
     return rows
 
@@ -322,6 +322,17 @@ def main(argv: list[str] | None = None) -> None:
         print_decode_rows(decode_rows, args)
 
 
+def median_run(ratios: list[float]) -> int:
+    """Index of the median round (by ratio) of interleaved rounds."""
+    return sorted(range(len(ratios)), key=lambda i: ratios[i])[len(ratios) // 2]
+
+
+def verdict(ratio: float, target: float, all_ratios: list[float]) -> str:
+    """The ratio, its target, ok/BELOW and every round's ratio (the tail of a printed row)."""
+    runs = ", ".join(f"{x:.2f}" for x in all_ratios)
+    return f"{ratio:>6.2f} >={target} {'ok' if ratio >= target else 'BELOW'}  (runs: {runs})"
+
+
 def print_model_rows(rows: list[Row], args: argparse.Namespace) -> None:
     print(
         f"model {args.model} (random init), batch {args.batch_size}, {args.num_workers} decoding "
@@ -331,11 +342,9 @@ def print_model_rows(rows: list[Row], args: argparse.Namespace) -> None:
     header = f"{'input':<30} {'frames':>6} {'end-to-end f/s':>15} {'forward-only f/s':>17} {'ratio':>6}"
     print(header + " target")
     for r in rows:
-        verdict = "ok" if r.ratio >= r.target else "BELOW"
-        runs = ", ".join(f"{x:.2f}" for x in r.all_ratios)
         print(
             f"{r.input:<30} {r.frames:>6} {r.end_to_end_fps:>15.2f} {r.forward_only_fps:>17.2f} "
-            f"{r.ratio:>6.2f} >={r.target} {verdict}  (runs: {runs})"
+            + verdict(r.ratio, r.target, r.all_ratios)
         )
 
 
@@ -348,12 +357,9 @@ def print_decode_rows(rows: list[DecodeRow], args: argparse.Namespace) -> None:
     header = f"{'input':<22} {'model':<24} {'decoded':>7} {'sampled':>7} {'floor s':>8} {'extract s':>9}"
     print(f"{header} {'ratio':>6} target")
     for d in rows:
-        verdict = "ok" if d.ratio >= d.target else "BELOW"
-        runs = ", ".join(f"{x:.2f}" for x in d.all_ratios)
         print(
             f"{d.input:<22} {d.model:<24} {d.frames_decoded_by_floor:>7} {d.sampled_frames:>7} "
-            f"{d.floor_seconds:>8.2f} {d.extract_seconds:>9.2f} {d.ratio:>6.2f} >={d.target} {verdict}  "
-            f"(runs: {runs})"
+            f"{d.floor_seconds:>8.2f} {d.extract_seconds:>9.2f} " + verdict(d.ratio, d.target, d.all_ratios)
         )
 
 
