@@ -782,7 +782,7 @@ class _Runner:
                 adapter, self.options.split, self.options.videos, self.options.split_scheme
             )
             mine = records[self.info.rank :: self.info.world_size]
-            done = sum(store.has(r.name) for r in mine)
+            done = sum(store.has(r.name) and store.check(r.name) is None for r in mine)  # damaged: redone
             sub = self.bar.add_task(f"extract {model} | {dataset.name}", total=len(mine), completed=done)
             try:
                 summary = extract_features(

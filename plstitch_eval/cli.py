@@ -19,9 +19,25 @@ from plstitch_eval import __version__
 from plstitch_eval.errors import PlstitchError
 from plstitch_eval.utils.console import console, print_error, setup_logging
 
+GLOBAL_FLAGS = ("--debug", "--quiet", "-q")  # accepted before or after the command name
+
+
+def hoist_global_flags(args: list[str]) -> list[str]:
+    """Move the app-wide flags given after the command name in front of it, so `plstitch knn -q` works.
+
+    Arguments after a bare `--` are left alone (they are values, not options).
+    """
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if a in GLOBAL_FLAGS]
+    rest = [a for a in args[:end] if a not in GLOBAL_FLAGS]
+    return flags + rest + args[end:]
+
 
 class _ErrorHandlingGroup(TyperGroup):
     """Click group that reports our own errors as one line instead of a traceback."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_flags(list(args)))
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

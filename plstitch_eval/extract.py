@@ -9,6 +9,11 @@ built from the same single decoding pass (`plstitch_eval.data.video.read_clips`)
 feature per sampled frame and its manifest records the window.
 Under `torchrun` (RANK/WORLD_SIZE set) rank r takes videos[r::world_size] and rank 0 writes the manifest.
 
+A video already in the store is skipped only when its file checks out (`FeatureStore.check`: safetensors
+header, shapes, the frame count the manifest recorded); a damaged one is extracted again. Several runs into
+one store share the work: each claims a video before decoding it (`features.claim_video`), leaves videos
+another run has claimed for the end and then waits for them, skipping each that the other run wrote.
+
 Under torchrun run it as `torchrun ... -m plstitch_eval extract ...` (same options as `plstitch extract`).
 """
 
@@ -17,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
@@ -37,15 +41,28 @@ from plstitch_eval import __version__
 from plstitch_eval.data.datasets import DatasetAdapter, VideoRecord, get_dataset, labels_at
 from plstitch_eval.data.video import read_clips, read_frames
 from plstitch_eval.errors import ConfigError, DecodeError, FeatureStoreError
-from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures, compat_key
+from plstitch_eval.features import (
+    LOCK_DIR,
+    MANIFEST,
+    VIDEO_FRAMES,
+    FeatureStore,
+    VideoClaim,
+    VideoFeatures,
+    claim_video,
+    file_state,
+    read_shapes,
+    store_lock,
+)
 from plstitch_eval.preprocess import FramePlan, frame_plan, normalize_crops, prepare_frame
-from plstitch_eval.utils.console import console, logger, progress_bar
+from plstitch_eval.utils.console import console, logger, print_error, progress_bar
 from plstitch_eval.utils.device import PRECISIONS, autocast, resolve_device, resolve_precision
 from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
 
 SUMMARY_ROWS = 30  # per-video rows shown in the end-of-run table; failures are always shown
 CPU_WORKER_NICENESS = 10
 EXTRA_COMPAT_FIELDS = ("precision",)  # besides features.compat_key: bf16 and fp32 features never mix
+CLAIM_POLL_SECONDS = 0.2  # how often a run waiting for another run's video looks again
+ELSEWHERE = "another run extracted it"  # note of a video skipped because a concurrent run wrote it
 
 
 # --------------------------------------------------------------------------------------------- results
@@ -53,13 +70,15 @@ EXTRA_COMPAT_FIELDS = ("precision",)  # besides features.compat_key: bf16 and fp
 
 @dataclass
 class VideoResult:
-    """Outcome of one video: `done`, `skipped` (already in the store) or `failed` (with the error)."""
+    """Outcome of one video: `done`, `skipped` (already in the store; `note` says when another run wrote it
+    meanwhile) or `failed` (with the error)."""
 
     video: str
     status: str
     frames: int = 0
     seconds: float = 0.0
     error: str | None = None
+    note: str | None = None
 
     @property
     def frames_per_second(self) -> float:
@@ -115,13 +134,17 @@ class ExtractSummary:
 
 @dataclass
 class FrameChunk:
-    """Up to `batch_size` consecutive frames of one video, or the error that stopped its decoding."""
+    """Up to `batch_size` consecutive frames of one video, or the error that stopped its decoding, or (no
+    frames) word that another run holds the video (`waiting`; more chunks follow) or wrote it
+    (`elsewhere`)."""
 
     video_index: int
     images: torch.Tensor  # [n, 3, H, W] uint8 frames, or [n, T, 3, H, W] windows for a clip encoder
     frame_times: torch.Tensor  # [n] float64 seconds (of the sampled frames)
     last: bool
     error: str | None = None
+    waiting: bool = False
+    elsewhere: bool = False
 
     def pin_memory(self) -> FrameChunk:
         """Called by the DataLoader's pinning thread so the host-to-device copy can be asynchronous."""
@@ -131,11 +154,15 @@ class FrameChunk:
 
 @dataclass(frozen=True)
 class VideoJob:
-    """One video to decode: its position in the dataset, its file or frame folder, a folder's frame rate."""
+    """One video to decode: its position in the dataset, its file or frame folder, a folder's frame rate;
+    for a run into a store, its name there and the state of its store file when the run was planned
+    (`features.file_state`: None when absent), so that a file another run writes meanwhile is noticed."""
 
     index: int
     source: Path
     folder_fps: float | None = None
+    video: str | None = None
+    seen: tuple[int, int, int] | None = None
 
 
 def _decode_error_message(source: Path, exc: BaseException) -> str:
@@ -230,14 +257,23 @@ class VideoFrameStream(IterableDataset):
     decodes in the given order. W workers share the cores: each decodes with cores // W FFmpeg threads (one
     when there is a worker per core, as a decode-only run with a process per core does); the main process
     alone uses FFmpeg's default.
+
+    With a `store_root`, a video is claimed in the store (`features.claim_video`) before it is decoded and the
+    claim is held until the main process has written it (`mark_written`); a video another run holds is put
+    off to the end, then waited for, and skipped with an `elsewhere` chunk if that run wrote it.
     """
 
-    def __init__(self, jobs: Sequence[VideoJob], plan: FramePlan, batch_size: int) -> None:
+    def __init__(
+        self, jobs: Sequence[VideoJob], plan: FramePlan, batch_size: int, store_root: Path | None = None
+    ) -> None:
         self.jobs = list(jobs)
         self.largest_first = sorted(self.jobs, key=_job_size, reverse=True)
         self.plan = plan
         self.batch_size = batch_size
+        self.store_root = store_root
         self.next_job = multiprocessing.Value("q", 0)  # shared with forked or spawned workers
+        self.slot = {job.index: i for i, job in enumerate(self.jobs)}
+        self.written = multiprocessing.RawArray("b", max(1, len(self.jobs)))  # set by the main process
 
     def _claim(self) -> int:
         with self.next_job.get_lock():
@@ -245,13 +281,91 @@ class VideoFrameStream(IterableDataset):
             self.next_job.value += 1
         return index
 
+    def mark_written(self, video_index: int) -> None:
+        """Called by the main process once a video is written (or failed): its claim may be given back."""
+        if video_index in self.slot:
+            self.written[self.slot[video_index]] = 1
+
     def __iter__(self) -> Iterator[FrameChunk]:
         info = get_worker_info()
         threads = decode_threads(0 if info is None else info.num_workers)
         jobs = self.jobs if info is None else self.largest_first
         chunks = iter_video_chunks if self.plan.clip is None else iter_clip_chunks
-        while (index := self._claim()) < len(jobs):
-            yield from chunks(jobs[index], self.plan, self.batch_size, threads)
+        claims = _Claims(self)
+        try:
+            put_off: list[VideoJob] = []
+            while (index := self._claim()) < len(jobs):
+                state = claims.take(jobs[index])
+                if state == "busy":
+                    put_off.append(jobs[index])
+                elif state == "elsewhere":
+                    yield _note_chunk(jobs[index], elsewhere=True)
+                else:
+                    yield from chunks(jobs[index], self.plan, self.batch_size, threads)
+            for job in put_off:  # held by another run: wait until it lets go, then skip or take the video
+                if (state := claims.take(job)) == "busy":
+                    yield _note_chunk(job, waiting=True)
+                while state == "busy":
+                    time.sleep(CLAIM_POLL_SECONDS)
+                    state = claims.take(job)
+                if state == "elsewhere":
+                    yield _note_chunk(job, elsewhere=True)
+                else:
+                    yield from chunks(job, self.plan, self.batch_size, threads)
+            claims.wait_until_written()
+        finally:
+            claims.release_all()
+
+
+class _Claims:
+    """The video claims a decoding process holds, each given back once the main process wrote the video."""
+
+    def __init__(self, stream: VideoFrameStream) -> None:
+        self.stream = stream
+        self.held: dict[int, VideoClaim] = {}  # video index -> claim
+
+    def take(self, job: VideoJob) -> str:
+        """Claim `job`'s video: `taken` (decode it), `busy` (another run holds it) or `elsewhere` (another
+        run wrote it since this run was planned)."""
+        self.release_written()
+        root = self.stream.store_root
+        if root is None or job.video is None:
+            return "taken"
+        claim = claim_video(root, job.video)
+        if claim is None:
+            return "busy"
+        state = file_state(FeatureStore(root).path(job.video))
+        if state is not None and state != job.seen:
+            claim.release()
+            return "elsewhere"
+        self.held[job.index] = claim
+        return "taken"
+
+    def release_written(self) -> None:
+        """Give back the claims of videos the main process has written."""
+        for index in [i for i in self.held if self.stream.written[self.stream.slot[i]]]:
+            self.held.pop(index).release()
+
+    def wait_until_written(self) -> None:
+        """Hold the last claims until their videos are written (released sooner, another run would redo
+        them)."""
+        while self.held:
+            self.release_written()
+            if self.held:
+                time.sleep(CLAIM_POLL_SECONDS / 4)
+
+    def release_all(self) -> None:
+        """Give back every claim (the run ends or was stopped)."""
+        for claim in self.held.values():
+            claim.release()
+        self.held.clear()
+
+
+def _note_chunk(job: VideoJob, waiting: bool = False, elsewhere: bool = False) -> FrameChunk:
+    """A frameless chunk saying that another run holds (`waiting`) or wrote (`elsewhere`) `job`'s video."""
+    empty = torch.empty(0, dtype=torch.uint8)
+    times = torch.empty(0, dtype=torch.float64)
+    return FrameChunk(job.index, empty, times, elsewhere, waiting=waiting, elsewhere=elsewhere)
 
 
 def _job_size(job: VideoJob) -> int:
@@ -282,12 +396,14 @@ def make_loader(
     batch_size: int,
     num_workers: int,
     device: torch.device,
+    store_root: Path | None = None,
 ) -> DataLoader:
-    """DataLoader over whole-video decoding jobs; chunks are already batched, so `batch_size=None`."""
+    """DataLoader over whole-video decoding jobs; chunks are already batched, so `batch_size=None`. With
+    `store_root`, videos are claimed in that store (see `VideoFrameStream`)."""
     workers = max(0, min(num_workers, len(jobs)))
     init = _cpu_worker_init if device.type == "cpu" else _worker_init
     return DataLoader(
-        VideoFrameStream(jobs, plan, batch_size),
+        VideoFrameStream(jobs, plan, batch_size, store_root),
         batch_size=None,
         num_workers=workers,
         pin_memory=device.type == "cuda",
@@ -381,30 +497,34 @@ def build_manifest(adapter: DatasetAdapter, encoder: Any, plan: FramePlan, preci
     }
 
 
-def open_store(root: Path, manifest: dict[str, Any], overwrite: bool) -> FeatureStore:
-    """Create or resume the store at `root`; a resumed store keeps its original creation time."""
-    manifest_path = root / MANIFEST
-    if manifest_path.exists():
-        old = FeatureStore(root).manifest
-        extra = {
-            k: (old.get(k), manifest.get(k)) for k in EXTRA_COMPAT_FIELDS if old.get(k) != manifest.get(k)
-        }
-        if compat_key(old) == compat_key(manifest) and extra:
-            if not overwrite:
-                raise FeatureStoreError(
-                    f"{root} already holds features made differently ({extra}, as old -> new). "
-                    "Use another --out folder, or --overwrite to delete the old features."
-                )
-            shutil.rmtree(root)
-        elif compat_key(old) == compat_key(manifest):
-            manifest = {**manifest, "created": old.get("created", manifest["created"])}
-    elif root.exists() and any(root.iterdir()):
-        # Never delete (--overwrite) or write into a folder that is not a feature store.
+def check_out_folder(root: Path) -> None:
+    """Refuse an `--out` that exists, is not empty and is not a feature store (checked before a model loads,
+    again under the store's lock): extraction never deletes (`--overwrite`) or writes into such a folder."""
+    if root.exists() and not root.is_dir():
+        raise FeatureStoreError(f"{root} is a file, not a folder; choose a new or empty --out folder.")
+    if (root / MANIFEST).exists() or not root.is_dir():
+        return
+    # ours: the lock folder, and a manifest another run is writing right now (or that a kill cut short)
+    foreign = [
+        p.name
+        for p in root.iterdir()
+        if p.name != LOCK_DIR and not (p.name.startswith(f".{MANIFEST}.") and p.name.endswith(".tmp"))
+    ]
+    if foreign:
         raise FeatureStoreError(
             f"{root} exists, is not empty and has no {MANIFEST}, so it is not a feature store; "
             "choose a new or empty --out folder."
         )
-    return FeatureStore.create(root, manifest, overwrite=overwrite)
+
+
+def open_store(root: Path, manifest: dict[str, Any], overwrite: bool) -> FeatureStore:
+    """Create or resume the store at `root` (a resumed store keeps its creation time and its record of the
+    videos written); runs starting together into one new folder create it once."""
+    check_out_folder(root)  # before anything is written into the folder
+    root.mkdir(parents=True, exist_ok=True)
+    with store_lock(root):
+        check_out_folder(root)
+        return FeatureStore.create(root, manifest, overwrite=overwrite, also_compare=EXTRA_COMPAT_FIELDS)
 
 
 # -------------------------------------------------------------------------------------------- pipeline
@@ -485,17 +605,23 @@ def extract_features(
 ) -> ExtractSummary:
     """Encode every frame sampled at `options.fps` (default: the dataset's eval fps) into a resumable store.
 
-    `dataset` is a DatasetAdapter or a registry name (with `root`); `encoder` an Encoder or a model spec.
-    Videos already in the store are skipped; a decoding error fails that video only unless `fail_fast`.
-    Under torchrun each rank extracts a disjoint share and every rank returns the merged summary.
-    `on_video_done` is called after each video is written (tests use it to interrupt a run).
+    `dataset` is a DatasetAdapter or a registry name (with `root`); `encoder` an Encoder or a model spec,
+    loaded only once the dataset's videos and annotations are found and `out` can be a store.
+    Videos already in the store are skipped (once their file checks out); a decoding error fails that video
+    only unless `fail_fast`. Under torchrun each rank extracts a disjoint share and every rank returns the
+    merged summary. `on_video_done` is called after each video is written or skipped because another run
+    wrote it (tests use it to interrupt a run).
     """
     options = options if options is not None else ExtractOptions()
     start = time.perf_counter()
+    adapter = _resolve_dataset(dataset, root)
+    records = select_videos(adapter, options.split, options.videos, options.split_scheme)
+    check_out_folder(Path(out))
     dist_info, torch_device = init_distributed(resolve_device(options.device))
     try:
         summary = _extract(
-            _resolve_dataset(dataset, root),
+            adapter,
+            records,
             _resolve_encoder(encoder, torch_device),
             Path(out),
             options,
@@ -512,6 +638,7 @@ def extract_features(
 
 def _extract(
     adapter: DatasetAdapter,
+    records: list[VideoRecord],
     encoder: Any,
     out: Path,
     options: ExtractOptions,
@@ -522,7 +649,6 @@ def _extract(
 ) -> ExtractSummary:
     """The run itself: open the store, shard, decode in workers, encode in batches, write per video."""
     fps = float(options.fps) if options.fps is not None else float(adapter.eval_fps)
-    records = select_videos(adapter, options.split, options.videos, options.split_scheme)
     plan = frame_plan(encoder.data_config, fps, options.resize_on_decode, getattr(encoder, "clip", None))
 
     # Rank 0 creates (or validates) the store and writes the manifest before any video, so that a killed
@@ -540,14 +666,7 @@ def _extract(
     store = store or FeatureStore(out)
 
     mine = list(range(len(records)))[dist_info.rank :: dist_info.world_size]
-    results: dict[int, VideoResult] = {}
-    jobs: list[VideoJob] = []
-    for index in mine:
-        record = records[index]
-        if store.has(record.name):
-            results[index] = VideoResult(record.name, "skipped")
-        else:
-            jobs.append(VideoJob(index, Path(record.source), record.folder_fps))
+    results, jobs = _plan_videos(store, records, mine)
 
     num_workers = default_workers(device) if options.num_workers is None else options.num_workers
     columns = (TextColumn("{task.fields[frames]} frames"), TextColumn("{task.fields[rate]:.1f} frames/s"))
@@ -555,17 +674,19 @@ def _extract(
     with progress_bar(*columns, disable=not progress) as bar:
         task = bar.add_task("extract", total=len(mine), completed=len(results), frames=0, rate=0.0)
         if jobs:
-            loader = make_loader(jobs, plan, options.batch_size, num_workers, device)
+            loader = make_loader(jobs, plan, options.batch_size, num_workers, device, store.root)
             run = _EncodeLoop(store, records, encoder, plan, device, precision)
             for result in run.results(loader, options.fail_fast):
                 results[run.index_of[result.video]] = result
-                bar.advance(task)
+                elapsed = time.perf_counter() - run.started
+                bar.update(task, advance=1, frames=run.frames, rate=run.frames / elapsed if elapsed else 0.0)
                 if result.status == "failed":
                     logger.error("video %s failed: %s", result.video, result.error)
-                elif on_video_done is not None:
+                    continue
+                if result.note == ELSEWHERE:
+                    console.print(Text(f"{result.video}: {ELSEWHERE}"), soft_wrap=True)
+                if on_video_done is not None:
                     on_video_done(result)
-                elapsed = time.perf_counter() - run.started
-                bar.update(task, frames=run.frames, rate=run.frames / elapsed if elapsed else 0.0)
 
     all_results = _gather_results(dist_info, [results[i] for i in mine])
     order = {r.name: i for i, r in enumerate(records)}
@@ -573,6 +694,35 @@ def _extract(
     if dist_info.active:
         dist.barrier()
     return ExtractSummary(out, all_results, 0.0, world_size=dist_info.world_size, rank=dist_info.rank)
+
+
+def _plan_videos(
+    store: FeatureStore, records: list[VideoRecord], mine: list[int]
+) -> tuple[dict[int, VideoResult], list[VideoJob]]:
+    """Skip each of `mine` whose stored file checks out (header, shapes, recorded frame count); every other
+    one becomes a job, a damaged file with a line on stderr. Files the manifest has no frame count for (a
+    store from an older version) get theirs recorded."""
+    manifest = store.manifest
+    recorded = manifest.get(VIDEO_FRAMES) or {}
+    results: dict[int, VideoResult] = {}
+    jobs: list[VideoJob] = []
+    unrecorded: dict[str, int] = {}
+    for index in mine:
+        record = records[index]
+        seen = file_state(store.path(record.name))
+        if seen is not None:
+            problem = store.check(record.name, manifest)
+            if problem is None:
+                results[index] = VideoResult(record.name, "skipped")
+                if record.name not in recorded:
+                    unrecorded[record.name] = read_shapes(store.path(record.name))[0]
+                continue
+            print_error(
+                f"{record.name}: stored file unreadable ({problem}), extracting again", "warning", "yellow"
+            )
+        jobs.append(VideoJob(index, Path(record.source), record.folder_fps, record.name, seen))
+    store.record_frames(unrecorded)
+    return results, jobs
 
 
 class _EncodeLoop:
@@ -598,13 +748,22 @@ class _EncodeLoop:
         self.started = time.perf_counter()
 
     def results(self, loader: DataLoader, fail_fast: bool) -> Iterator[VideoResult]:
-        """Yield one `VideoResult` per finished (written or failed) video."""
+        """Yield one `VideoResult` per finished video: written, failed, or skipped as another run wrote it."""
         pending: dict[int, tuple[list[torch.Tensor], list[np.ndarray], float]] = {}
+        stream = loader.dataset
         for chunk in loader:
             record = self.records[chunk.video_index]
+            if chunk.waiting:
+                message = f"{record.name}: another run is extracting it; waiting for that run"
+                console.print(Text(message), soft_wrap=True)
+                continue
+            if chunk.elsewhere:
+                yield VideoResult(record.name, "skipped", note=ELSEWHERE)
+                continue
             feats, times, started = pending.setdefault(chunk.video_index, ([], [], time.perf_counter()))
             if chunk.error is not None:
                 pending.pop(chunk.video_index)
+                stream.mark_written(chunk.video_index)  # nothing to protect: another run may try it
                 if fail_fast:
                     raise DecodeError(f"{chunk.error} (stopped: --fail-fast)")
                 yield VideoResult(record.name, "failed", error=chunk.error)
@@ -615,7 +774,9 @@ class _EncodeLoop:
                 self.frames += len(chunk.images)
             if chunk.last:
                 pending.pop(chunk.video_index)
-                yield self.write(record, feats, times, started)
+                result = self.write(record, feats, times, started)
+                stream.mark_written(chunk.video_index)
+                yield result
 
     @torch.inference_mode()
     def encode(self, images: torch.Tensor) -> torch.Tensor:
@@ -686,7 +847,7 @@ def summary_table(summary: ExtractSummary, max_rows: int = SUMMARY_ROWS) -> Tabl
         shown += r.status != "failed"
         label, style = {
             "done": ("done", "green"),
-            "skipped": ("skipped (in store)", "dim"),
+            "skipped": (f"skipped ({r.note or 'in store'})", "dim"),
             "failed": ("failed", "red"),
         }[r.status]
         status = Text(label, style=style)

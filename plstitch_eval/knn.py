@@ -4,7 +4,8 @@ Features are L2-normalised; the k most cosine-similar training frames vote for t
 ``exp(sim / T)`` (``weighting="exp"``, DINO's default, T = 0.07), ``sim`` (``"similarity"``, the paper text's
 wording) or 1 (``"uniform"``). The prediction is the argmax of the summed votes; on an exact tie the lowest
 class id wins (numpy/torch argmax). One search with the largest k serves several k. ``k > n_train`` is
-clipped to ``n_train``.
+clipped to ``n_train`` (``clamp_k``; the protocols warn and record both values), and a neighbour slot
+without a training frame (FAISS pads with index -1 when k > ntotal) never votes.
 
 Backends: FAISS ``IndexFlatIP`` (exact) on CPU, its thread count set explicitly (``num_threads``, default
 all cores); torch matmul + topk in fp32 on CUDA (or with ``backend="torch"``). Every setting lives in
@@ -56,6 +57,14 @@ class KnnConfig:
             raise ConfigError(f"k-NN chunk_size must be >= 1 (got {self.chunk_size}).")
         if self.num_threads is not None and self.num_threads < 1:
             raise ConfigError(f"k-NN num_threads must be >= 1 or unset (got {self.num_threads}).")
+
+
+def clamp_k(k: int, n_train: int) -> int:
+    """The k a search over `n_train` training frames uses: ``min(k, n_train)``.
+
+    Why: there are no more neighbours than training frames; callers report the k actually used.
+    """
+    return min(int(k), int(n_train))
 
 
 def _prepare(x: np.ndarray, what: str) -> np.ndarray:
@@ -130,7 +139,7 @@ def knn_search(
         )
     if k < 1:
         raise ConfigError(f"k must be >= 1, got {k}.")
-    k = min(int(k), len(train))
+    k = clamp_k(k, len(train))
     if backend == "auto":
         backend = "torch" if str(device).startswith("cuda") else "faiss"
     if backend == "faiss":
@@ -146,8 +155,12 @@ def vote(
     num_classes: int,
     temperature: float = 0.07,
     weighting: str = "exp",
+    valid: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Summed class votes [Q, C] (float64) from neighbour similarities and labels [Q, k]."""
+    """Summed class votes [Q, C] (float64) from neighbour similarities and labels [Q, k].
+
+    `valid` [Q, k] marks real neighbours; a False slot (FAISS index -1, similarity -FLT_MAX) gets weight 0.
+    """
     if weighting == "exp":
         if temperature <= 0:
             raise ConfigError(f"temperature must be > 0, got {temperature}.")
@@ -158,6 +171,9 @@ def vote(
         weights = np.ones(sims.shape, dtype=np.float64)
     else:
         raise ConfigError(f"Unknown k-NN weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}.")
+    if valid is not None:
+        weights = np.where(valid, weights, 0.0)
+        neighbour_labels = np.where(valid, neighbour_labels, 0)
     n_queries = len(sims)
     rows = np.repeat(np.arange(n_queries, dtype=np.int64), sims.shape[1])
     flat = rows * num_classes + neighbour_labels.reshape(-1)
@@ -203,11 +219,19 @@ def knn_predict_multi(
     sims, idx = knn_search(
         train_feats, test_feats, max(ks), config.chunk_size, config.device, config.backend, config.num_threads
     )
-    neighbour_labels = train_labels[idx]
+    valid = idx >= 0  # FAISS pads with -1 when asked for more neighbours than it holds
+    neighbour_labels = train_labels[np.where(valid, idx, 0)]
     preds, scores = {}, {}
     for k in ks:
         kk = min(int(k), sims.shape[1])
-        votes = vote(sims[:, :kk], neighbour_labels[:, :kk], n_classes, config.temperature, config.weighting)
+        votes = vote(
+            sims[:, :kk],
+            neighbour_labels[:, :kk],
+            n_classes,
+            config.temperature,
+            config.weighting,
+            valid[:, :kk],
+        )
         preds[int(k)] = votes.argmax(1)
         if return_scores:
             scores[int(k)] = votes

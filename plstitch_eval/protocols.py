@@ -4,6 +4,9 @@ Splits come from the store manifest (``splits`` = ``{"train": [...], "val": [...
 ``{scheme: {"train": ..., ...}}``). Without a ``val`` split, the linear probe holds out training videos
 **by video** (never frames of one video on both sides). Frames labelled -1 (unlabelled) are dropped from
 training and scoring. Test classes never seen in training are warned about and simply count as errors.
+A training set (split, held-out remainder or CV fold) with labelled frames of fewer than two classes is
+refused: every probe would predict that one class. A k larger than the training frames is clamped to
+their number with a warning, and the results record both (``k``, ``k_requested``).
 The results JSON is documented in ``docs/results-json.md``. With ``relaxed=True`` (Cholec80 / M2CAI16
 stores) a ``relaxed`` block of challenge-style relaxed-boundary metrics is added beside the strict
 ``metrics`` (``plstitch_eval/relaxed_metrics.py``, docs/metrics.md); the strict metrics are unchanged.
@@ -22,7 +25,7 @@ import numpy as np
 from plstitch_eval import __version__
 from plstitch_eval.errors import ConfigError, EvaluationError, FeatureStoreError
 from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
-from plstitch_eval.knn import KnnConfig, knn_predict_multi
+from plstitch_eval.knn import KnnConfig, clamp_k, knn_predict_multi
 from plstitch_eval.linear import LinearConfig, fit_linear_probe
 from plstitch_eval.metrics import DEFAULT_OVERLAPS, frame_metrics, segment_metrics
 from plstitch_eval.relaxed_metrics import RelaxedSpec, relaxed_metrics, relaxed_spec
@@ -164,12 +167,46 @@ def stack_labelled(items: Sequence[VideoFeatures]) -> tuple[np.ndarray, np.ndarr
     return feats, labels
 
 
+def _class_name(class_id: int, class_names: Sequence[str]) -> str:
+    return class_names[class_id] if 0 <= class_id < len(class_names) else str(class_id)
+
+
+def _list_videos(videos: Sequence[str], limit: int = 5) -> str:
+    """`a, b, c` or `a, b, c, ... (12 videos)`: names for a one-line message."""
+    shown = ", ".join(videos[:limit])
+    return shown if len(videos) <= limit else f"{shown}, ... ({len(videos)} videos)"
+
+
+def require_two_classes(labels: np.ndarray, class_names: Sequence[str], what: str, fix: str) -> None:
+    """Refuse training frames of fewer than two classes: one line naming `what` they come from and the `fix`.
+
+    Why: a probe trained on one class predicts it everywhere and scores 100 on a one-class test set.
+    """
+    present = np.unique(labels)
+    if len(present) < 2:
+        found = (
+            f"only one class ({_class_name(int(present[0]), class_names)!r})" if len(present) else "no class"
+        )
+        raise EvaluationError(
+            f"{what} has labelled frames of {found}, so a probe would predict it for every frame; {fix}."
+        )
+
+
+def used_ks(requested: Sequence[int], n_train: int, where: str = "") -> list[int]:
+    """The k each requested k uses over `n_train` training frames (``clamp_k``); warns for each clamped."""
+    used = [clamp_k(k, n_train) for k in requested]
+    for asked, k in zip(requested, used, strict=True):
+        if k != asked:
+            logger.warning("%sk=%d > %d training frames: using k=%d", where, asked, n_train, k)
+    return used
+
+
 def _warn_unseen(train_labels: np.ndarray, test: Sequence[VideoFeatures], class_names: Sequence[str]) -> None:
     seen = set(np.unique(train_labels).tolist())
     for item in test:
         unseen = sorted(set(np.unique(item.labels[item.labels >= 0]).tolist()) - seen)
         if unseen:
-            names = [class_names[c] if c < len(class_names) else str(c) for c in unseen]
+            names = [_class_name(c, class_names) for c in unseen]
             logger.warning(
                 "Video %r has classes %s that no training frame has; they cannot be predicted.",
                 item.video,
@@ -251,19 +288,36 @@ def run_knn(
     _require(train_videos, "train", store)
     _require(splits["test"], "test", store)
     train, test = load_videos(store, train_videos), load_videos(store, splits["test"])
-    _warn_unseen(stack_labelled(train)[1], test, class_names)
-    ks = [config.k, *[k for k in extra_ks if k != config.k]]
+    train_labels = stack_labelled(train)[1]
+    split_names = "+".join(repr(s) for s in train_on)
+    require_two_classes(
+        train_labels,
+        class_names,
+        f"Training split {split_names} of {store.root}",
+        f"record videos of two or more classes in it ({store.root / MANIFEST}) or add splits with --train-on",
+    )
+    _warn_unseen(train_labels, test, class_names)
+    requested = list(dict.fromkeys([config.k, *extra_ks]))
+    ks = list(dict.fromkeys(used_ks(requested, len(train_labels))))  # k > frames: clamped, deduplicated
     preds = _predict_knn(train, test, n_classes, config, ks)
     gts = {it.video: it.labels for it in test}
     scored = {k: score_videos(preds[k], gts, n_classes, bg) for k in ks}
-    protocol = {"name": "knn", **asdict(config), "train_splits": list(train_on)}
+    protocol = {
+        "name": "knn",
+        **asdict(config),
+        "k": ks[0],
+        "k_requested": config.k,
+        "ks": ks,
+        "ks_requested": requested,
+        "train_splits": list(train_on),
+    }
     results = build_results(
-        "knn", manifest, features, protocol, splits, class_names, scored[config.k], preds[config.k]
+        "knn", manifest, features, protocol, splits, class_names, scored[ks[0]], preds[ks[0]]
     )
-    if len(ks) > 1:
+    if len(requested) > 1:
         results["metrics_by_k"] = {str(k): scored[k]["metrics"] for k in ks}
     if spec is not None:
-        results = with_relaxed(results, relaxed_metrics(preds[config.k], gts, spec))
+        results = with_relaxed(results, relaxed_metrics(preds[ks[0]], gts, spec))
     return results
 
 
@@ -332,11 +386,17 @@ def run_linear(
     _require(splits["train"], "train", store)
     _require(splits["test"], "test", store)
     val_source = "official"
+    what = f"Training split 'train' of {store.root}"
+    fix = f"record videos of two or more classes in it ({store.root / MANIFEST})"
     if not splits["val"]:
         splits["train"], splits["val"] = holdout_by_video(splits["train"], val_fraction, config.seed)
         val_source = f"held out by video ({val_fraction:.0%} of train, seed {config.seed})"
+        what = f"{what}, less the videos held out for validation ({_list_videos(splits['val'])}),"
+        fix = f"{fix}, or record a 'val' split there, or lower --val-fraction"
     train, val, test = (load_videos(store, splits[s]) for s in ("train", "val", "test"))
-    _warn_unseen(stack_labelled(train)[1], test, class_names)
+    train_labels = stack_labelled(train)[1]
+    require_two_classes(train_labels, class_names, what, fix)
+    _warn_unseen(train_labels, test, class_names)
     probe, preds = _linear_on(train, val, test, n_classes, config)
     gts = {it.video: it.labels for it in test}
     scored = score_videos(preds, gts, n_classes, bg)
@@ -378,20 +438,34 @@ def run_cv(
     videos = sorted({v for s in recorded.values() for v in s}) or store.videos()
     test_folds = kfold_by_video(videos, folds, seed)
     items = {it.video: it for it in load_videos(store, videos)}
+    require_two_classes(
+        stack_labelled(list(items.values()))[1],
+        class_names,
+        f"Feature store {store.root}",
+        "cross-validation needs videos labelled with two or more classes",
+    )
     knn_config, linear_config = knn_config or KnnConfig(), linear_config or LinearConfig(seed=seed)
     fold_results, all_preds, per_video = [], {}, {}
     for i, test_videos in enumerate(test_folds):
         rest = [v for v in videos if v not in set(test_videos)]
         test = [items[v] for v in test_videos]
+        train_v, val_v = (rest, []) if protocol == "knn" else holdout_by_video(rest, val_fraction, seed + i)
+        train = [items[v] for v in train_v]
+        train_labels = stack_labelled(train)[1]
+        require_two_classes(
+            train_labels,
+            class_names,
+            f"CV fold {i} of {store.root} (training videos {_list_videos(train_v)})",
+            "use fewer --folds or another --seed, so that every fold trains on two or more classes",
+        )
+        _warn_unseen(train_labels, test, class_names)
         extra: dict[str, Any] = {}
         if protocol == "knn":
-            preds = _predict_knn([items[v] for v in rest], test, n_classes, knn_config, [knn_config.k])
-            preds = preds[knn_config.k]
+            (k,) = used_ks([knn_config.k], len(train_labels), where=f"CV fold {i}: ")
+            preds = _predict_knn(train, test, n_classes, knn_config, [k])[k]
+            extra = {"k": k}
         else:
-            train_v, val_v = holdout_by_video(rest, val_fraction, seed + i)
-            probe, preds = _linear_on(
-                [items[v] for v in train_v], [items[v] for v in val_v], test, n_classes, linear_config
-            )
+            probe, preds = _linear_on(train, [items[v] for v in val_v], test, n_classes, linear_config)
             extra = {"chosen_lr": probe.best_lr, "chosen_weight_decay": probe.best_weight_decay}
         scored = score_videos(preds, {it.video: it.labels for it in test}, n_classes, bg)
         fold_results.append({"fold": i, "test": test_videos, "metrics": scored["metrics"], **extra})
@@ -407,6 +481,9 @@ def run_cv(
         "seed": seed,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
     }
+    if protocol == "knn":  # each fold records the k it used; `k` is the smallest of them
+        protocol_dict["k"] = min(f["k"] for f in fold_results)
+        protocol_dict["k_requested"] = knn_config.k
     results = build_results(
         "cv",
         manifest,

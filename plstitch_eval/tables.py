@@ -175,16 +175,36 @@ def to_rich(table: ComparisonTable, title: str | None = None, headers: Sequence[
 
 def metrics_table(results: dict[str, Any], title: str | None = None) -> Table:
     """A two-column rich table (metric, value) of one result, headline metrics first (bold)."""
+    return _metric_rows_table(results, {"value": results.get("metrics") or {}}, title)
+
+
+def metrics_by_k_table(results: dict[str, Any], title: str | None = None) -> Table:
+    """One k-NN result with several k: a row per metric, a column per k used (``metrics_by_k``).
+
+    Why: `plstitch knn --k 10 --k 20` scores every k; printing the first alone hides the others.
+    """
+    by_k = results.get("metrics_by_k") or {}
+    return _metric_rows_table(results, {f"k={k}": metrics for k, metrics in by_k.items()}, title)
+
+
+def _metric_rows_table(
+    results: dict[str, Any], columns: dict[str, dict[str, Any]], title: str | None
+) -> Table:
+    """Rows = metrics (headline first, bold), one value column per entry of `columns` (``± std`` if any)."""
     out = Table(title=None if title is None else Text(title, style="table.title"))
     out.add_column("metric")
-    out.add_column("value", justify="right")
-    metrics = results.get("metrics") or {}
+    for header in columns:
+        out.add_column(Text(header), justify="right")
     std = results.get("metrics_std") or {}
-    head = [m for m in results.get("headline_metrics", []) if m in metrics]
-    for name in head + [m for m in metrics if m not in head]:
-        value = metrics[name]
-        text = "-" if value is None else f"{value:.2f}"
-        if name in std and std[name] is not None:
-            text += f" ± {std[name]:.2f}"
-        out.add_row(Text(name, style="bold" if name in head else ""), text)
+    names = list(dict.fromkeys(m for metrics in columns.values() for m in metrics))
+    head = [m for m in results.get("headline_metrics", []) if m in names]
+    for name in head + [m for m in names if m not in head]:
+        cells = []
+        for metrics in columns.values():
+            value = metrics.get(name)
+            text = "-" if value is None else f"{value:.2f}"
+            if value is not None and std.get(name) is not None:
+                text += f" ± {std[name]:.2f}"
+            cells.append(text)
+        out.add_row(Text(name, style="bold" if name in head else ""), *cells)
     return out

@@ -70,6 +70,7 @@ class CardInfo:
     tags: list[str] = field(default_factory=list)
     base_model: str | None = None
     model_citation: str = ""
+    status: str = ""  # e.g. "unfinished run: stopped at step 3 of 4": shown in bold under the description
 
 
 def architecture_text(config: dict[str, Any]) -> str:
@@ -222,6 +223,7 @@ def render_card(info: CardInfo, template_path: str | Path = TEMPLATE_PATH) -> Mo
         template_path=str(template_path),
         title=info.title,
         description=info.description,
+        status=info.status,
         architecture=info.architecture,
         feature=info.feature,
         preprocessing=info.preprocessing,

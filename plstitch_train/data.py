@@ -26,7 +26,13 @@ from plstitch_eval.data.video import read_frames
 from plstitch_eval.errors import ConfigError, DataError, TrainingError
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import atomic_path
-from plstitch_train.frames_lmdb import LmdbFrameStore, is_frames_lmdb, write_frames_lmdb
+from plstitch_train.frames_lmdb import (
+    DecodeProgress,
+    LmdbFrameStore,
+    is_frames_lmdb,
+    read_layout,
+    write_frames_lmdb,
+)
 from plstitch_train.masking import BlockMaskGenerator
 from plstitch_train.sampling import SampleSpec, TrainSampler
 from plstitch_train.transforms import AugmentationSettings, ItemAugmentation
@@ -132,19 +138,30 @@ class FrameStore:
     ) -> FrameStore:
         """Decode (or reuse) every video; videos shorter than `min_frames` are skipped with a warning."""
         names, arrays = [], []
-        for video in videos:
-            array = np.load(decode_video(video, fps, frame_size, cache_dir), mmap_mode="r")
-            if len(array) < min_frames:
-                logger.warning(
-                    "Skipping %s: %d frames at %s fps < clip length %d.",
-                    video.name,
-                    len(array),
-                    fps,
-                    min_frames,
-                )
-                continue
-            names.append(video.name)
-            arrays.append(array)
+        todo = [not _cache_file(video, fps, frame_size, cache_dir).is_file() for video in videos]
+        if any(todo):
+            logger.info(
+                "preparing data: decoding %d videos at %g fps into %s (once; a rerun reuses them)",
+                sum(todo),
+                fps,
+                cache_dir,
+            )
+        with DecodeProgress("decoding videos", len(videos), len(videos) - sum(todo)) as progress:
+            for video, decode in zip(videos, todo, strict=True):
+                array = np.load(decode_video(video, fps, frame_size, cache_dir), mmap_mode="r")
+                if decode:
+                    progress.advance(len(array))
+                if len(array) < min_frames:
+                    logger.warning(
+                        "Skipping %s: %d frames at %s fps < clip length %d.",
+                        video.name,
+                        len(array),
+                        fps,
+                        min_frames,
+                    )
+                    continue
+                names.append(video.name)
+                arrays.append(array)
         if not arrays:
             raise DataError(
                 f"No training video has at least {min_frames} frames at {fps} fps; "
@@ -185,10 +202,39 @@ def select_videos(
     return dataset_videos(dataset, root_text, split), f"{dataset}:{root_text}:{split}"
 
 
+def with_data_fps(config: TrainConfig, fps_given: bool = False) -> TrainConfig:
+    """`config` training at the frame rate of the frames LMDB given as `--data` (its record, else the authors'
+    1 fps) unless `fps_given`; unchanged for videos. An explicit `--fps` the LMDB does not hold: ConfigError.
+
+    Why: a preset's fps is the rate videos are decoded at; an LMDB's keys `<video>_<t>` already count frames
+    at its own rate, so that rate is the run's (and the one its train_config.json records).
+    """
+    if config.data is None or not is_frames_lmdb(config.data):
+        return config
+    stored = read_layout(config.data)[0].fps
+    if abs(config.fps - stored) <= 1e-9:
+        return config
+    if fps_given:
+        raise ConfigError(
+            f"--fps {config.fps:g}: --data {config.data} holds frames at {stored:g} fps (its keys "
+            f"<video>_<t> count frames at that rate); leave out --fps to train at {stored:g} fps, or write "
+            f"an LMDB at {config.fps:g} fps with `plstitch write-lmdb --fps {config.fps:g}`."
+        )
+    logger.info("--data %s holds frames at %g fps: training at %g fps.", config.data, stored, stored)
+    return config.replace(fps=stored)
+
+
 def open_frame_store(config: TrainConfig, cache_dir: Path) -> FrameStore | LmdbFrameStore:
-    """The frames of a run: `--data` LMDB as it is, else its videos decoded once into `config.frame_store`."""
+    """The frames of a run: `--data` LMDB as it is, else its videos decoded once into `config.frame_store`.
+
+    Each stage says what it does before doing it (listing, generating, decoding): on a first run this is
+    where the time before the first step goes.
+    """
     if config.data is not None and is_frames_lmdb(config.data):
+        logger.info("preparing data: indexing the keys of frames LMDB %s", config.data)
         return LmdbFrameStore.open(config.data, config.fps, config.clip_len, config.reverse_time)
+    where = config.data or f"dataset {config.dataset} (split {config.split})"
+    logger.info("preparing data: listing the videos of %s", where)
     videos, source = select_videos(config.data, config.dataset, config.root, config.split, config.fps)
     if config.frame_store == "raw":
         return FrameStore.build(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ import numpy as np
 from PIL import Image
 
 from plstitch_eval.errors import ConfigError, DataError
-from plstitch_eval.utils.console import logger, progress_bar
+from plstitch_eval.utils.console import console, logger, progress_bar
 from plstitch_eval.utils.io import atomic_path
 
 if TYPE_CHECKING:
@@ -242,6 +243,43 @@ class LmdbFrameStore:
         return np.stack(images)
 
 
+class DecodeProgress:
+    """Progress of decoding videos: a rich bar on a terminal; else (a log file, CI) a log line after the first
+    video and then at most every `every_s` seconds, so a long decode is never silent.
+    """
+
+    def __init__(self, label: str, total: int, done: int = 0, every_s: float = 10.0) -> None:
+        self.label, self.total, self.done, self.every_s = label, total, done, every_s
+        self.interactive = console.is_terminal
+        self.bar = progress_bar(disable=not self.interactive or done >= total)
+        self.task = self.bar.add_task(label, total=total, completed=done)
+        self.frames, self.started, self.logged = 0, time.perf_counter(), None
+
+    def __enter__(self) -> DecodeProgress:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def advance(self, frames: int) -> None:
+        """One more video done, holding `frames` frames."""
+        self.done, self.frames = self.done + 1, self.frames + frames
+        self.bar.advance(self.task)
+        now = time.perf_counter()
+        if self.interactive or (self.logged is not None and now - self.logged < self.every_s):
+            return
+        self.logged = now
+        logger.info(
+            "%s: %d/%d videos decoded (%d frames, %.0f s)",
+            self.label,
+            self.done,
+            self.total,
+            self.frames,
+            now - self.started,
+        )
+
+
 def write_frames_lmdb(
     videos: list[VideoSource],
     out: str | os.PathLike,
@@ -283,16 +321,21 @@ def write_frames_lmdb(
         partial.mkdir(parents=True)
         _write_layout(partial, layout, done)
     env = _open_env(partial, write=True)
+    logger.info(
+        "preparing data: decoding %d videos at %g fps into %s (once; a rerun reuses it)",
+        len(videos) - len(done),
+        fps,
+        out,
+    )
     try:
-        with progress_bar() as bar:
-            task = bar.add_task(f"LMDB {out.name}", total=len(videos), completed=len(done))
+        with DecodeProgress(f"LMDB {out.name}", len(videos), len(done)) as progress:
             for video in videos:
                 if video.name in done:
                     continue
                 done[video.name] = _write_video(env, video, read_frames, fps, frame_size, quality, swap_rb)
                 env.sync(True)
                 _write_layout(partial, layout, done)
-                bar.advance(task)
+                progress.advance(done[video.name])
     finally:
         env.close()
     os.replace(partial, out)

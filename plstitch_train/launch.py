@@ -16,6 +16,7 @@ from typing import Any
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import logger
+from plstitch_train.data import with_data_fps
 from plstitch_train.presets import TrainConfig, get_preset
 from plstitch_train.trainer import RUNTIME_FIELDS, TrainResult, plan_run, train
 
@@ -58,7 +59,8 @@ def plan_launch(
     """Decide what training `config` into `out` (or continuing `resume`) does; reads files, writes none.
 
     `given` names the TrainConfig fields the user set: with `resume` only its RUNTIME_FIELDS apply, the others
-    are named in a warning. Conflicting or missing options raise ConfigError; a folder holding a run with
+    are named in a warning; without "fps" in it a frames LMDB as `--data` trains at its own frame rate
+    (`data.with_data_fps`). Conflicting or missing options raise ConfigError; a folder holding a run with
     other settings raises TrainingError naming `--resume` and `--overwrite` (`trainer.plan_run`).
     """
     if resume is not None and overwrite:
@@ -71,7 +73,7 @@ def plan_launch(
         return Launch("resume", None if out is None else Path(out), resume=Path(resume), runtime=runtime)
     if out is None:
         raise ConfigError("--out is required (the run folder), unless --resume is given.")
-    config.validate()
+    config = with_data_fps(config.validate(), fps_given="fps" in given)
     return Launch(plan_run(config, Path(out), overwrite), Path(out), config)
 
 

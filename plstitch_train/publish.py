@@ -1,25 +1,45 @@
-"""Push an exported folder to the Hugging Face Hub: refuse pickles, check it loads, then create + upload.
+"""Push an exported folder to the Hugging Face Hub: refuse pickles, check it loads and that its results belong
+to its weights, then create + upload.
 
 The token comes from `HF_TOKEN` or the login cache (`huggingface_hub.get_token()`) and is passed straight to
-`HfApi`; it is never printed or logged.
+`HfApi`; it is never printed or logged. Hub failures (no network, a wrong `HF_ENDPOINT`, offline mode, an HTTP
+error) become one `PublishError` line naming the host and the fix.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
 
 import timm
 import torch
-from huggingface_hub import HfApi, get_token
-from huggingface_hub.errors import HfHubHTTPError
+import yaml
+from huggingface_hub import HfApi, ModelCard, get_token
+from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from safetensors.torch import load_file
 
 from plstitch_eval.errors import PlstitchError, PublishError
+from plstitch_eval.hub.safe_load import sha256_file
 from plstitch_eval.hub.temporal_head import HEAD_WEIGHTS_FILE, load_temporal_head
 from plstitch_eval.hub.timm_format import CONFIG_NAME, WEIGHTS_NAME, is_timm_dir
 from plstitch_eval.utils.console import logger
+from plstitch_train.cards import eval_results_from_results
+from plstitch_train.export import CARD_NAME, METADATA_NAME
+
+try:  # huggingface_hub 2.x talks HTTP through httpx2 (1.x: httpx); its transport errors reach us unwrapped
+    from httpx2 import HTTPError as ClientHTTPError
+    from httpx2 import TransportError as ClientTransportError
+except ImportError:  # pragma: no cover - older huggingface_hub
+    try:
+        from httpx import HTTPError as ClientHTTPError
+        from httpx import TransportError as ClientTransportError
+    except ImportError:  # huggingface_hub 0.x: requests, whose errors are OSErrors
+        ClientHTTPError, ClientTransportError = OSError, ConnectionError
 
 PICKLE_SUFFIXES = (".pth", ".pt", ".bin", ".pkl", ".pickle", ".ckpt")
 
@@ -98,6 +118,92 @@ def check_folder_loads(folder: str | os.PathLike) -> None:
             raise PublishError(f"{folder}: temporal head does not load: {exc}") from exc
 
 
+def check_results_belong(folder: str | os.PathLike) -> None:
+    """Results in `plstitch.json` and the card's `model-index` must still belong to `model.safetensors`.
+
+    Why: `plstitch export` checked them against the weights it wrote; a weights file swapped afterwards, a
+    `plstitch.json` copied from another export or numbers typed into README.md would publish wrong numbers.
+    """
+    folder = Path(folder)
+    meta = _read_metadata(folder / METADATA_NAME)
+    results = meta.get("results") or []
+    card = _card_results(folder / CARD_NAME)
+    if not results and not card:
+        return
+    reexport = f"re-export it: `plstitch export RUN --out {folder} --overwrite --results FILE ...`"
+    if not meta:
+        raise PublishError(
+            f"{folder / CARD_NAME} lists evaluation results but {folder} has no {METADATA_NAME} recording "
+            f"which weights they were measured on; {reexport}."
+        )
+    if results:
+        _check_recorded_weights(folder, meta, results, reexport)
+    try:
+        recorded = {_result_key(r) for r in eval_results_from_results(results)}
+        extra = [r for r in card if _result_key(r) not in recorded]
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise PublishError(
+            f"{folder}: malformed results in {METADATA_NAME} or {CARD_NAME} ({exc!r}); {reexport}."
+        ) from None
+    if extra:
+        first = extra[0]
+        raise PublishError(
+            f"{folder / CARD_NAME} lists {len(extra)} evaluation result(s) that {METADATA_NAME} does not "
+            f"record for these weights (e.g. {first.metric_type} {first.metric_value} on "
+            f"{first.dataset_type}); {reexport}."
+        )
+
+
+def _check_recorded_weights(folder: Path, meta: dict[str, Any], results: list[Any], reexport: str) -> None:
+    """The weights the export checked the results against are still `model.safetensors`, and every result
+    was measured on them (or on the source file that held them)."""
+    weights = sha256_file(folder / WEIGHTS_NAME)
+    checked = meta.get("weights_sha256")
+    if checked != weights:
+        against = f"weights sha256 {checked[:16]}" if checked else "no recorded weights (an older export)"
+        raise PublishError(
+            f"{folder / METADATA_NAME} holds results checked against {against}, but {folder / WEIGHTS_NAME} "
+            f"has sha256 {weights[:16]}; {reexport}."
+        )
+    accepted = {checked, (meta.get("source") or {}).get("weights_sha256")} - {None}
+    for result in results:
+        measured = (result.get("model") or {}).get("weights_sha256") if isinstance(result, dict) else None
+        if measured not in accepted:
+            name = result.get("file") if isinstance(result, dict) else None
+            raise PublishError(
+                f"{folder / METADATA_NAME}: results {name!r} were measured on weights sha256 "
+                f"{str(measured)[:16]}, not on this folder's {WEIGHTS_NAME}; {reexport}."
+            )
+
+
+def _read_metadata(path: Path) -> dict[str, Any]:
+    """plstitch.json as a dict ({} without one); an unreadable file is a `PublishError` naming it."""
+    if not path.is_file():
+        return {}
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PublishError(f"{path} is not readable JSON ({exc}); re-export the folder.") from None
+    if not isinstance(meta, dict):
+        raise PublishError(f"{path} holds a {type(meta).__name__}, not an export record; re-export it.")
+    return meta
+
+
+def _card_results(path: Path) -> list[Any]:
+    """The `EvalResult`s of a card's `model-index` ([] without a card or results)."""
+    if not path.is_file():
+        return []
+    try:
+        return list(ModelCard.load(path).data.eval_results or [])
+    except (ValueError, TypeError, KeyError, OSError, yaml.YAMLError) as exc:
+        detail = " ".join(str(exc).split())
+        raise PublishError(f"{path}: its metadata does not parse ({detail}); re-export the folder.") from None
+
+
+def _result_key(result: Any) -> tuple[str, str, float]:
+    return (str(result.dataset_type), str(result.metric_type), round(float(result.metric_value), 4))
+
+
 def resolve_token(token: str | None = None) -> str:
     """`token`, else `HF_TOKEN`, else the login cache; a clear error naming the fix when there is none."""
     token = token or os.environ.get("HF_TOKEN") or get_token()
@@ -131,6 +237,7 @@ def push_to_hub(
     files = list_upload_files(folder)
     refuse_pickles(files, folder)
     check_folder_loads(folder)
+    check_results_belong(folder)
     if dry_run:
         return PushResult(repo_id, revision, files, None, dry_run=True)
     token = resolve_token(token)
@@ -147,15 +254,41 @@ def push_to_hub(
             commit_message=commit_message or f"Upload PL-Stitch model ({len(files)} files)",
             allow_patterns=[item.path for item in files],
         )
-    except (HfHubHTTPError, OSError, ValueError) as exc:
-        message = str(exc).replace(token, "***")
-        raise PublishError(
-            f"Upload of {folder} to {repo_id}@{revision} failed: {message}. Check that the token has write "
-            "access to the organisation and that you are online."
-        ) from None
+    except (ClientHTTPError, OSError, ValueError) as exc:  # HfHubHTTPError, ConnectError, offline mode...
+        raise hub_failure(exc, api.endpoint, f"{folder} to {repo_id}@{revision}", token) from None
     commit_url = getattr(commit, "commit_url", None) or str(commit)
     logger.info("Uploaded %d files to %s@%s", len(files), repo_id, revision)
     return PushResult(repo_id, revision, files, commit_url, dry_run=False)
+
+
+def hub_failure(exc: BaseException, endpoint: str, what: str, token: str) -> PublishError:
+    """One line for a failed Hub call: the host it tried, what happened (token masked), and the fix."""
+    host = urlparse(endpoint).hostname or endpoint
+    # the host actually tried (uploads may go to a storage host); httpx raises RuntimeError without a request
+    with contextlib.suppress(AttributeError, RuntimeError):
+        host = exc.request.url.host or host
+    detail = " ".join(str(exc).replace(token, "***").split()) or type(exc).__name__
+    if isinstance(exc, OfflineModeIsEnabled):
+        return PublishError(
+            f"Cannot upload {what}: offline mode is on (HF_HUB_OFFLINE=1), so {host} was not contacted; "
+            "unset HF_HUB_OFFLINE and retry."
+        )
+    if isinstance(exc, HfHubHTTPError):
+        return PublishError(
+            f"Upload of {what} failed: {host} answered {detail}. Check that the token (HF_TOKEN or `hf auth "
+            f"login`) has write access to the organisation, and that HF_ENDPOINT ({endpoint}) is the Hub "
+            "you mean."
+        )
+    if isinstance(exc, ClientTransportError | ConnectionError | TimeoutError):
+        return PublishError(
+            f"Cannot reach {host} to upload {what} ({type(exc).__name__}: {detail}). Check the network "
+            f"connection (and proxy), the HF_ENDPOINT setting (now {endpoint}), and that HF_TOKEN holds a "
+            "valid token."
+        )
+    return PublishError(
+        f"Upload of {what} via {host} failed ({type(exc).__name__}: {detail}). Check that the token has "
+        f"write access to the organisation and that {host} is reachable."
+    )
 
 
 def format_file_table(files: list[UploadFile]) -> str:

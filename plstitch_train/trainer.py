@@ -141,6 +141,7 @@ def load_training_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """A run folder's (or file's) training checkpoint, read `weights_only`; TrainingError if it is not ours.
 
     Unlike `plstitch_eval.hub.safe_load.load_checkpoint` (any checkpoint file) it checks the trainer's format.
+    Every refusal is one line: the file, what it holds instead, what a training checkpoint is.
     """
     path = checkpoint_path(path)
     if not path.is_file():
@@ -150,10 +151,50 @@ def load_training_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # any unpickling failure means "not our checkpoint"
-        raise TrainingError(f"Cannot read {path} as a training checkpoint: {exc}") from exc
+        raise TrainingError(_not_a_checkpoint(path, _unreadable_reason(path, exc))) from exc
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != CHECKPOINT_FORMAT:
-        raise TrainingError(f"{path} is not a plstitch training checkpoint (format {CHECKPOINT_FORMAT}).")
+        raise TrainingError(_not_a_checkpoint(path, _foreign_content(checkpoint)))
     return checkpoint
+
+
+def _not_a_checkpoint(path: Path, reason: str) -> str:
+    """The one-line refusal of `path`: why, what a training checkpoint is, and how to use weights instead."""
+    return (
+        f"Cannot read {path} as a training checkpoint: {reason}. A training checkpoint is a run's "
+        f"{CHECKPOINT_NAME} (written by `plstitch train --out RUN`): pass a run folder or its "
+        f"{CHECKPOINT_NAME}; to start from a model's weights, use --init FILE."
+    )
+
+
+def _unreadable_reason(path: Path, exc: BaseException) -> str:
+    """Why `torch.load(weights_only=True)` could not read `path`, in words (never the loader's own essay)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+    except OSError as error:
+        return f"it cannot be opened ({error.strerror or error})"
+    if not head:
+        return "the file is empty"
+    if not head.startswith((b"PK", b"\x80")):  # torch.save writes a zip archive (or, legacy, a pickle)
+        return "it is not a file written by torch.save (text or other data)"
+    if "Weights only load failed" in str(exc):
+        return "it holds Python objects besides tensors and plain values, which no plstitch checkpoint does"
+    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return f"it is damaged or cut off ({_short_text(first_line)})"
+
+
+def _foreign_content(content: object) -> str:
+    """What a readable file that is no training checkpoint of ours holds, e.g. "model weights (keys ...)"."""
+    if not isinstance(content, dict):
+        return f"it holds a {type(content).__name__}, not a checkpoint dict"
+    if "format" in content:
+        return f"it has checkpoint format {_short(content['format'])}; this version reads {CHECKPOINT_FORMAT}"
+    keys = ", ".join(str(key) for key in list(content)[:4]) + (", ..." if len(content) > 4 else "")
+    return f"it holds model weights or other data (keys: {_short_text(keys, 60)}) but no training state"
+
+
+def _short_text(text: str, width: int = 80) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _frame_store(config: TrainConfig, out_dir: Path, info: DistInfo) -> FrameStore | LmdbFrameStore:
@@ -197,7 +238,8 @@ def _ignore_stop_signals(worker_id: int) -> None:
 class _LiveLine:
     """Rich progress bar on stderr (rank 0) with per-branch losses, lr, samples/s and ETA.
 
-    When stderr is not a terminal (a log file, CI) the same line is logged every `log_every` steps instead.
+    When stderr is not a terminal (a log file, CI) the same line is logged after the first step (the run has
+    started) and then every `log_every` steps instead.
     """
 
     def __init__(self, total: int, start: int, enabled: bool, log_every: int) -> None:
@@ -220,7 +262,7 @@ class _LiveLine:
         parts += [f"lr {record['lr']:.2e}", f"{record['samples_per_s']:.1f} samples/s"]
         if self.interactive:
             self.progress.update(self.task, completed=step, info="  ".join(parts))
-        elif self.enabled and (step % self.log_every == 0 or step == self.total):
+        elif self.enabled and (step % self.log_every == 0 or step in (self.start_step + 1, self.total)):
             per_step = (time.perf_counter() - self.started) / max(step - self.start_step, 1)
             eta = per_step * (self.total - step)
             logger.info("step %d/%d  %s  ETA %.0fs", step, self.total, "  ".join(parts), eta)
@@ -590,6 +632,7 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
     step = 0 if checkpoint is None else int(checkpoint["step"])
     if info.is_main:  # the new run is built: only now may an old one's files go
         _prepare_folder(out_dir, config, run.replace, step)
+        _announce(config, step, total_steps, steps_per_epoch, device, out_dir)
     seed_everything(config.seed + 1 + info.rank)  # drop path / dropout differ per rank
     if checkpoint is not None:
         step = _restore(checkpoint, model, optimizer, scaler, sampler, info, device)
@@ -668,6 +711,24 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
     if info.world_size > 1:
         dist.barrier()
     return TrainResult(out_dir, step, total_steps, history)
+
+
+def _announce(
+    config: TrainConfig, step: int, total: int, per_epoch: int, device: torch.device, out_dir: Path
+) -> None:
+    """One line before the first step: how many steps (and epochs of how many), the batch, where it runs."""
+    epochs = total / per_epoch
+    logger.info(
+        "training: %s%d steps (%s epoch%s of %d steps, batch %d) on %s into %s",
+        f"from step {step} of " if step else "",
+        total,
+        f"{epochs:g}" if epochs == int(epochs) else f"{epochs:.2f}",
+        "" if epochs == 1 else "s",
+        per_epoch,
+        config.batch_size,
+        device,
+        out_dir,
+    )
 
 
 class _LoopState:

@@ -336,3 +336,16 @@ def test_shipped_card_states_the_real_architecture() -> None:
     assert row.startswith("timm VisionTransformer") and "layout" not in row
     card = (SHIPPED_DIR / "README.md").read_text(encoding="utf-8")
     assert f"| Architecture | {row} |" in card
+
+
+@shipped
+def test_shipped_model_passes_the_publish_checks() -> None:
+    """Its recorded results belong to its weights, so `push-to-hub` would accept it (issue 27)."""
+    from plstitch_eval.hub.safe_load import sha256_file
+    from plstitch_train.publish import check_folder_loads, check_results_belong
+
+    meta = json.loads((SHIPPED_DIR / "plstitch.json").read_text(encoding="utf-8"))
+    assert meta["weights_sha256"] == sha256_file(SHIPPED_DIR / "model.safetensors")
+    assert {r["task"] for r in meta["results"]} == {"knn", "linear"}
+    check_results_belong(SHIPPED_DIR)
+    check_folder_loads(SHIPPED_DIR)

@@ -141,7 +141,7 @@ def write_time_oracle_store(source: str | Path, target: str | Path, overwrite: b
     }
     dst = FeatureStore.create(target, manifest, overwrite=overwrite)
     for item in src.read_many(src.videos()):
-        if not dst.has(item.video):
+        if not dst.has(item.video) or dst.check(item.video) is not None:
             features = time_oracle_features(item.frame_times)
             dst.write(VideoFeatures(item.video, features, item.labels, item.frame_times))
     return Path(target)

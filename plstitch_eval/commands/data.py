@@ -4,38 +4,45 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
+import textwrap
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.utils.console import print_error, result_console
+from plstitch_eval.utils.console import console, print_error, result_console
 from plstitch_eval.utils.io import write_json_output
 
 SYNTHETIC_DEFAULT_MODEL = "plstitch-tiny-synthetic"
 
 
 def datasets() -> None:
-    """List the dataset adapters: classes, native fps, evaluation fps and split schemes."""
+    """List the dataset adapters: classes, native fps, evaluation fps, split schemes and layout.
+
+    One block per dataset (its name alone on the first line, then its facts and layout indented), wrapped to
+    the terminal's width, so that it reads at 80 columns.
+    """
     from plstitch_eval.data.datasets.registry import dataset_class, list_datasets
 
-    table = Table(title="Dataset adapters")
-    for column in ("name", "classes", "native fps", "eval fps", "split schemes", "layout"):
-        table.add_column(column)
+    out = result_console(soft_wrap=True)  # the list is a result: stdout; lines wrapped here, not by rich
+    width = max(40, out.width) - 2
+    out.print(Text("Dataset adapters", style="bold"))
     for name in list_datasets():
         cls = dataset_class(name)
         layout = (inspect.getdoc(inspect.getmodule(cls)) or inspect.getdoc(cls) or "").split("\n\n")[0]
-        table.add_row(
-            name,
-            str(len(cls.class_names)) if cls.class_names else "from its files",
-            f"{cls.native_fps:g}",
-            f"{cls.default_eval_fps:g}",
-            ", ".join(cls.split_schemes),
-            " ".join(layout.split()),
+        classes = f"{len(cls.class_names)} classes" if cls.class_names else "classes from its files"
+        facts = (
+            f"{classes}; {cls.native_fps:g} fps native, evaluated at {cls.default_eval_fps:g} fps; "
+            f"split schemes: {', '.join(cls.split_schemes)}"
         )
-    result_console(soft_wrap=True).print(table)  # the list is a result: stdout
+        out.print()
+        out.print(Text(name, style="bold cyan"))
+        for text, style in ((facts, ""), (" ".join(layout.split()), "dim")):
+            for line in textwrap.wrap(text, width, break_on_hyphens=False):
+                out.print(Text(f"  {line}", style=style))
 
 
 def default_model(dataset: str) -> str:
@@ -126,11 +133,18 @@ def extract(
 ) -> None:
     """Extract frozen per-frame CLS features of a dataset into a resumable feature store.
 
-    Rerunning the same command resumes; under torchrun (`torchrun ... -m plstitch_eval extract ...`) each
+    Rerunning the same command resumes (a damaged feature file is extracted again); runs started at the same
+    time into one --out share the videos; under torchrun (`torchrun ... -m plstitch_eval extract ...`) each
     rank takes a disjoint share of the videos.
     """
     from plstitch_eval.data.datasets.registry import get_dataset
-    from plstitch_eval.extract import ExtractOptions, extract_features, print_summary
+    from plstitch_eval.extract import (
+        ExtractOptions,
+        check_out_folder,
+        extract_features,
+        print_summary,
+        select_videos,
+    )
     from plstitch_eval.hub import load_encoder
 
     options = ExtractOptions(
@@ -146,14 +160,24 @@ def extract(
         split_scheme=split_scheme,
         resize_on_decode=resize_on_decode,
     )
-    encoder = load_encoder(
-        model or default_model(dataset),
-        revision=revision,
-        trust_pickle=trust_pickle,
-        which=which,
-        transform=transform,
-    )
+    spec = model or default_model(dataset)
+    # the dataset's videos and annotations, the chosen videos and the --out folder are checked before the
+    # model loads, so a wrong --root fails at once
     adapter = get_dataset(dataset, root=root)
+    select_videos(adapter, options.split, options.videos, options.split_scheme)
+    check_out_folder(out)
+    if model is None and os.environ.get("RANK", "0") == "0":  # once under torchrun
+        console.print(
+            Text.assemble(
+                ("note:", "yellow"),
+                f" no --model given: using {spec}, the shipped toy model for the {dataset} dataset",
+            ),
+            soft_wrap=True,
+            highlight=False,
+        )
+    encoder = load_encoder(
+        spec, revision=revision, trust_pickle=trust_pickle, which=which, transform=transform
+    )
     try:
         summary = extract_features(adapter, encoder, out, options)
     except KeyboardInterrupt:

@@ -37,15 +37,17 @@ RelaxedOpt = Annotated[
 def _finish(results: dict[str, Any], json_path: Path | None, title: str) -> None:
     """Print the metrics table (and the relaxed one, if any) on stdout and write the results JSON if asked.
 
-    With `--json -` the JSON alone goes to stdout and the table to stderr, so stdout parses as JSON.
+    A k-NN result with several k gets one value column per k. With `--json -` the JSON alone goes to stdout
+    and the table to stderr, so stdout parses as JSON.
     """
     from plstitch_eval.protocols import write_results
-    from plstitch_eval.tables import metrics_table
+    from plstitch_eval.tables import metrics_by_k_table, metrics_table
     from plstitch_eval.utils.console import console, result_console
 
     to_stdout = json_path is not None and str(json_path) == "-"
     out = console if to_stdout else result_console()
-    out.print(metrics_table(results, title=title))
+    several_k = len(results.get("metrics_by_k") or {}) > 1
+    out.print((metrics_by_k_table if several_k else metrics_table)(results, title=title))
     if "relaxed" in results:
         block = results["relaxed"]
         relaxed = {"metrics": block["metrics"], "metrics_std": block["metrics_std"], "headline_metrics": []}
@@ -104,7 +106,9 @@ def knn(
     results = run_knn(
         features, config, extra_ks=k[1:], scheme=split_scheme, train_on=train_on, relaxed=relaxed
     )
-    _finish(results, json_path, f"k-NN (k={k[0]}, {weighting}) on {features}")
+    ks = results["protocol"]["ks"]  # the k used: a k above the training frames is clamped (and warned)
+    setting = f"k={ks[0]}, " if len(ks) == 1 else ""
+    _finish(results, json_path, f"k-NN ({setting}{weighting}) on {features}")
 
 
 def linear(

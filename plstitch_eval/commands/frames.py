@@ -20,7 +20,8 @@ def write_lmdb(
     ] = None,
     fps: Annotated[float, typer.Option("--fps", help="Frames per second kept (the authors': 1).")] = 1.0,
     size: Annotated[
-        int | None, typer.Option("--size", help="Shorter side in pixels (default: as decoded).")
+        int,
+        typer.Option("--size", min=0, help="Shorter side in pixels; 0 keeps each video's decoded size."),
     ] = 256,
     quality: Annotated[int, typer.Option("--quality", help="JPEG quality 1-100.")] = 90,
     standard_colour: Annotated[
@@ -39,7 +40,9 @@ def write_lmdb(
     from plstitch_train.frames_lmdb import lmdb_summary, write_frames_lmdb
 
     videos, source = select_videos(data, dataset, root, split, folder_fps=fps)
-    path = write_frames_lmdb(videos, out, fps, size, quality, swap_rb=not standard_colour, source=source)
+    path = write_frames_lmdb(
+        videos, out, fps, size or None, quality, swap_rb=not standard_colour, source=source
+    )
     write_json_output("-", lmdb_summary(path))
 
 

@@ -12,10 +12,19 @@ from plstitch_eval.utils.console import console
 
 def export(
     ctx: typer.Context,
-    source: Annotated[Path, typer.Argument(help="Training run directory or its checkpoint (last.ckpt).")],
+    source: Annotated[
+        Path,
+        typer.Argument(help="Training run directory (finished or not), its last.ckpt, or a timm folder."),
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to create (timm format + README.md).")],
     results: Annotated[
-        list[Path] | None, typer.Option("--results", "-r", help="Results JSON files to put in the card.")
+        list[Path] | None,
+        typer.Option(
+            "--results",
+            "-r",
+            help="Results JSON files to put in the card; each must be measured on the exported weights "
+            "(features extracted from this run or export; checked by weights sha256).",
+        ),
     ] = None,
     model_name: Annotated[
         str | None, typer.Option(help="Name in the card (default: the --out folder name).")
@@ -26,6 +35,7 @@ def export(
 ) -> None:
     """Export a trained backbone as a folder plain timm loads, with temporal head, metadata and model card.
 
+    An unfinished run (stopped before its end) exports its latest checkpoint, marked as unfinished.
     `--results results/*.json` works as the shell expands it: the extra file names count as results too.
     """
     from plstitch_eval.errors import ConfigError
@@ -53,7 +63,10 @@ def push_to_hub(
     ] = False,
     commit_message: Annotated[str | None, typer.Option(help="Commit message on the Hub.")] = None,
 ) -> None:
-    """Upload an exported folder to the Hugging Face Hub (token from HF_TOKEN or `hf auth login`)."""
+    """Upload an exported folder to the Hugging Face Hub (token from HF_TOKEN or `hf auth login`).
+
+    Refuses a folder whose recorded results no longer belong to its model.safetensors.
+    """
     from plstitch_train.publish import format_file_table
     from plstitch_train.publish import push_to_hub as push
 

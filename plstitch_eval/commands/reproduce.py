@@ -56,7 +56,6 @@ def reproduce(
         int | None,
         typer.Option(
             "--jobs",
-            "-j",
             min=1,
             help="Runs trained at once, each in its own process with CPUs/jobs torch threads (default: the "
             "preset's; synthetic: 2, which trains 1.65x faster than 1 on a 2-core CPU).",

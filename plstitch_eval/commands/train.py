@@ -73,7 +73,11 @@ def train(
         bool, typer.Option("--reverse-time", help="Train on time-reversed videos.")
     ] = False,
     fps: Annotated[
-        float | None, typer.Option("--fps", help="Frames per second decoded for training.")
+        float | None,
+        typer.Option(
+            "--fps",
+            help="Frames per second trained on (default: the preset's; a frames LMDB: its own rate).",
+        ),
     ] = None,
     context_seconds: Annotated[
         tuple[float, float] | None,

@@ -9,7 +9,7 @@ from plstitch_eval.hub import timm_format
 from plstitch_eval.hub.hub_files import HubFile, fetch_file, fetch_first, is_cached, parse_hf_spec
 from plstitch_eval.hub.registry import MODELS, ModelEntry, did_you_mean
 
-_RETRY_HINT = "this download again with network access (HF_HUB_OFFLINE unset)"
+_RETRY_HINT = "this download again"
 
 
 def hub_files_of(spec: str) -> tuple[str, list[str], str | None, str]:

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from plstitch_eval.errors import CheckpointError, ConfigError, ModelNotFoundError
 from plstitch_eval.hub.run_folder import CHECKPOINT_NAME as RUN_CHECKPOINT
 from plstitch_eval.hub.run_folder import backbone_dir
+from plstitch_eval.hub.safe_load import load_checkpoint, load_safetensors_file
 from plstitch_eval.utils.io import atomic_path, write_json_atomic
 
 __all__ = [
@@ -157,7 +158,8 @@ def _load_head_folder(directory: Path) -> TemporalHead:
         raise CheckpointError(
             f"{config_path}: invalid TemporalHead arguments ({exc}); re-export the head"
         ) from exc
-    state = upgrade_legacy_keys(load_file(str(weights_path)))
+    fix = f"save the head again with save_temporal_head(head, {directory})"
+    state = upgrade_legacy_keys(load_safetensors_file(weights_path, fix=fix))
     check_state_dict(head, state, f"{weights_path} (arguments from {HEAD_CONFIG_FILE})")
     head.load_state_dict(state, strict=True)
     return head
@@ -346,8 +348,6 @@ def load_temporal_head(
     Folders (exported, run `backbone/`, Hub timm repos) hold `temporal_head.json` + `.safetensors`; released
     `pl_*.pth` files and `last.ckpt` hold the state dict, sized from its shapes (heads: 8 unless recorded).
     """
-    from plstitch_eval.hub.safe_load import load_checkpoint
-
     source = resolve_head_source(spec, revision=revision, cache_dir=cache_dir)
     if source.is_dir():
         head = _load_head_folder(source)

@@ -20,6 +20,7 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from plstitch_eval.errors import CheckpointError, ConfigError
+from plstitch_eval.hub.safe_load import check_safetensors_file
 from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.utils.io import atomic_path, write_json_atomic
 
@@ -142,6 +143,7 @@ def load_timm_dir(path: str | Path, **model_overrides: Any) -> tuple[nn.Module, 
         raise CheckpointError(
             f"{path} is not a timm-format folder: it needs {CONFIG_NAME} and {WEIGHTS_NAME}."
         )
+    check_safetensors_file(path / WEIGHTS_NAME)  # timm would raise a bare SafetensorError on a cut-short file
     overrides = {"num_classes": 0, **model_overrides}
     try:
         model = timm.create_model(f"local-dir:{path}", pretrained=True, **overrides)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from plstitch_eval.errors import TrainingError
-from plstitch_train.data import FrameStore, TrainDataset, build_training_data
+from plstitch_train.data import FrameStore, TrainDataset, build_training_data, open_frame_store
 from plstitch_train.presets import get_preset
 from plstitch_train.sampling import SampleSpec
 from plstitch_train.transforms import AugmentationSettings
@@ -131,3 +131,58 @@ def test_build_training_data_reads_every_data_setting_of_the_config() -> None:
     assert dataset.need_clip and dataset.need_mim and not dataset.need_jigsaw and dataset.grid == GRID
     with pytest.raises(TrainingError, match="batch_size 4 must be a multiple of processes \\(3\\)"):
         build_training_data(config, _store(), GRID, world_size=3)
+
+
+def _numbered_video(length: int = 12) -> np.ndarray:
+    """Frame t is a flat image of grey level 20 * t (+ a coloured corner): its index can be read back."""
+    frames = np.zeros((length, 40, 56, 3), dtype=np.uint8)
+    for t in range(length):
+        frames[t] = 20 * t
+        frames[t, :8, :8] = (255, 0, 0)
+    return frames
+
+
+def _reversal_stores(frames: np.ndarray, reverse_time: bool, tmp_path) -> list:
+    """The same video in both store kinds: decoded frames (`FrameStore`) and an authors'-layout LMDB read
+    through `open_frame_store` as training does (the config's reverse_time decides)."""
+    from tests.train.test_frames_lmdb import authors_lmdb
+
+    authors_lmdb(tmp_path / "db", {"v": dict(enumerate(frames))})
+    config = get_preset("tiny-cpu").replace(data=str(tmp_path / "db"), fps=1.0, reverse_time=reverse_time)
+    lmdb_store = open_frame_store(config, tmp_path / "cache")
+    return [FrameStore(["v"], [frames], fps=1.0, reverse_time=reverse_time), lmdb_store]
+
+
+@pytest.mark.parametrize("reverse_time", [True, False])
+def test_time_reversal_reverses_the_jigsaw_neighbours_with_the_clip(reverse_time: bool, tmp_path) -> None:
+    """Time-reversed training (procedural-awareness experiment): the clip's first frame and the jigsaw's
+    "past" neighbour are both the LATER frames of the original video, "future" the earlier one; forward
+    training keeps the original order. Each item part equals the augmentation of the original frames picked
+    here by hand (position p of a reversed video of length L is original frame L - 1 - p).
+    """
+    frames = _numbered_video()
+    last = len(frames) - 1
+    spec = SampleSpec(video=0, clip=(0, 3, 6, 9), past=2, current=5, future=8, seed=7)
+
+    def original(position: int) -> int:
+        return last - position if reverse_time else position
+
+    for store in _reversal_stores(frames, reverse_time, tmp_path):
+        dataset = _dataset(store, need_mim=False)
+        item = dataset[spec]
+        clip_frames = [original(p) for p in spec.clip]
+        past, current, future = (original(p) for p in (spec.past, spec.current, spec.future))
+        if reverse_time:
+            assert clip_frames == [11, 8, 5, 2] and (past, current, future) == (9, 6, 3)
+        else:
+            assert clip_frames == [0, 3, 6, 9] and (past, current, future) == (2, 5, 8)
+        # the neighbours (plain resize) still show their grey level: read the original frame index back
+        mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
+        std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+        grey = ((item["context"][:, :, 16:, 16:] * std + mean) * 255).mean(dim=(1, 2, 3))
+        assert round(float(grey[0]) / 20) == past and round(float(grey[2]) / 20) == future, grey
+        # the jigsaw's time direction is the clip's: past precedes current as clip frame 0 precedes frame 1
+        assert (past > current > future) == (clip_frames[0] > clip_frames[1]) == reverse_time
+        chw = torch.from_numpy(frames).permute(0, 3, 1, 2)
+        assert torch.equal(item["clip"], dataset.augment.clip(chw[clip_frames], spec.seed))
+        assert torch.equal(item["context"], dataset.augment.context(chw[[past, current, future]], spec.seed))

@@ -6,6 +6,7 @@ checkpoint); through the CLI each is one `error:` line on stderr, exit code 1, n
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -76,6 +77,40 @@ def test_resume_of_a_corrupt_checkpoint_names_the_file(tmp_path: Path) -> None:
     assert f"Cannot read {bogus}" in str(caught.value)
     line = _cli_error(["train", "--resume", str(bogus)])
     assert f"Cannot read {bogus} as a training checkpoint" in line
+
+
+def _official_like_checkpoint(path: Path) -> None:
+    """A checkpoint as the authors' trainer saves it: weights beside an argparse Namespace."""
+    torch.save({"student": {"w": torch.zeros(2)}, "args": argparse.Namespace(lr=0.1)}, path)
+
+
+@pytest.mark.parametrize(
+    ("name", "write", "reason"),
+    [
+        ("notamodel.txt", lambda p: p.write_text("e = mc^2\n"), "not a file written by torch.save"),
+        ("noise.bin", lambda p: p.write_bytes(np.random.default_rng(3).bytes(4096)), "not a file written by"),
+        ("empty.ckpt", lambda p: p.write_bytes(b""), "the file is empty"),
+        ("weights.pth", lambda p: torch.save({"model": {"w": torch.zeros(2)}}, p), "no training state"),
+        ("tensor.pt", lambda p: torch.save(torch.zeros(3), p), "it holds a Tensor"),
+        ("pl_lemon.pth", _official_like_checkpoint, "Python objects besides tensors"),
+    ],
+)
+def test_resume_of_a_file_that_is_no_training_checkpoint_is_one_line_with_the_fix(
+    name: str, write, reason: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Text, random bytes, an empty file, model-only weights: one line naming the file, why, and the fix."""
+    monkeypatch.chdir(tmp_path)  # `--resume FILE` as typed in the folder that holds it
+    write(tmp_path / name)
+    result = runner.invoke(app, ["train", "--resume", name])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output and result.stdout == ""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr  # the whole message on one line: no loader essay after it
+    line = lines[0]
+    assert line.startswith(f"error: Cannot read {name} as a training checkpoint: "), line
+    assert reason in line
+    assert "pass a run folder or its last.ckpt" in line and "--init FILE" in line
+    assert not any((tmp_path / f).exists() for f in ("log.jsonl", "train_config.json"))  # nothing written
 
 
 def test_resume_of_a_checkpoint_from_another_model_is_refused(stopped_run: Path, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.errors import ConfigError, PublishError
+from plstitch_eval.hub.safe_load import sha256_file
 from plstitch_eval.hub.temporal_head import TemporalHead, load_temporal_head, save_temporal_head
 from plstitch_eval.hub.timm_format import save_timm_dir
 from plstitch_eval.preprocess import DataConfig
@@ -74,13 +75,17 @@ def run_backbone_state(run: Path) -> dict[str, torch.Tensor]:
     return load_file(str(run / "backbone" / "model.safetensors"))
 
 
-def make_results(path: Path, task: str = "knn", dataset: str = "cholec80") -> Path:
+def make_results(
+    path: Path, task: str = "knn", dataset: str = "cholec80", weights: Path | None = None
+) -> Path:
+    """A results JSON; `weights`: the file its features came from (its sha256 recorded as extract does)."""
+    provenance = {"sha256": sha256_file(weights)} if weights is not None else {}
     results = {
         "schema": "plstitch.results/v1",
         "task": task,
         "dataset": dataset,
         "features": "store",
-        "model": {"spec": "run", "provenance": {}},
+        "model": {"spec": str(weights.parent) if weights else "run", "provenance": provenance},
         "protocol": {"k": 20, "temperature": 0.07},
         "metrics": {"accuracy": 71.25, "macro_f1_pooled": 60.5, "macro_f1_video": 58.0},
         "per_video": {},
@@ -102,7 +107,7 @@ def cls_after_norm(model: torch.nn.Module, images: torch.Tensor) -> torch.Tensor
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, VisionTransformer, TemporalHead, Path]:
     root = tmp_path_factory.mktemp("export")
     run, teacher, head = make_run_dir(root)
-    results = make_results(root / "knn.json")
+    results = make_results(root / "knn.json", weights=run / "backbone" / "model.safetensors")
     out = export_model(run, root / "exported" / "tiny-plstitch", [results])
     return out, teacher, head, run
 
@@ -203,8 +208,9 @@ def test_export_refuses_existing_folder_unless_overwrite(exported, tmp_path: Pat
 
 def test_export_cli(exported, tmp_path: Path) -> None:
     _, teacher, _, run = exported
-    linear = make_results(tmp_path / "linear.json", task="linear", dataset="gtea")
-    knn = make_results(tmp_path / "knn.json", task="knn", dataset="gtea")
+    weights = run / "backbone" / "model.safetensors"
+    linear = make_results(tmp_path / "linear.json", task="linear", dataset="gtea", weights=weights)
+    knn = make_results(tmp_path / "knn.json", task="knn", dataset="gtea", weights=weights)
     out = tmp_path / "cli-out"
     args = ["export", str(run), "--out", str(out), "--repo-id", "me/tiny", "--results", str(linear), str(knn)]
     result = CliRunner().invoke(app, args)  # as the shell expands `--results results/*.json`
@@ -240,7 +246,7 @@ def test_real_tiny_training_run_exports_loads_and_dry_run_pushes(video_dir, fram
     from tests.train.conftest import tiny_config
 
     result = train(tiny_config(video_dir, frame_cache, epochs=1), tmp_path / "run")
-    results = make_results(tmp_path / "knn.json")
+    results = make_results(tmp_path / "knn.json", weights=result.out_dir / "backbone" / "model.safetensors")
     from_run = export_model(result.out_dir, tmp_path / "from-run", [results])
     from_ckpt = export_model(result.out_dir / "last.ckpt", tmp_path / "from-ckpt")
 

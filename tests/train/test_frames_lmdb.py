@@ -33,7 +33,7 @@ from plstitch_train.data import (
     open_frame_store,
 )
 from plstitch_train.frames_lmdb import SIDECAR_NAME, write_frames_lmdb
-from plstitch_train.presets import TrainConfig
+from plstitch_train.presets import TrainConfig, get_preset
 from tests.train.conftest import VIDEO_FPS, tiny_config, write_mp4
 
 REPO = Path(__file__).resolve().parents[2]
@@ -230,7 +230,9 @@ def test_configs_saved_before_the_lmdb_store_keep_the_raw_cache() -> None:
         TrainConfig(frame_store="npy")
 
 
-def test_train_reads_an_lmdb_in_the_authors_layout(tmp_path: Path) -> None:
+def test_train_reads_an_lmdb_in_the_authors_layout_at_its_own_frame_rate(tmp_path: Path) -> None:
+    """`--data LMDB` with the tiny-cpu preset (fps 2) and no --fps trains at the LMDB's 1 fps and records it;
+    an explicit --fps the LMDB does not hold is one line naming the LMDB and the fix."""
     from plstitch_eval.data.synthetic import generate_synthetic
 
     root = generate_synthetic(
@@ -241,16 +243,26 @@ def test_train_reads_an_lmdb_in_the_authors_layout(tmp_path: Path) -> None:
         for path in sorted((root / "videos").glob("*.mp4"))
     }
     authors_lmdb(tmp_path / "lemon", videos)
+    assert get_preset("tiny-cpu").fps != 1.0
     runner = CliRunner()
     args = ["train", "--data", str(tmp_path / "lemon"), "--preset", "tiny-cpu", "--steps", "2"]
-    result = runner.invoke(app, [*args, "--fps", "1", "--batch-size", "4", "--out", str(tmp_path / "run")])
+    run = tmp_path / "run"
+    result = runner.invoke(app, [*args, "--batch-size", "4", "--out", str(run)])
     assert result.exit_code == 0, result.output
-    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert json.loads((run / "train_config.json").read_text())["fps"] == 1.0
+    log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     assert log[-1]["step"] == 2 and np.isfinite(log[-1]["loss"])
-    assert not (tmp_path / "run" / "frame_cache").exists()  # nothing decoded into a cache
+    assert not (run / "frame_cache").exists()  # nothing decoded into a cache
+    # the same command with the matching rate given explicitly is the same run: finished, nothing to do
+    again = runner.invoke(app, [*args, "--batch-size", "4", "--fps", "1", "--out", str(run)])
+    assert again.exit_code == 0 and json.loads(again.stdout)["already_finished"] is True, again.output
 
-    wrong = runner.invoke(app, [*args, "--out", str(tmp_path / "run2")])  # preset fps 2 vs 1 fps keys
-    assert wrong.exit_code == 1 and "--fps 1" in wrong.output and "Traceback" not in wrong.output
+    wrong = runner.invoke(app, [*args, "--fps", "2", "--out", str(tmp_path / "run2")])
+    assert wrong.exit_code == 1 and "Traceback" not in wrong.output
+    errors = [line for line in wrong.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1, wrong.stderr
+    assert f"--data {tmp_path / 'lemon'} holds frames at 1 fps" in errors[0]
+    assert "leave out --fps" in errors[0] and not (tmp_path / "run2").exists()
 
 
 def test_write_lmdb_command_prints_json_and_never_overwrites(video_dir: Path, tmp_path: Path) -> None:
@@ -274,3 +286,21 @@ def test_write_lmdb_command_prints_json_and_never_overwrites(video_dir: Path, tm
     assert runner.invoke(app, args).exit_code == 0  # finished with the same settings: nothing to do
     other = runner.invoke(app, [*args, "--quality", "50"])
     assert other.exit_code == 1 and "already holds frames" in other.output and "Traceback" not in other.output
+
+
+def test_write_lmdb_size_default_and_zero_keep_what_the_help_says(video_dir: Path, tmp_path: Path) -> None:
+    """`--size` help and behaviour agree: 256 by default, 0 keeps the decoded size (issue 27)."""
+    runner = CliRunner()
+    help_text = " ".join(runner.invoke(app, ["write-lmdb", "--help"], env={"COLUMNS": "200"}).output.split())
+    assert "0 keeps each video's decoded size" in help_text and "default: 256" in help_text
+    base = ["write-lmdb", "--data", str(video_dir), "--fps", str(VIDEO_FPS)]
+    for size, name in (("0", "raw.lmdb"), (None, "default.lmdb")):
+        args = [*base, "--out", str(tmp_path / name), *(["--size", size] if size else [])]
+        assert runner.invoke(app, args).exit_code == 0
+    videos = discover_videos(video_dir, folder_fps=VIDEO_FPS)
+    decoded = next(read_frames(videos[0].source, fps=VIDEO_FPS)).image.shape[:2]
+    raw = LmdbFrameStore.open(tmp_path / "raw.lmdb", fps=VIDEO_FPS)
+    default = LmdbFrameStore.open(tmp_path / "default.lmdb", fps=VIDEO_FPS)
+    index = raw.names.index(videos[0].name)
+    assert raw.frames(index, [0]).shape[1:3] == decoded
+    assert min(default.frames(default.names.index(videos[0].name), [0]).shape[1:3]) == 256

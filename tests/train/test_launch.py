@@ -10,6 +10,8 @@ import pytest
 
 from plstitch_eval.errors import ConfigError, TrainingError
 from plstitch_eval.utils.console import logger
+from plstitch_train.data import discover_videos
+from plstitch_train.frames_lmdb import write_frames_lmdb
 from plstitch_train.launch import Launch, base_config, plan_launch
 from plstitch_train.presets import TrainConfig, get_preset
 from plstitch_train.trainer import TrainResult
@@ -52,6 +54,20 @@ def test_same_settings_continue_other_settings_are_refused(tmp_path: Path) -> No
     with pytest.raises(TrainingError, match=r"max_steps null -> 9.*--resume .*--overwrite"):
         plan_launch(_config(max_steps=9), run_dir)
     assert plan_launch(_config(max_steps=9), run_dir, overwrite=True).action == "overwrite"
+
+
+def test_a_frames_lmdb_sets_the_fps_unless_fps_is_given(video_dir: Path, tmp_path: Path) -> None:
+    """The LMDB's recorded rate (4 fps here; the preset says 2) wins unless --fps was given; a given --fps
+    that differs is refused naming both rates; videos keep the preset's fps."""
+    lmdb_dir = write_frames_lmdb(discover_videos(video_dir, 4.0), tmp_path / "frames.lmdb", 4.0, 36)
+    config = get_preset("tiny-cpu").replace(data=str(lmdb_dir))
+    assert config.fps == 2.0
+    assert plan_launch(config, tmp_path / "run").config.fps == 4.0
+    assert plan_launch(config.replace(fps=4.0), tmp_path / "run", given=["fps"]).config.fps == 4.0
+    refused = r"--fps 2: --data .*frames.lmdb holds frames at 4 fps.*leave out --fps"
+    with pytest.raises(ConfigError, match=refused):
+        plan_launch(config, tmp_path / "run", given=["data", "fps"])
+    assert plan_launch(_config(), tmp_path / "run").config.fps == 2.0  # a video folder: the preset's rate
 
 
 def test_resume_keeps_only_given_runtime_settings_and_names_the_rest(

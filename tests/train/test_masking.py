@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -137,3 +139,67 @@ def test_block_aspect_ratio_is_log_uniform_hence_symmetric() -> None:
     share = taller / (taller + wider)
     assert taller + wider > 2000  # most blocks are not square
     assert abs(share - 0.5) < 0.05, share
+
+
+def _ibot_block_mask(rng: np.random.Generator, height: int, width: int, ratio: float) -> np.ndarray:
+    """iBOT's block-wise masking (`ImageFolderMask.__getitem__`, after BEiT's `MaskingGenerator`), written
+    here from its description, drawing from `rng` as `random.uniform` / `random.randint` would.
+
+    Target `high = ratio * H * W` (a float, no rounding); while fewer are masked: up to 10 attempts of a block
+    of area uniform in [(min(H, W) // 3) ** 2, high - count], log-uniform aspect in (0.3, 1 / 0.3),
+    h = round(sqrt(area * aspect)), w = round(sqrt(area / aspect)), kept if h < H, w < W and it masks
+    1..(high - count) new cells; stop when a block adds nothing. So at most floor(high) cells are masked.
+    One difference in the random stream only: iBOT also draws a position for an empty block (h or w = 0,
+    possible when under ~2 cells remain) before rejecting it; ours rejects it without drawing, so this
+    reference skips that draw too. Such a block masks nothing in both.
+    """
+
+    def uniform(low: float, high: float) -> float:
+        return low + (high - low) * float(rng.random())
+
+    def randint(low: int, high: int) -> int:
+        return int(rng.integers(low, high + 1))
+
+    high = ratio * height * width
+    low = (min(height, width) // 3) ** 2
+    log_aspect = (math.log(0.3), math.log(1 / 0.3))
+    mask = np.zeros((height, width), dtype=bool)
+    count = 0
+    while count < high:
+        budget = high - count
+        delta = 0
+        for _attempt in range(10):
+            area = uniform(low, budget)
+            aspect = math.exp(uniform(*log_aspect))
+            h = int(round(math.sqrt(area * aspect)))
+            w = int(round(math.sqrt(area / aspect)))
+            if h == 0 or w == 0 or h >= height or w >= width:
+                continue
+            top, left = randint(0, height - h), randint(0, width - w)
+            new = sum(not mask[i, j] for i in range(top, top + h) for j in range(left, left + w))
+            if 0 < new <= budget:
+                for i in range(top, top + h):
+                    for j in range(left, left + w):
+                        mask[i, j] = True
+                delta = new
+                break
+        if delta == 0:
+            break
+        count += delta
+    return mask
+
+
+@pytest.mark.parametrize("grid", [(14, 14), (7, 7), (6, 9), (9, 6), (12, 16), (3, 5)])
+@pytest.mark.parametrize("ratio", [0.1, 0.3, 0.4, 0.5, 0.75])
+def test_masked_patch_count_is_ibots_for_the_same_draws(grid: tuple[int, int], ratio: float) -> None:
+    """Same random draws, same mask as iBOT's rule: the target is ratio x N itself, never one patch fewer."""
+    generator = BlockMaskGenerator(grid=grid, ratio=ratio)
+    target = math.floor(ratio * grid[0] * grid[1])  # the most iBOT ever masks (it never overshoots)
+    counts = []
+    for seed in range(25):
+        got = generator(np.random.default_rng(seed)).numpy()
+        expected = _ibot_block_mask(np.random.default_rng(seed), *grid, ratio)
+        assert int(got.sum()) == int(expected.sum()), (seed, int(got.sum()), int(expected.sum()))
+        assert np.array_equal(got, expected), seed
+        counts.append(int(got.sum()))
+    assert max(counts) == target  # the full ratio x N is reached (an off-by-one target stops one short)

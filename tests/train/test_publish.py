@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ SECRET = "hf_TESTsecretTOKEN0123456789abcdef"
 def exported_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("publish")
     run, _, _ = make_run_dir(root)
-    return export_model(run, root / "tiny-plstitch", [make_results(root / "knn.json")])
+    results = make_results(root / "knn.json", weights=run / "backbone" / "model.safetensors")
+    return export_model(run, root / "tiny-plstitch", [results])
 
 
 @pytest.fixture
@@ -178,3 +180,54 @@ def test_uploaded_files_load_with_timm_hf_hub(folder, hub_calls, monkeypatch, tm
     images = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         assert torch.equal(from_hub(images), local(images))
+
+
+# --- no network, another endpoint, offline mode: one line naming the host and the fix ---------------------
+
+
+def _push_cli(folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[str]]:
+    monkeypatch.setenv("HF_TOKEN", "hf_x")
+    result = CliRunner().invoke(app, ["push-to-hub", str(folder), "--repo-id", "me/m"])
+    return result, result.stderr.strip().splitlines()
+
+
+@pytest.mark.parametrize("endpoint", [None, "https://hub.example.org"])
+def test_no_network_is_one_line_naming_the_host(folder, monkeypatch, endpoint) -> None:
+    """huggingface_hub 2.x lets httpx2's ConnectError (DNS failure) out of create_repo unwrapped."""
+    if endpoint:
+        monkeypatch.setattr(constants, "ENDPOINT", endpoint)  # what HF_ENDPOINT sets
+
+    def unreachable(self: HfApi, **kwargs: Any) -> None:
+        request = httpx2.Request("POST", f"{self.endpoint}/api/repos/create")
+        raise httpx2.ConnectError("[Errno -2] Name or service not known", request=request)
+
+    monkeypatch.setattr(HfApi, "create_repo", unreachable)
+    result, lines = _push_cli(folder, monkeypatch)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    host = "hub.example.org" if endpoint else "huggingface.co"
+    assert f"Cannot reach {host} to upload" in lines[0] and "me/m" in lines[0]
+    assert "Name or service not known" in lines[0]
+    assert "network" in lines[0] and "HF_ENDPOINT" in lines[0] and "HF_TOKEN" in lines[0]
+
+
+def test_refused_connection_without_any_mock_is_one_line(folder, monkeypatch) -> None:
+    """The real client against a closed local port (HF_ENDPOINT pointing at nothing): no patching at all."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    result, lines = _push_cli(folder, monkeypatch)
+    assert result.exit_code == 1
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert "Cannot reach 127.0.0.1 to upload" in lines[0] and "ConnectError" in lines[0]
+
+
+def test_offline_mode_is_one_line_naming_the_setting(folder, monkeypatch) -> None:
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # HF_HUB_OFFLINE=1: the client refuses to connect
+    result, lines = _push_cli(folder, monkeypatch)
+    assert result.exit_code == 1
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert "offline mode is on (HF_HUB_OFFLINE=1)" in lines[0] and "huggingface.co" in lines[0]
+    assert "unset HF_HUB_OFFLINE" in lines[0]

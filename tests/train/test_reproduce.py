@@ -256,6 +256,7 @@ def test_export_best_gives_a_loadable_model(tiny_reproduction, tmp_path: Path) -
     assert {r["task"] for r in meta["results"]} == {"knn", "linear"}
 
 
+@pytest.mark.slow  # ~100-280 s of spawned training; the serial path is covered above
 def test_two_runs_at_once_give_the_same_runs(tiny_reproduction, tmp_path: Path) -> None:
     """`jobs=2`: runs train in two spawned processes; same runs, settings and (up to float noise) features."""
     import numpy as np

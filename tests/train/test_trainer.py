@@ -92,7 +92,11 @@ def test_output_loads_with_load_encoder_and_matches_teacher(full_run) -> None:
 def test_resume_rejects_a_file_that_is_not_a_checkpoint(tmp_path: Path) -> None:
     bogus = tmp_path / CHECKPOINT_NAME
     torch.save({"hello": torch.zeros(1)}, bogus)
-    with pytest.raises(TrainingError, match="not a plstitch training checkpoint"):
+    with pytest.raises(TrainingError, match="no training state") as caught:
+        train(resume=bogus)
+    assert f"Cannot read {bogus} as a training checkpoint" in str(caught.value)
+    torch.save({"format": 99, "step": 3}, bogus)  # a checkpoint of a newer trainer names both formats
+    with pytest.raises(TrainingError, match="checkpoint format 99; this version reads 1"):
         train(resume=bogus)
 
 
@@ -156,3 +160,32 @@ def test_dataloader_workers_do_not_change_the_run(full_run, tmp_path: Path) -> N
     expected, got = _model_state(result.out_dir), _model_state(tmp_path)
     assert all(torch.equal(expected[key], got[key]) for key in expected)
     assert [h["loss"] for h in with_workers.history] == [h["loss"] for h in result.history]
+
+
+@pytest.mark.parametrize("frame_store", ["lmdb", "raw"])
+def test_cli_says_what_it_prepares_before_the_first_step(
+    frame_store: str, video_dir: Path, tmp_path: Path
+) -> None:
+    """Before the first step the log says, in order: which videos, that (and how many) are decoded with
+    progress, what will be trained; the first step is logged at once, not only after `log_every` steps."""
+    from typer.testing import CliRunner
+
+    from plstitch_eval.cli import app
+
+    config = tiny_config(video_dir, tmp_path / "cache", max_steps=2, log_every=5, frame_store=frame_store)
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(config.to_dict()))
+    result = CliRunner().invoke(app, ["train", "--config", str(config_file), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    text = "".join(result.stderr.split())  # rich wraps (even folds) long log lines: compare without spaces
+    stages = [
+        f"preparing data: listing the videos of {video_dir}",
+        f"preparing data: decoding {len(VIDEO_FRAMES)} videos at 4 fps into",
+        f"1/{len(VIDEO_FRAMES)} videos decoded",
+        "training: 2 steps (",
+        "step 1/2",
+        "step 2/2",
+    ]
+    positions = [text.find("".join(stage.split())) for stage in stages]
+    assert -1 not in positions, (stages[positions.index(-1)], text)
+    assert positions == sorted(positions), text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -50,3 +51,23 @@ def make_store(
 @pytest.fixture
 def tiny_store(tmp_path: Path) -> FeatureStore:
     return make_store(tmp_path / "store")
+
+
+def relabel(store: FeatureStore, video: str, labels: np.ndarray) -> None:
+    """Rewrite one video of `store` with new labels (same features and frame times)."""
+    item = store.read(video)
+    store.write(VideoFeatures(video, item.features, np.asarray(labels, np.int64), item.frame_times))
+
+
+@pytest.fixture
+def plstitch_warnings(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch):
+    """Warnings of the `plstitch` logger as a list of messages (a CLI run earlier turns propagation off)."""
+    from plstitch_eval.utils.console import logger
+
+    monkeypatch.setattr(logger, "propagate", True)
+    caplog.set_level(logging.WARNING, logger="plstitch")
+
+    def messages() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+    return messages

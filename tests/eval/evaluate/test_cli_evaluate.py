@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.protocols import read_label_file, video_key
 from plstitch_eval.utils.console import is_quiet
+
+from .conftest import relabel
 
 runner = CliRunner()
 
@@ -180,3 +183,51 @@ def test_quiet_still_shows_warnings(tiny_store):
         tiny_store.write(VideoFeatures(video, item.features, labels, item.frame_times))
     quiet = invoke("-q", "knn", "--features", tiny_store.root)
     assert "cannot be predicted" in " ".join(quiet.stderr.split()) and "accuracy" in quiet.stdout
+
+
+def _train_frames(store) -> int:
+    return sum(int((store.read(v).labels >= 0).sum()) for v in store.splits()["train"])
+
+
+def test_knn_k_above_training_frames_warns_and_records_the_k_used(tiny_store, tmp_path):
+    n_train = _train_frames(tiny_store)
+    out = tmp_path / "knn.json"
+    result = invoke("knn", "--features", tiny_store.root, "--k", 5000, "--json", out)
+    assert f"k=5000 > {n_train} training frames: using k={n_train}" in " ".join(result.stderr.split())
+    title = " ".join(result.stdout.split())
+    assert f"k-NN (k={n_train}, exp)" in title and "k=5000" not in title  # the table names the k used
+    protocol = json.loads(out.read_text())["protocol"]
+    assert (protocol["k"], protocol["k_requested"]) == (n_train, 5000)
+
+
+def test_knn_several_k_prints_and_records_every_k(tiny_store, tmp_path):
+    """`--k 1 --k 5000 --weighting uniform`: k=1 is near perfect, every training frame voting uniformly
+    predicts the majority training class; both accuracies are printed, one column per k."""
+    n_train = _train_frames(tiny_store)
+    out = tmp_path / "knn.json"
+    args = ("--features", tiny_store.root, "--weighting", "uniform", "--json", out)
+    result = invoke("knn", "--k", 1, "--k", 5000, *args)
+    res = json.loads(out.read_text())
+    assert list(res["metrics_by_k"]) == ["1", str(n_train)]
+    train_labels = np.concatenate([tiny_store.read(v).labels for v in tiny_store.splits()["train"]])
+    test_labels = np.concatenate([tiny_store.read(v).labels for v in tiny_store.splits()["test"]])
+    majority_acc = 100 * np.mean(test_labels == np.bincount(train_labels).argmax())
+    by_k = {k: m["accuracy"] for k, m in res["metrics_by_k"].items()}
+    assert by_k[str(n_train)] == pytest.approx(majority_acc) and by_k["1"] > majority_acc + 10
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if "metric" in line)
+    assert header.index("k=1 ") < header.index(f"k={n_train}")
+    (accuracy,) = [line for line in lines if line.strip("│ ").startswith("accuracy ")]
+    assert f"{by_k['1']:.2f}" in accuracy and f"{majority_acc:.2f}" in accuracy
+
+
+@pytest.mark.parametrize("command", [("knn",), ("linear", "--epochs", 1, "--device", "cpu"), ("cv",)])
+def test_one_class_store_is_one_line_error(tiny_store, tmp_path, command):
+    for video in tiny_store.videos():
+        relabel(tiny_store, video, np.full(len(tiny_store.read(video).labels), 2))
+    out = tmp_path / "r.json"
+    result = runner.invoke(app, [str(a) for a in (*command, "--features", tiny_store.root, "--json", out)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    (line,) = _stderr_lines(result)
+    assert str(tiny_store.root) in line and "only one class ('stir')" in line
+    assert "accuracy" not in result.stdout and not out.exists()

@@ -127,3 +127,43 @@ def test_config_is_checked_on_construction(changes, message):
     with pytest.raises(ConfigError, match=message) as info:
         KnnConfig(**changes)
     assert "\n" not in str(info.value)
+
+
+def _faiss_search_unclamped(train, queries, k, *_args, **_kwargs):
+    """Raw FAISS search for k neighbours, k > ntotal allowed: FAISS pads with index -1 and -FLT_MAX."""
+    import faiss
+
+    train = np.ascontiguousarray(train, dtype=np.float32)
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    faiss.normalize_L2(train)
+    faiss.normalize_L2(queries)
+    index = faiss.IndexFlatIP(train.shape[1])
+    index.add(train)
+    return index.search(queries, k)
+
+
+@pytest.mark.parametrize("weighting", ["exp", "similarity", "uniform"])
+def test_padded_faiss_neighbours_never_vote(weighting, monkeypatch):
+    """FAISS returns index -1 when asked for more neighbours than it holds; such slots must never vote.
+
+    The search is replaced by an unclamped one, so the padding reaches the voting (with index -1 taken
+    literally it would vote for the last training frame's class).
+    """
+    import plstitch_eval.knn as knn_module
+
+    rng = np.random.default_rng(3)
+    train = rng.normal(size=(6, 4)).astype(np.float32)
+    labels = np.array([0, 0, 1, 1, 1, 2])  # the last frame's class (2) is the rarest
+    queries = rng.normal(size=(9, 4)).astype(np.float32)
+    sims, idx = _faiss_search_unclamped(train, queries, 10)
+    assert (idx[:, 6:] == -1).all()  # the padding this test is about really happens
+    monkeypatch.setattr(knn_module, "knn_search", _faiss_search_unclamped)
+    want, want_votes = brute_knn(train, labels, queries, 10, 0.07, weighting, 3)
+    got, votes = knn_predict_multi(
+        train, labels, queries, KnnConfig(weighting=weighting), ks=[4, 10], return_scores=True
+    )
+    np.testing.assert_array_equal(got[10], want)
+    np.testing.assert_allclose(votes[10], want_votes, rtol=1e-5)
+    np.testing.assert_allclose(
+        votes[4], brute_knn(train, labels, queries, 4, 0.07, weighting, 3)[1], rtol=1e-5
+    )

@@ -171,3 +171,45 @@ def test_balanced_grid_head_equals_torch_weighted_cross_entropy():
     weight, bias = _torch_reference_head(x, y, 3, config, 0.3, 0.01, weights)
     torch.testing.assert_close(grid.weight[:, 0], weight, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(grid.bias[0], bias, rtol=1e-4, atol=1e-5)
+
+
+def test_standardisation_uses_the_training_statistics():
+    """The stored mean/std are the training frames' (population std), and any split is predicted with them.
+
+    Checked against logits written here with numpy on a test set of another mean and scale: a probe that
+    standardised the frames it predicts with their own statistics would give other logits.
+    """
+    x, y = blobs(n=400, classes=3, dim=6, seed=4, spread=2.0)
+    x = x * np.array([1.0, 5.0, 0.2, 1.0, 3.0, 1.0], np.float32) + 2.0  # unequal scales, non-zero mean
+    grid = train_linear_grid(x, y, 3, LinearConfig(lrs=(0.1, 0.5), weight_decays=(0.0,), **FAST))
+    mean, std = x.astype(np.float64).mean(0), x.astype(np.float64).std(0)  # ddof=0
+    np.testing.assert_allclose(grid.mean.numpy(), mean, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grid.std.numpy(), std, rtol=1e-5)
+
+    shifted = (x[:50] * 0.5 + 7.0).astype(np.float32)  # another split: other mean and scale
+    weight, bias = grid.weight.numpy().astype(np.float64), grid.bias.numpy().astype(np.float64)
+    z = (shifted - mean) / std
+    want = np.stack([z @ weight[:, h] + bias[h] for h in range(grid.num_heads)])
+    np.testing.assert_allclose(grid.logits(shifted), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grid.logits(shifted[:1], head=1), want[1, :1], rtol=1e-4, atol=1e-4)
+
+
+def test_shifted_test_split_is_predicted_with_training_standardisation():
+    """Class = sign of x0 in training; a test split with every x0 in [2, 4] is class 1 throughout.
+
+    With the training statistics every test frame lands on the positive side; standardising the test split
+    with its own mean would put half of it on the negative side.
+    """
+    rng = np.random.default_rng(5)
+    x_train = rng.uniform(-1, 1, size=(600, 2)).astype(np.float32)
+    y_train = (x_train[:, 0] > 0).astype(np.int64)
+    x_test = np.stack([rng.uniform(2, 4, 200), rng.uniform(-1, 1, 200)], 1).astype(np.float32)
+    probe = fit_linear_probe(
+        x_train,
+        y_train,
+        x_train[:100],
+        y_train[:100],
+        2,
+        LinearConfig(lrs=(0.5,), weight_decays=(0.0,), **FAST),
+    )
+    assert (probe.predict(x_test) == 1).all()
