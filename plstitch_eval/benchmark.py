@@ -47,9 +47,11 @@ from plstitch_eval.hub.random_init import random_init_source
 from plstitch_eval.hub.registry import MODELS
 from plstitch_eval.knn import KnnConfig
 from plstitch_eval.linear import LinearConfig
-from plstitch_eval.protocols import default_metrics, run_cv, run_knn, run_linear, write_results
+from plstitch_eval.protocols import CV_PROTOCOLS, default_metrics, run_cv, run_knn, run_linear, write_results
 from plstitch_eval.resources import model_cards_dir
 from plstitch_eval.tables import METRIC_LABELS
+from plstitch_eval.temporal.fit import TemporalConfig
+from plstitch_eval.temporal_protocol import run_temporal
 from plstitch_eval.utils.console import console, error_console, logger, progress_bar
 from plstitch_eval.utils.device import resolve_device
 from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
@@ -57,8 +59,15 @@ from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
 
 SCHEMA = "plstitch.benchmark/v1"
 CELL_SCHEMA = "plstitch.benchmark-cell/v1"
-PROTOCOLS = ("knn", "linear", "cv")
-PROTOCOL_LABELS = {"knn": "k-NN", "linear": "linear", "cv-knn": "CV k-NN", "cv-linear": "CV linear"}
+PROTOCOLS = ("knn", "linear", "temporal", "cv")
+PROTOCOL_LABELS = {
+    "knn": "k-NN",
+    "linear": "linear",
+    "temporal": "MS-TCN",
+    "cv-knn": "CV k-NN",
+    "cv-linear": "CV linear",
+    "cv-temporal": "CV MS-TCN",
+}
 TABLE_MD, TABLE_JSON = "table.md", "table.json"
 FEATURES_DIR, RESULTS_DIR = "features", "results"
 DATASET_FILE_SUFFIXES = (".toml", ".yaml", ".yml")
@@ -423,7 +432,8 @@ class BenchmarkConfig:
     extract: ExtractOptions = field(default_factory=ExtractOptions)
     knn: KnnConfig = field(default_factory=KnnConfig)
     linear: LinearConfig = field(default_factory=LinearConfig)
-    val_fraction: float = 0.2  # linear: training videos held out when the store has no val split
+    temporal: TemporalConfig = field(default_factory=TemporalConfig)
+    val_fraction: float = 0.2  # linear / temporal: training videos held out when the store has no val split
     cv_folds: int = 5
     cv_protocol: str = "knn"  # the protocol cross-validated by `cv`
     cv_seed: int = 0
@@ -447,11 +457,14 @@ class BenchmarkConfig:
         self.protocols = parse_protocols(self.protocols)
         self.metrics = parse_metrics(self.metrics)
         self.out = Path(self.out).expanduser()
-        for name, kind in (("extract", ExtractOptions), ("knn", KnnConfig), ("linear", LinearConfig)):
+        configs = (("extract", ExtractOptions), ("knn", KnnConfig), ("linear", LinearConfig))
+        for name, kind in (*configs, ("temporal", TemporalConfig)):
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"BenchmarkConfig.{name} must be a {kind.__name__}.")
-        if self.cv_protocol not in ("knn", "linear"):
-            raise ConfigError(f"--cv-protocol must be knn or linear, got {self.cv_protocol!r}.")
+        if self.cv_protocol not in CV_PROTOCOLS:
+            raise ConfigError(
+                f"--cv-protocol must be one of {', '.join(CV_PROTOCOLS)}, got {self.cv_protocol!r}."
+            )
         if self.cv_folds < 2:
             raise ConfigError(f"--folds must be >= 2, got {self.cv_folds}.")
         if not 0 < self.val_fraction < 1:
@@ -469,12 +482,14 @@ class BenchmarkConfig:
         """What a cell's numbers depend on (recorded in its results JSON; a rerun must match it)."""
         knn = {k: v for k, v in asdict(self.knn).items() if k not in RUNTIME_FIELDS}
         linear = {k: v for k, v in asdict(self.linear).items() if k not in RUNTIME_FIELDS}
+        temporal = {k: v for k, v in asdict(self.temporal).items() if k not in RUNTIME_FIELDS}
+        inners = {"knn": knn, "linear": linear, "temporal": temporal}
         if protocol == "knn":
             proto: dict[str, Any] = {"knn": knn}
-        elif protocol == "linear":
-            proto = {"linear": linear, "val_fraction": self.val_fraction}
+        elif protocol in ("linear", "temporal"):
+            proto = {protocol: inners[protocol], "val_fraction": self.val_fraction}
         else:
-            inner = {"knn": knn} if self.cv_protocol == "knn" else {"linear": linear}
+            inner = {self.cv_protocol: inners[self.cv_protocol]}
             proto = {"folds": self.cv_folds, "inner": self.cv_protocol, "seed": self.cv_seed, **inner}
         extract = {
             "fps": self.extract.fps,
@@ -840,6 +855,10 @@ class _Runner:
             return run_knn(cell.store, config.knn, scheme=scheme)
         if cell.protocol == "linear":
             return run_linear(cell.store, config.linear, scheme=scheme, val_fraction=config.val_fraction)
+        if cell.protocol == "temporal":
+            return run_temporal(
+                cell.store, config.temporal, scheme=scheme, val_fraction=config.val_fraction, progress=False
+            )[0]
         return run_cv(
             cell.store,
             config.cv_folds,
@@ -848,6 +867,7 @@ class _Runner:
             config.linear,
             seed=config.cv_seed,
             val_fraction=config.val_fraction,
+            temporal_config=config.temporal,
         )
 
     def _fail(self, cell: Cell, error: str) -> None:

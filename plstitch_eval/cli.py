@@ -96,13 +96,16 @@ def _register_all() -> None:
         evaluate,
         frames,
         hub,
+        predict,
         publish,
         quickstart,
         reproduce,
+        temporal,
         train,
     )
 
-    for module in (quickstart, hub, data, evaluate, benchmark, analyze, train, frames, reproduce, publish):
+    evaluation = (quickstart, hub, data, evaluate, temporal, predict, benchmark, analyze)
+    for module in (*evaluation, train, frames, reproduce, publish):
         module.register(app)
 
 

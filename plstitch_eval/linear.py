@@ -10,7 +10,6 @@ equals that head trained alone (up to float rounding). The best head is chosen o
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ import numpy as np
 import torch
 
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.utils.device import resolve_device
+from plstitch_eval.utils.device import resolve_device, torch_threads
 
 OPTIMIZERS = ("sgd", "adamw")
 SELECT_METRICS = ("accuracy", "macro_f1")
@@ -67,18 +66,6 @@ class LinearConfig:
             raise ConfigError(f"linear-probe momentum must be in [0, 1) (got {self.momentum}).")
         if self.num_threads is not None and self.num_threads < 1:
             raise ConfigError(f"linear-probe num_threads must be >= 1 or unset (got {self.num_threads}).")
-
-
-@contextlib.contextmanager
-def _cpu_threads(n: int | None):
-    """Temporarily set torch's intra-op thread count (small ops are slower with several threads)."""
-    old = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 @dataclass
@@ -138,7 +125,7 @@ def train_linear_grid(
     if threads is None and resolve_device(config.device).type == "cpu":
         step_flops = config.batch_size * np.shape(features)[-1] * num_classes * len(config.lrs)
         threads = 1 if step_flops * len(config.weight_decays) < 5e7 else None
-    with _cpu_threads(threads):
+    with torch_threads(threads):
         return _train_grid(features, labels, num_classes, config)
 
 

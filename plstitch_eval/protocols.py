@@ -26,9 +26,10 @@ from plstitch_eval import __version__
 from plstitch_eval.errors import ConfigError, EvaluationError, FeatureStoreError
 from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
 from plstitch_eval.knn import KnnConfig, clamp_k, knn_predict_multi
-from plstitch_eval.linear import LinearConfig, fit_linear_probe
+from plstitch_eval.linear import LinearConfig, LinearProbeResult, fit_linear_probe
 from plstitch_eval.metrics import DEFAULT_OVERLAPS, frame_metrics, segment_metrics
 from plstitch_eval.relaxed_metrics import RelaxedSpec, relaxed_metrics, relaxed_spec
+from plstitch_eval.temporal.fit import TemporalConfig, fit_temporal
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import write_json_output
 
@@ -37,6 +38,7 @@ COOKING_DATASETS = ("gtea", "breakfast", "50salads")
 DEFAULT_BACKGROUND = {"gtea": ("background",), "breakfast": (), "50salads": ("action_start", "action_end")}
 SURGICAL_METRICS = ("accuracy", "macro_f1_pooled", "macro_f1_video")
 COOKING_METRICS = ("accuracy", "edit", "f1@10", "f1@25", "f1@50")
+CV_PROTOCOLS = ("knn", "linear", "temporal")  # what `plstitch cv --protocol` cross-validates
 
 
 def default_metrics(dataset: str | None) -> tuple[str, ...]:
@@ -378,25 +380,52 @@ def run_linear(
     relaxed: bool = False,
 ) -> dict[str, Any]:
     """Linear protocol: grid on train, head chosen on val (official or held out by video), report on test."""
-    config = config or LinearConfig()
-    store = FeatureStore(features)
-    manifest, class_names, n_classes, bg = _context(store)
-    spec = store_relaxed_spec(store, class_names) if relaxed else None
+    return fit_linear_protocol(features, config, scheme, val_fraction, relaxed)[0]
+
+
+def load_train_val_test(
+    store: FeatureStore, scheme: str | None, val_fraction: float, seed: int
+) -> tuple[dict[str, list[str]], str, tuple[list[VideoFeatures], list[VideoFeatures], list[VideoFeatures]]]:
+    """Splits, where validation came from, and the checked train/val/test videos of a trained probe.
+
+    Why: the linear and temporal protocols share these rules - validation videos held out of train **by
+    video** when the store records no val split, two or more training classes, unseen test classes warned.
+    """
+    class_names = _context(store)[1]
     splits = resolve_splits(store, scheme)
     _require(splits["train"], "train", store)
     _require(splits["test"], "test", store)
-    val_source = "official"
+    validation = "official"
     what = f"Training split 'train' of {store.root}"
     fix = f"record videos of two or more classes in it ({store.root / MANIFEST})"
     if not splits["val"]:
-        splits["train"], splits["val"] = holdout_by_video(splits["train"], val_fraction, config.seed)
-        val_source = f"held out by video ({val_fraction:.0%} of train, seed {config.seed})"
+        splits["train"], splits["val"] = holdout_by_video(splits["train"], val_fraction, seed)
+        validation = f"held out by video ({val_fraction:.0%} of train, seed {seed})"
         what = f"{what}, less the videos held out for validation ({_list_videos(splits['val'])}),"
         fix = f"{fix}, or record a 'val' split there, or lower --val-fraction"
     train, val, test = (load_videos(store, splits[s]) for s in ("train", "val", "test"))
     train_labels = stack_labelled(train)[1]
     require_two_classes(train_labels, class_names, what, fix)
     _warn_unseen(train_labels, test, class_names)
+    return splits, validation, (train, val, test)
+
+
+def fit_linear_protocol(
+    features: str | Path,
+    config: LinearConfig | None = None,
+    scheme: str | None = None,
+    val_fraction: float = 0.2,
+    relaxed: bool = False,
+) -> tuple[dict[str, Any], LinearProbeResult]:
+    """`run_linear`'s results dict and the fitted probe (grid + chosen head), e.g. to save the probe.
+
+    The test predictions in the results are the probe's (`probe.predict`) on each test video.
+    """
+    config = config or LinearConfig()
+    store = FeatureStore(features)
+    manifest, class_names, n_classes, bg = _context(store)
+    spec = store_relaxed_spec(store, class_names) if relaxed else None
+    splits, val_source, (train, val, test) = load_train_val_test(store, scheme, val_fraction, config.seed)
     probe, preds = _linear_on(train, val, test, n_classes, config)
     gts = {it.video: it.labels for it in test}
     scored = score_videos(preds, gts, n_classes, bg)
@@ -411,7 +440,7 @@ def run_linear(
         },
     }
     results = build_results("linear", manifest, features, protocol, splits, class_names, scored, preds)
-    return results if spec is None else with_relaxed(results, relaxed_metrics(preds, gts, spec))
+    return (results if spec is None else with_relaxed(results, relaxed_metrics(preds, gts, spec))), probe
 
 
 def run_cv(
@@ -423,14 +452,17 @@ def run_cv(
     seed: int = 0,
     val_fraction: float = 0.2,
     relaxed: bool = False,
+    temporal_config: TemporalConfig | None = None,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """k-fold cross-validation by video over every video of the store's splits; mean and std over folds.
 
-    The ``relaxed`` block (when asked) is over all videos of all folds, each tested once: mean and std over
-    videos, not folds.
+    `protocol`: knn, linear or temporal (linear and temporal hold validation videos out of each fold's
+    training videos). The ``relaxed`` block (when asked) is over all videos of all folds, each tested once:
+    mean and std over videos, not folds. `progress`: the temporal model's epoch bar.
     """
-    if protocol not in ("knn", "linear"):
-        raise ConfigError(f"--protocol must be knn or linear, got {protocol!r}.")
+    if protocol not in CV_PROTOCOLS:
+        raise ConfigError(f"--protocol must be one of {', '.join(CV_PROTOCOLS)}, got {protocol!r}.")
     store = FeatureStore(features)
     manifest, class_names, n_classes, bg = _context(store)
     spec = store_relaxed_spec(store, class_names) if relaxed else None
@@ -445,6 +477,7 @@ def run_cv(
         "cross-validation needs videos labelled with two or more classes",
     )
     knn_config, linear_config = knn_config or KnnConfig(), linear_config or LinearConfig(seed=seed)
+    temporal_config = temporal_config or TemporalConfig(seed=seed)
     fold_results, all_preds, per_video = [], {}, {}
     for i, test_videos in enumerate(test_folds):
         rest = [v for v in videos if v not in set(test_videos)]
@@ -464,16 +497,21 @@ def run_cv(
             (k,) = used_ks([knn_config.k], len(train_labels), where=f"CV fold {i}: ")
             preds = _predict_knn(train, test, n_classes, knn_config, [k])[k]
             extra = {"k": k}
-        else:
+        elif protocol == "linear":
             probe, preds = _linear_on(train, [items[v] for v in val_v], test, n_classes, linear_config)
             extra = {"chosen_lr": probe.best_lr, "chosen_weight_decay": probe.best_weight_decay}
+        else:
+            val = [items[v] for v in val_v]
+            fit = fit_temporal(train, val, n_classes, temporal_config, progress=progress, background=bg)
+            preds = {it.video: fit.predict(it.features) for it in test}
+            extra = {"chosen_epoch": fit.best_epoch}
         scored = score_videos(preds, {it.video: it.labels for it in test}, n_classes, bg)
         fold_results.append({"fold": i, "test": test_videos, "metrics": scored["metrics"], **extra})
         all_preds.update(preds)
         per_video.update(scored["per_video"])
     keys = fold_results[0]["metrics"].keys()
     values = {k: np.array([f["metrics"][k] for f in fold_results], dtype=np.float64) for k in keys}
-    cfg = knn_config if protocol == "knn" else linear_config
+    cfg = {"knn": knn_config, "linear": linear_config, "temporal": temporal_config}[protocol]
     protocol_dict = {
         "name": "cv",
         "inner": protocol,

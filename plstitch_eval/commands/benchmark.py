@@ -31,7 +31,7 @@ def benchmark(
         Path, typer.Option("--out", "-o", help="Output folder: features/, results/, table.md, table.json.")
     ],
     protocols: Annotated[
-        str, typer.Option("--protocols", "-p", help="knn, linear and/or cv.")
+        str, typer.Option("--protocols", "-p", help="knn, linear, temporal (MS-TCN) and/or cv.")
     ] = "knn,linear",
     metrics: Annotated[
         str | None,
@@ -51,9 +51,13 @@ def benchmark(
     select_metric: Annotated[
         str, typer.Option(help="Linear-probe validation metric: accuracy or macro_f1.")
     ] = "accuracy",
-    seed: Annotated[int, typer.Option(help="Seed of the linear probe and of the CV folds.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the linear probe, the MS-TCN and the CV folds.")] = 0,
     folds: Annotated[int, typer.Option(help="cv: number of folds (split by video).")] = 5,
-    cv_protocol: Annotated[str, typer.Option("--cv-protocol", help="cv: knn or linear.")] = "knn",
+    cv_protocol: Annotated[str, typer.Option("--cv-protocol", help="cv: knn, linear or temporal.")] = "knn",
+    temporal_epochs: Annotated[
+        int | None, typer.Option("--temporal-epochs", help="temporal: MS-TCN epochs (default 50).")
+    ] = None,
+    causal: Annotated[bool, typer.Option("--causal", help="temporal: causal convolutions (online).")] = False,
     fps: Annotated[
         float | None, typer.Option(help="Sampling rate in frames/s (default: each dataset's eval fps).")
     ] = None,
@@ -97,6 +101,7 @@ def benchmark(
     from plstitch_eval.extract import ExtractOptions
     from plstitch_eval.knn import KnnConfig
     from plstitch_eval.linear import LinearConfig
+    from plstitch_eval.temporal.fit import TemporalConfig
     from plstitch_eval.utils.console import console, print_error, result_console
     from plstitch_eval.utils.device import resolve_device
     from plstitch_eval.utils.io import write_json_output
@@ -119,6 +124,12 @@ def benchmark(
             optimizer=optimizer,
             epochs=epochs,
             select_metric=select_metric,
+            seed=seed,
+            device=resolved,
+        ),
+        temporal=TemporalConfig(
+            **({"epochs": temporal_epochs} if temporal_epochs is not None else {}),
+            causal=causal,
             seed=seed,
             device=resolved,
         ),

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from plstitch_eval.errors import ConfigError
+from plstitch_eval.utils.console import is_quiet
 
 FeaturesOpt = Annotated[
     Path, typer.Option("--features", "-f", help="Feature store folder (plstitch extract).")
@@ -127,26 +128,52 @@ def linear(
     device: DeviceOpt = "auto",
     relaxed: RelaxedOpt = False,
     json_path: JsonOpt = None,
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            "--save",
+            help="Save the chosen head as a probe folder (probe.json + probe.safetensors; docs/probes.md).",
+            file_okay=False,
+        ),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing --save probe folder.")
+    ] = False,
 ) -> None:
     """Linear probe: a grid of heads trained in one pass, best on validation, reported on test."""
-    from plstitch_eval.protocols import run_linear
+    from plstitch_eval.probes import check_probe_target, save_linear_probe
+    from plstitch_eval.protocols import fit_linear_protocol
+    from plstitch_eval.utils.console import console
 
+    if save is not None:
+        check_probe_target(save, overwrite)  # refuse before training, not after
     config = _linear_config(
         lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed, device
     )
-    results = run_linear(features, config, scheme=split_scheme, val_fraction=val_fraction, relaxed=relaxed)
+    results, fitted = fit_linear_protocol(
+        features, config, scheme=split_scheme, val_fraction=val_fraction, relaxed=relaxed
+    )
     proto = results["protocol"]
     _finish(results, json_path, f"linear (lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g})")
+    if save is not None:
+        save_linear_probe(save, features, results, fitted, overwrite=overwrite)
+        console.print(f"probe saved to {save}", highlight=False, soft_wrap=True)
 
 
 def cv(
     features: FeaturesOpt,
     folds: Annotated[int, typer.Option(help="Number of folds (split by video).")] = 5,
-    protocol: Annotated[str, typer.Option(help="knn or linear.")] = "knn",
+    protocol: Annotated[
+        str, typer.Option(help="knn, linear or temporal (MS-TCN, defaults as `plstitch temporal`).")
+    ] = "knn",
     k: Annotated[int, typer.Option("--k", help="k-NN neighbours.")] = 20,
     temperature: Annotated[float, typer.Option(help="k-NN temperature.")] = 0.07,
     weighting: Annotated[str, typer.Option(help="k-NN weighting: exp, similarity or uniform.")] = "exp",
-    epochs: Annotated[int, typer.Option(help="Linear-probe epochs.")] = 20,
+    epochs: Annotated[
+        int | None,
+        typer.Option(help="Training epochs of the linear probe (default 20) or the temporal model (50)."),
+    ] = None,
+    causal: Annotated[bool, typer.Option("--causal", help="temporal: causal convolutions (online).")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the fold assignment and the probe.")] = 0,
     device: DeviceOpt = "auto",
     relaxed: RelaxedOpt = False,
@@ -155,10 +182,23 @@ def cv(
     """k-fold cross-validation by video; prints mean ± std over folds."""
     from plstitch_eval.linear import LinearConfig
     from plstitch_eval.protocols import run_cv
+    from plstitch_eval.temporal.fit import TemporalConfig
 
+    given = {"epochs": epochs} if epochs is not None else {}
     knn_config = _knn_config(k, temperature, weighting, device, 4096, None)
-    linear_config = LinearConfig(epochs=epochs, seed=seed, device=_device(device))
-    results = run_cv(features, folds, protocol, knn_config, linear_config, seed=seed, relaxed=relaxed)
+    linear_config = LinearConfig(**given, seed=seed, device=_device(device))
+    temporal_config = TemporalConfig(**given, causal=causal, seed=seed, device=device)
+    results = run_cv(
+        features,
+        folds,
+        protocol,
+        knn_config,
+        linear_config,
+        seed=seed,
+        relaxed=relaxed,
+        temporal_config=temporal_config,
+        progress=not is_quiet(),
+    )
     _finish(results, json_path, f"{folds}-fold CV by video ({protocol})")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 
 import torch
 
@@ -40,3 +41,18 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     if precision == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=PRECISIONS[precision])
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Temporarily set torch's intra-op thread count (`None`: leave it); restored afterwards.
+
+    Why: small CPU ops run slower on several threads, and a thread count changes float rounding.
+    """
+    old = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)

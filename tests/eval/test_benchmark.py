@@ -351,7 +351,7 @@ def test_models_and_protocols() -> None:
     ]
     with pytest.raises(ConfigError, match="Unknown model 'plstitch-tiny-synthetc'.*Did you mean"):
         expand_models("plstitch-tiny-synthetc")
-    with pytest.raises(ConfigError, match="Unknown protocol 'lin'.*knn, linear, cv"):
+    with pytest.raises(ConfigError, match="Unknown protocol 'lin'.*knn, linear, temporal, cv"):
         parse_protocols("knn,lin")
     assert parse_protocols("linear,knn,cv") == ("linear", "knn", "cv")
 
@@ -399,3 +399,24 @@ def test_paper_numbers_sit_beside_ours(tmp_path: Path) -> None:
     # every method of the paper's tables has a registry entry now (Endo-FM, VideoMAEv2, T-CoRe: issue 17)
     assert "no loadable checkpoint" not in markdown
     assert {"endo-fm", "videomaev2-vitb16", "t-core-vitb16"} <= set(expand_models("paper-surgical"))
+
+
+def test_temporal_protocol_runs_inside_the_benchmark(tmp_path: Path) -> None:
+    """`--protocols temporal,cv --cv-protocol temporal`: MS-TCN cells equal to `plstitch temporal`."""
+    out = tmp_path / "out"
+    args = cli_args(out, "synthetic", models="plstitch-tiny-synthetic", protocols="temporal,cv")
+    args = [*args, "--cv-protocol", "temporal", "--folds", "2", "--temporal-epochs", "3"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    table = table_json(out)
+    assert [c["protocol"] for c in table["cells"]] == ["temporal", "cv"]
+    headers = [c["header"] for c in table["columns"]]
+    assert "synthetic MS-TCN Acc" in headers and "synthetic CV MS-TCN Acc" in headers
+    cell = table["cells"][0]
+    single = tmp_path / "single.json"
+    single_args = ["temporal", "--features", cell["features"], "--epochs", "3", "--device", "cpu"]
+    done = runner.invoke(app, [*single_args, "--json", str(single)])
+    assert done.exit_code == 0, done.output
+    assert cell["metrics"] == json.loads(single.read_text(encoding="utf-8"))["metrics"]
+    cv = json.loads(Path(table["cells"][1]["results"]).read_text(encoding="utf-8"))
+    assert cv["protocol"]["inner"] == "temporal" and cv["protocol"]["epochs"] == 3

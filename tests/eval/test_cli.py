@@ -19,7 +19,8 @@ def test_version():
 
 COMMANDS = (
     "quickstart", "models", "download", "datasets", "extract", "export-mstcn", "knn", "linear", "cv", "score",
-    "table", "benchmark", "analyze", "train", "write-lmdb", "reproduce", "export", "push-to-hub",
+    "table", "temporal", "predict", "benchmark", "analyze", "train", "write-lmdb", "reproduce", "export",
+    "push-to-hub",
 )  # fmt: skip
 
 

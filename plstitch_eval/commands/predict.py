@@ -1,0 +1,204 @@
+"""CLI command `predict`: a saved probe on new videos (CSV + timeline per video), or online on a stream."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from plstitch_eval.errors import ConfigError
+
+
+def predict(
+    probe_dir: Annotated[
+        Path,
+        typer.Option("--probe", help="Probe folder (plstitch linear --save DIR).", file_okay=False),
+    ],
+    videos: Annotated[
+        list[str] | None,
+        typer.Argument(help="Video files (or frame folders); - reads a stream piped into stdin (--online)."),
+    ] = None,
+    root: Annotated[
+        Path | None,
+        typer.Option(
+            "--root", help="Every video in this folder; with --dataset, the dataset's folder instead."
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Folder for <video>.csv and <video>.png (optional with --online)."),
+    ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option("--dataset", "-d", help="Predict a dataset's videos, its annotations as ground truth."),
+    ] = None,
+    split: Annotated[str | None, typer.Option(help="With --dataset: only this split.")] = None,
+    split_scheme: Annotated[
+        str | None, typer.Option("--split-scheme", help="Scheme that --split refers to (default: the first).")
+    ] = None,
+    only: Annotated[
+        str | None, typer.Option("--videos", help="With --dataset: only these videos (comma-separated).")
+    ] = None,
+    labels: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--labels",
+            help="Ground truth of a VIDEO, one per VIDEO in order: Frame<TAB>Phase TSV (Cholec80) or one "
+            "class name per line (MS-TCN), a row per video frame.",
+            dir_okay=False,
+        ),
+    ] = None,
+    labels_fps: Annotated[
+        float | None,
+        typer.Option(
+            "--labels-fps", help="Rows per second of the --labels files (default: the video's fps)."
+        ),
+    ] = None,
+    online: Annotated[
+        bool,
+        typer.Option(
+            "--online",
+            help="Predict as the video decodes (causal probes): one line per video second on stdout, with "
+            "the phase and its latency.",
+        ),
+    ] = False,
+    progression: Annotated[
+        bool | None,
+        typer.Option(
+            "--progression/--no-progression",
+            help="Progression column from the encoder's PL-Stitch temporal head (default: when it has one).",
+        ),
+    ] = None,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", "-b", help="Frames per forward (as extraction's; default 64).")
+    ] = 64,
+    num_workers: Annotated[
+        int | None,
+        typer.Option("--num-workers", "-j", help="Decoding workers (default: as plstitch extract)."),
+    ] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    precision: Annotated[
+        str,
+        typer.Option(help="auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16: as the probe's store."),
+    ] = "auto",
+    which: Annotated[
+        str, typer.Option("--which", help="Network of a training checkpoint: teacher (default) or student.")
+    ] = "teacher",
+    trust_pickle: Annotated[
+        bool, typer.Option("--trust-pickle", help="Allow loading pickle checkpoints (runs their code).")
+    ] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing output files.")] = False,
+    json_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--json",
+            help="Write the summary JSON to this file (atomically); - = stdout. Default: stdout, except "
+            "with --online, whose stdout carries the per-second lines.",
+            dir_okay=False,
+        ),
+    ] = None,
+) -> None:
+    """Apply a saved probe to videos, decoded and encoded exactly as `plstitch extract` does.
+
+    Writes per video <video>.csv (time_s, frame_index, predicted, a probability per class, progression) and
+    a timeline <video>.png under --out; prints a JSON summary. The probe's encoder, preprocessing and fps
+    are used; another model or preprocessing is refused.
+    """
+    from rich.text import Text
+
+    from plstitch_eval.predict import (
+        PredictOptions,
+        check_outputs,
+        describe,
+        load_probe_encoder,
+        predict_videos,
+        run_online,
+        sources_from_dataset,
+        sources_from_paths,
+        videos_in_folder,
+    )
+    from plstitch_eval.probes import load_probe
+    from plstitch_eval.utils.console import console, print_error, progress_bar
+    from plstitch_eval.utils.io import write_json_output
+
+    options = PredictOptions(
+        batch_size=batch_size,
+        num_workers=num_workers,
+        device=device,
+        precision=precision,
+        overwrite=overwrite,
+        progression=progression,
+        which=which,
+        trust_pickle=trust_pickle,
+    )
+    _check_inputs(videos or [], root, dataset, labels or [], out, online)
+    probe = load_probe(probe_dir)
+    if dataset is not None:
+        names = [v.strip() for v in only.split(",") if v.strip()] if only else None
+        sources = sources_from_dataset(dataset, root, probe.class_names, split, names, split_scheme)
+    else:
+        paths = list(videos or []) or [str(p) for p in videos_in_folder(root)]
+        sources = sources_from_paths(paths, probe.class_names, labels or [], labels_fps)
+    if out is not None:
+        check_outputs(out, [s.name for s in sources], overwrite)  # before the model loads
+    model = load_probe_encoder(probe, options)
+    console.print(Text(describe(probe, model)), soft_wrap=True, highlight=False)
+
+    if online:
+        several = len(sources) > 1
+
+        def emit(update) -> None:
+            typer.echo(update.line(with_video=several))
+
+        summary = run_online(probe, model, sources, out, emit, overwrite=overwrite)
+    else:
+        with progress_bar() as bar:
+            task = bar.add_task("predict", total=len(sources))
+            summary = predict_videos(
+                probe, model, sources, out, options, on_video=lambda _: bar.update(task, advance=1)
+            )
+    if json_path is not None or not online:
+        write_json_output(json_path or "-", summary.to_dict())
+    if json_path is not None and str(json_path) != "-":
+        console.print(Text(f"summary written to {json_path}"), highlight=False)
+    if not summary.ok:
+        for failure in summary.failed:
+            print_error(failure.error)  # names the file
+        raise typer.Exit(code=1)
+
+
+def _check_inputs(
+    videos: list[str],
+    root: Path | None,
+    dataset: str | None,
+    labels: list[Path],
+    out: Path | None,
+    online: bool,
+) -> None:
+    """One way to name the inputs; --out unless online; stdin only online."""
+    if dataset is None and videos and root is not None:
+        raise ConfigError("Give VIDEO arguments or --root DIR, not both.")
+    if dataset is None and not videos and root is None:
+        raise ConfigError(
+            "Nothing to predict: give VIDEO arguments, --root DIR, or --dataset NAME --root DIR."
+        )
+    if dataset is not None and videos:
+        raise ConfigError(
+            "--dataset takes its videos from the dataset; name them with --videos, not arguments."
+        )
+    if labels and not videos:
+        raise ConfigError(
+            "--labels go with VIDEO arguments (one per video); --dataset brings its own labels."
+        )
+    if "-" in videos and not online:
+        raise ConfigError("Reading stdin (-) needs --online; or save the stream to a file first.")
+    if out is None and not online:
+        raise ConfigError(
+            "--out is required (the folder for <video>.csv and <video>.png); --online may omit it."
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Add `plstitch predict` to the app."""
+    app.command("predict")(predict)

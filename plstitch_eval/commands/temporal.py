@@ -1,0 +1,112 @@
+"""CLI command `temporal`: options -> `TemporalConfig` -> the temporal protocol; print and save results.
+
+Every model option defaults to "not given" (None), so `TemporalConfig`'s defaults (MS-TCN as published) win.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from plstitch_eval.commands.evaluate import FeaturesOpt, JsonOpt, RelaxedOpt, SchemeOpt, _finish
+
+
+def temporal(
+    features: FeaturesOpt,
+    stages: Annotated[int | None, typer.Option(help="Stages S (MS-TCN 4; TeCNO 2).")] = None,
+    layers: Annotated[int | None, typer.Option(help="Dilated layers per stage L (MS-TCN 10).")] = None,
+    channels: Annotated[int | None, typer.Option(help="Feature maps F (MS-TCN 64; TeCNO 45).")] = None,
+    dropout: Annotated[float | None, typer.Option(help="Dropout in every layer (0.5).")] = None,
+    causal: Annotated[
+        bool | None,
+        typer.Option("--causal/--no-causal", help="TeCNO's causal convolutions: frame t sees frames <= t."),
+    ] = None,
+    lr: Annotated[float | None, typer.Option("--lr", help="Adam learning rate (MS-TCN 5e-4).")] = None,
+    epochs: Annotated[int | None, typer.Option(help="Epochs (MS-TCN 50); the best on val is kept.")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Videos per step (MS-TCN 1).")] = None,
+    smooth_weight: Annotated[
+        float | None, typer.Option(help="Weight of the truncated-MSE smoothing loss (0.15).")
+    ] = None,
+    tau: Annotated[
+        float | None,
+        typer.Option(help="Smoothing loss truncation: squared differences clamped at tau^2 (4)."),
+    ] = None,
+    weight_decay: Annotated[float | None, typer.Option(help="Adam weight decay (0).")] = None,
+    select_metric: Annotated[
+        str | None, typer.Option(help="Validation metric choosing the epoch: accuracy, macro_f1 or edit.")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of init, dropout, video order and hold-out.")] = None,
+    seeds: Annotated[
+        int | None, typer.Option(help="Train seeds --seed .. --seed+N-1 on the same splits: mean ± std.")
+    ] = None,
+    device: Annotated[str | None, typer.Option(help="cpu (default), auto or cuda[:N].")] = None,
+    precision: Annotated[
+        str | None, typer.Option(help="fp32 (default), bf16, fp16 (autocast, CUDA) or auto.")
+    ] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads (default: torch's).")] = None,
+    val_fraction: Annotated[float, typer.Option(help="Training videos held out when no val split.")] = 0.2,
+    split_scheme: SchemeOpt = None,
+    relaxed: RelaxedOpt = False,
+    json_path: JsonOpt = None,
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            "--save",
+            help="Save the trained MS-TCN (--seeds: the first seed's) as a probe folder (docs/probes.md).",
+            file_okay=False,
+        ),
+    ] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing --save probe folder.")] = False,
+) -> None:
+    """MS-TCN on the train videos' features, epoch chosen on val, every metric on test (docs/temporal.md)."""
+    from plstitch_eval.probes import check_probe_target
+    from plstitch_eval.temporal_protocol import run_temporal, run_temporal_seeds, save_temporal_probe
+    from plstitch_eval.utils.console import console
+
+    if save is not None:
+        check_probe_target(save, overwrite)  # refuse before training, not after
+    config = temporal_config(
+        stages=stages,
+        layers=layers,
+        channels=channels,
+        dropout=dropout,
+        causal=causal,
+        lr=lr,
+        epochs=epochs,
+        batch_size=batch_size,
+        smooth_weight=smooth_weight,
+        tau=tau,
+        weight_decay=weight_decay,
+        select_metric=select_metric,
+        seed=seed,
+        device=device,
+        precision=precision,
+        num_threads=threads,
+    )
+    options: dict[str, Any] = {"scheme": split_scheme, "val_fraction": val_fraction, "relaxed": relaxed}
+    if seeds is not None and seeds != 1:
+        results, fits = run_temporal_seeds(features, config, seeds, **options)
+        fit, over = fits[0], f", mean ± std over {seeds} seeds"
+    else:
+        results, fit = run_temporal(features, config, **options)
+        over = f", epoch {fit.best_epoch}"
+    kind = "causal " if config.causal else ""
+    shape = f"{config.stages}x{config.layers}x{config.channels}"
+    _finish(results, json_path, f"temporal ({kind}MS-TCN {shape}{over})")
+    if save is not None:
+        save_temporal_probe(save, features, results, fit, config, overwrite=overwrite)
+        console.print(f"probe saved to {save}", highlight=False)
+
+
+def temporal_config(**given: Any):
+    """A `TemporalConfig` from the options given (None = not given: the dataclass default)."""
+    from plstitch_eval.temporal.fit import TemporalConfig
+
+    return TemporalConfig(**{name: value for name, value in given.items() if value is not None})
+
+
+def register(app: typer.Typer) -> None:
+    """Add `plstitch temporal` to the app."""
+    app.command("temporal")(temporal)
