@@ -36,9 +36,9 @@ from plstitch_eval.analysis.timeline import segment_edges, segments
 from plstitch_eval.data.datasets import VideoRecord, get_dataset, labels_at
 from plstitch_eval.data.datasets.annotations import read_ground_truth, read_lines, read_phase_tsv
 from plstitch_eval.data.datasets.base import natural_key
+from plstitch_eval.data.media import VIDEO_EXTENSIONS, is_video_file
 from plstitch_eval.data.video import (
     DEFAULT_VIDEO_FPS,
-    VIDEO_EXTS,
     DecodedFrame,
     _frame_to_rgb,
     _TargetClock,
@@ -136,9 +136,9 @@ def videos_in_folder(root: str | Path) -> list[Path]:
     root = Path(root).expanduser()
     if not root.is_dir():
         raise ConfigError(f"{root}: --root is not a folder; pass the folder holding the videos.")
-    found = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in VIDEO_EXTS]
+    found = [p for p in root.iterdir() if p.is_file() and is_video_file(p)]
     if not found:
-        raise ConfigError(f"{root}: holds no video file ({' '.join(VIDEO_EXTS)}); pass another --root.")
+        raise ConfigError(f"{root}: holds no video file ({' '.join(VIDEO_EXTENSIONS)}); pass another --root.")
     return sorted(found, key=lambda p: natural_key(p.name))
 
 

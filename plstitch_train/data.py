@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from plstitch_eval.data.media import VIDEO_EXTENSIONS, is_image_file, is_video_file
 from plstitch_eval.data.video import read_frames
 from plstitch_eval.errors import ConfigError, DataError, TrainingError
 from plstitch_eval.utils.console import logger
@@ -39,9 +40,6 @@ from plstitch_train.transforms import AugmentationSettings, ItemAugmentation
 
 if TYPE_CHECKING:
     from plstitch_train.presets import TrainConfig
-
-VIDEO_EXTENSIONS = {".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv"}
-IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
 
 
 @dataclass(frozen=True)
@@ -62,15 +60,13 @@ def discover_videos(folder: str | os.PathLike, folder_fps: float) -> list[VideoS
         )
     found: list[VideoSource] = []
     for path in sorted(root.rglob("*")):
-        if path.is_file() and path.suffix.lower() in VIDEO_EXTENSIONS:
+        if path.is_file() and is_video_file(path):
             found.append(VideoSource(str(path.relative_to(root).with_suffix("")), path))
-        elif path.is_dir() and any(
-            p.suffix.lower() in IMAGE_EXTENSIONS for p in path.iterdir() if p.is_file()
-        ):
+        elif path.is_dir() and any(p.is_file() and is_image_file(p) for p in path.iterdir()):
             found.append(VideoSource(str(path.relative_to(root)), path, folder_fps))
     if not found:
         raise DataError(
-            f"--data {root}: no video files ({', '.join(sorted(VIDEO_EXTENSIONS))}) or frame folders found."
+            f"--data {root}: no video files ({', '.join(VIDEO_EXTENSIONS)}) or frame folders found."
         )
     return found
 

@@ -32,10 +32,11 @@ import av
 import numpy as np
 from PIL import Image
 
+from plstitch_eval.data.media import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, is_image_file
 from plstitch_eval.errors import ConfigError, DecodeError
 
-IMAGE_EXTS = (".jpg", ".jpeg", ".png")
-VIDEO_EXTS = (".mp4", ".avi", ".mkv", ".mov", ".webm", ".mpg", ".mpeg", ".m4v", ".ogv")
+IMAGE_EXTS = IMAGE_EXTENSIONS  # older names, kept for importers; the rule lives in plstitch_eval.data.media
+VIDEO_EXTS = VIDEO_EXTENSIONS
 DEFAULT_FOLDER_FPS = 1.0  # frame folders without a stated rate are taken as 1 fps (AutoLaparo's release)
 TIME_TOLERANCE = 1e-6  # seconds; absorbs float rounding of pts * time_base against k / fps
 DEFAULT_VIDEO_FPS = 25  # a video stream that states no frame rate
@@ -199,11 +200,11 @@ def probe(source: str | os.PathLike, *, folder_fps: float | None = None) -> Vide
 
 
 def list_frame_files(folder: str | os.PathLike) -> list[Path]:
-    """The jpg/png files of a frame folder in natural order (frame2 before frame10)."""
+    """The frame images (`media.is_image_file`) of a folder in natural order (frame2 before frame10)."""
     folder = Path(folder)
-    files = [p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTS and not p.name.startswith(".")]
+    files = [p for p in folder.iterdir() if is_image_file(p)]
     if not files:
-        raise DecodeError(f"{folder}: frame folder holds no {'/'.join(IMAGE_EXTS)} images")
+        raise DecodeError(f"{folder}: frame folder holds no {'/'.join(IMAGE_EXTENSIONS)} images")
     return sorted(files, key=_natural_key)
 
 

@@ -11,7 +11,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from plstitch_eval.data.video import VIDEO_EXTS, DecodedFrame, read_frames
+from plstitch_eval.data.media import VIDEO_EXTENSIONS
+from plstitch_eval.data.video import DecodedFrame, read_frames
 from plstitch_eval.errors import ConfigError, DataError
 from plstitch_eval.utils.console import logger
 
@@ -174,7 +175,7 @@ def by_number(names: list[str], **ranges: tuple[int, int]) -> dict[str, list[str
 def find_source(stem: str, folders: list[Path]) -> Path | None:
     """A video file `<folder>/<stem>.<ext>` or frame folder `<folder>/<stem>/`, first found, else None."""
     for folder in folders:
-        for ext in VIDEO_EXTS:
+        for ext in VIDEO_EXTENSIONS:
             candidate = folder / f"{stem}{ext}"
             if candidate.is_file():
                 return candidate

@@ -167,3 +167,82 @@ def test_padded_faiss_neighbours_never_vote(weighting, monkeypatch):
     np.testing.assert_allclose(
         votes[4], brute_knn(train, labels, queries, 4, 0.07, weighting, 3)[1], rtol=1e-5
     )
+
+
+# Blocked search (torch: the default on CUDA; FAISS: the default on CPU): the same answers in any block size.
+
+
+@pytest.mark.parametrize("weighting", ["exp", "similarity", "uniform"])
+@pytest.mark.parametrize("chunk_size", [1, 7, 40, 4096])  # 7 does not divide the 40 queries
+@pytest.mark.parametrize("k", [5, 20, 500])  # 500 > 300 training frames: clamped to all of them
+def test_blocked_search_matches_brute_force(data, weighting, chunk_size, k):
+    train, labels, queries = data
+    want, want_votes = brute_knn(train, labels, queries, k, 0.07, weighting, 5)
+    config = KnnConfig(k=k, weighting=weighting, chunk_size=chunk_size, backend="torch")
+    got, votes = knn_predict(train, labels, queries, config, num_classes=5, return_scores=True)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(votes, want_votes, rtol=1e-4, atol=1e-6)
+    faiss_config = KnnConfig(k=k, weighting=weighting, chunk_size=chunk_size, backend="faiss")
+    np.testing.assert_array_equal(knn_predict(train, labels, queries, faiss_config), want)
+
+
+def test_block_rows_bounds_the_similarity_block(data, monkeypatch):
+    import torch
+
+    import plstitch_eval.knn as knn_module
+
+    assert knn_module.block_rows(100_000, 4096) == 2**26 // 100_000
+    assert knn_module.block_rows(10, 4096) == 4096
+    assert knn_module.block_rows(10**9, 4096) == 1
+    train, labels, queries = data
+    monkeypatch.setattr(knn_module, "MAX_BLOCK_ELEMENTS", 3 * len(train))  # 3 query rows per block
+    seen = []
+    real_topk = torch.topk
+
+    def spy(block, *args, **kwargs):
+        seen.append(tuple(block.shape))
+        return real_topk(block, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "topk", spy)
+    want, _ = brute_knn(train, labels, queries, 20, 0.07, "exp", 5)
+    config = KnnConfig(chunk_size=4096, backend="torch")
+    np.testing.assert_array_equal(knn_predict(train, labels, queries, config), want)
+    assert seen == [(3, len(train))] * 13 + [(1, len(train))]  # 40 queries = 13 blocks of 3 + 1
+
+
+def test_auto_backend_on_cpu_is_faiss(data, monkeypatch):
+    import plstitch_eval.knn as knn_module
+
+    def no_torch(*_args, **_kwargs):
+        raise AssertionError("backend='auto' on CPU must use FAISS")
+
+    monkeypatch.setattr(knn_module, "_search_torch", no_torch)
+    train, labels, queries = data
+    knn_predict(train, labels, queries, KnnConfig(k=5))
+
+
+def test_num_threads_is_restored(data):
+    import torch
+
+    train, labels, queries = data
+    before = torch.get_num_threads()
+    knn_predict(train, labels, queries, KnnConfig(k=5, num_threads=1, backend="torch"))
+    assert torch.get_num_threads() == before
+
+
+def test_prepare_is_division_by_the_norm_and_leaves_input_alone():
+    from plstitch_eval.knn import _prepare
+
+    rng = np.random.default_rng(4)
+    x = (rng.normal(size=(50, 16)) * rng.lognormal(size=(50, 1))).astype(np.float32)
+    x[3] = 0.0
+    keep = x.copy()
+    want = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    got = _prepare(x, "x")
+    assert got.tobytes() == want.astype(np.float32).tobytes()  # bit for bit, zero row stays zero
+    np.testing.assert_array_equal(x, keep)
+    assert _prepare(x.astype(np.float64), "x").tobytes() == got.tobytes()
+    big = x.copy()
+    big[7, 1] = np.inf
+    with pytest.raises(EvaluationError, match="row 7"):
+        _prepare(big, "x")
