@@ -33,9 +33,10 @@ from torch import nn
 from plstitch_eval import __version__
 from plstitch_eval.errors import PlstitchError
 from plstitch_eval.features import FeatureStore
+from plstitch_eval.hub.convert import state_dict_mismatch
 from plstitch_eval.hub.safe_load import load_safetensors_file, sha256_file
 from plstitch_eval.linear import LinearProbeResult
-from plstitch_eval.utils.io import _json_default, temp_dir_beside, write_json_atomic
+from plstitch_eval.utils.io import json_default, temp_dir_beside, write_json_atomic
 
 PROBE_JSON = "probe.json"
 PROBE_WEIGHTS = "probe.safetensors"
@@ -482,13 +483,8 @@ _JSON_TYPE = {str: "string", list: "array", dict: "object", bool: "true/false"}
 def _fill(head: nn.Module, state: Mapping[str, torch.Tensor], source: str) -> None:
     """Strict state-dict load; one-line `ProbeError` listing missing / unexpected / mis-shaped keys."""
     expected = head.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    wrong = sorted(
-        f"{k} {list(state[k].shape)} != {list(expected[k].shape)}"
-        for k in set(expected) & set(state)
-        if state[k].shape != expected[k].shape
-    )
+    missing, unexpected, wrong_keys = state_dict_mismatch(expected, state)
+    wrong = [f"{k} {list(state[k].shape)} != {list(expected[k].shape)}" for k in wrong_keys]
     if missing or unexpected or wrong:
         parts = [
             f"{name} {', '.join(keys[:10])}{' …' if len(keys) > 10 else ''}"
@@ -539,7 +535,7 @@ def _describe(spec: str | None, sha: str | None, preprocessing: Any, keys: list[
     if keys:
         whole = keys == ["*"] or not isinstance(preprocessing, dict)
         shown = preprocessing if whole else {k: preprocessing.get(k) for k in keys}
-        details.append(f"preprocessing {json.dumps(shown, sort_keys=True, default=_json_default)}")
+        details.append(f"preprocessing {json.dumps(shown, sort_keys=True, default=json_default)}")
     return f"{spec} ({', '.join(details)})"
 
 
@@ -552,7 +548,7 @@ def _differing_keys(a: Any, b: Any) -> list[str]:
 
 def _json_round_trip(value: Any) -> Any:
     """`value` as it reads back from JSON (tuples -> lists, numpy scalars -> numbers, paths -> strings)."""
-    return json.loads(json.dumps(value, default=_json_default))
+    return json.loads(json.dumps(value, default=json_default))
 
 
 def _finite_or_none(value: Any) -> Any:

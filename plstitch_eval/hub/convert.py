@@ -223,16 +223,24 @@ def _is_square(n: int) -> bool:
     return n > 0 and math.isqrt(n) ** 2 == n
 
 
+def state_dict_mismatch(
+    expected: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor]
+) -> tuple[list[str], list[str], list[str]]:
+    """Keys of `state` that would not fill `expected` exactly: (missing, unexpected, wrong shape), sorted.
+
+    Why: every strict load in the package reports the same three lists before `load_state_dict` runs.
+    """
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong_shape = sorted(k for k in set(expected) & set(state) if state[k].shape != expected[k].shape)
+    return missing, unexpected, wrong_shape
+
+
 def load_strict(model: nn.Module, state: Mapping[str, torch.Tensor], source: str = "checkpoint") -> None:
     """`load_state_dict(strict=True)` with a `CheckpointError` listing missing/unexpected/mis-shaped keys."""
     expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    wrong_shape = sorted(
-        f"{k} {tuple(state[k].shape)} != {tuple(expected[k].shape)}"
-        for k in set(expected) & set(state)
-        if state[k].shape != expected[k].shape
-    )
+    missing, unexpected, wrong = state_dict_mismatch(expected, state)
+    wrong_shape = [f"{k} {tuple(state[k].shape)} != {tuple(expected[k].shape)}" for k in wrong]
     if missing or unexpected or wrong_shape:
         raise CheckpointError(
             f"{source} does not fill the {type(model).__name__} exactly: missing {missing[:30]}, "

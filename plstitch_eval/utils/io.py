@@ -68,7 +68,7 @@ def write_text_atomic(target: str | os.PathLike, text: str) -> None:
 
 def write_json_atomic(target: str | os.PathLike, obj: Any) -> None:
     """Write `obj` as indented JSON to `target` atomically."""
-    write_text_atomic(target, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+    write_text_atomic(target, json.dumps(obj, indent=2, sort_keys=False, default=json_default) + "\n")
 
 
 def write_json_output(target: str | os.PathLike, obj: Any) -> None:
@@ -77,13 +77,13 @@ def write_json_output(target: str | os.PathLike, obj: Any) -> None:
     Why: every `--json` option of the CLI means the same thing: a path, `-` for stdout.
     """
     if os.fspath(target) == "-":
-        sys.stdout.write(json.dumps(obj, indent=2, default=_json_default) + "\n")
+        sys.stdout.write(json.dumps(obj, indent=2, default=json_default) + "\n")
         sys.stdout.flush()
     else:
         write_json_atomic(target, obj)
 
 
-def _json_default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
     """Serialise numpy scalars/arrays and paths that json does not know."""
     if hasattr(obj, "tolist"):
         return obj.tolist()
