@@ -7,15 +7,22 @@
    weights (no download).
 2. Decode-bound: with a cheap model (the shipped tiny PL-Stitch; raw-pixels, which does next to no model
    work, stands for a model on a GPU) the run is bound by video decoding. Four
-   60 s 854x480 25 fps H.264 files (Cholec80 layout) sampled at 1 fps; the floor is PyAV decoding every frame
-   of the same files, one single-threaded process per core (pool started before the clock). Ratio = floor
-   seconds / `extract_features` seconds with its default workers, interleaved, for smooth content and for
-   noisy content that is harder to decode. Above 1 is possible: extraction skips non-reference frames that
-   are not sampled, the floor decodes them all.
+   60 s 854x480 25 fps H.264 files (Cholec80 layout) sampled at 1 fps, for each decoder of `--decoders`
+   (pyav, torchcodec on the CPU). Each decoder's floor is its own decode-only work on the same files, one
+   single-threaded process per core (pool started before the clock): PyAV decoding every frame (above 1 is
+   possible: extraction skips non-reference frames that are not sampled, the floor decodes them all);
+   TorchCodec decoding the frames sampling takes (`get_frames_at`: it decodes every frame up to each sample,
+   converts only the samples, and cannot skip less). Ratio = floor seconds / `extract_features` seconds with
+   its default workers, interleaved, for smooth content and for noisy content that is harder to decode.
+   Beside them, decode throughput of the two decoders on the same task (the 1 fps samples of the same files,
+   RGB frames, one process per core): TorchCodec-CPU vs PyAV, side by side in one run.
 
     python benchmarks/extract.py                     # both parts
     python benchmarks/extract.py --part decode       # decode-bound part only (--device cuda on a GPU)
+    python benchmarks/extract.py --part decode --decoders pyav   # PyAV only
     python benchmarks/extract.py --quick             # small inputs, one round (smoke run)
+
+TorchCodec is skipped, with a line saying why, when it is not installed or finds no FFmpeg.
 """
 
 from __future__ import annotations
@@ -35,9 +42,11 @@ import timm
 import torch
 from PIL import Image
 
+from plstitch_eval.data import torchcodec_decode
 from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.data.datasets.autolaparo import AUTOLAPARO_PHASES
 from plstitch_eval.data.datasets.cholec80 import CHOLEC80_PHASES
+from plstitch_eval.data.decoders import Decoding, read_frames
 from plstitch_eval.extract import ExtractOptions, available_cores, extract_features
 from plstitch_eval.hub import DataConfig, Encoder, load_encoder
 from plstitch_eval.preprocess import frame_plan, normalize_crops
@@ -169,10 +178,13 @@ def end_to_end_fps(
 
 @dataclass
 class DecodeRow:
-    """One content kind of the decode-bound part: extraction seconds against the decode-only floor."""
+    """One content kind, model and decoder of the decode-bound part: extraction seconds against the
+    decode-only floor of the same decoder."""
 
     input: str
     model: str
+    decoder: str
+    floor: str
     frames_decoded_by_floor: int
     sampled_frames: int
     floor_seconds: float
@@ -193,52 +205,128 @@ def decode_every_frame(path: str) -> int:
     return n
 
 
-def floor_seconds(pool: multiprocessing.pool.Pool, files: list[str]) -> tuple[float, int]:
-    """Wall time for one process per core (already started) to decode every frame of `files`."""
+def sample_frames(decoder: str, path: str) -> int:
+    """The sampled-decoding unit of work: `decoder` gives the 1 fps RGB samples of one file on one thread."""
+    return sum(1 for _ in read_frames(path, SAMPLE_FPS, threads=1, decoding=Decoding(decoder)))
+
+
+def torchcodec_sampled(path: str) -> int:
+    """TorchCodec's floor: `sample_frames` with TorchCodec (it decodes every frame up to each sample)."""
+    return sample_frames("torchcodec", path)
+
+
+def pyav_sampled(path: str) -> int:
+    """PyAV's sampled decoding (the extraction path's, non-reference frames skipped), for the side by side."""
+    return sample_frames("pyav", path)
+
+
+def load_decoders(_: int) -> int:
+    """Load TorchCodec and FFmpeg's libraries in a pool process before any clock (the import is not decoding);
+    the pause spreads the calls over the processes."""
+    torchcodec_decode.unavailable_reason()
+    time.sleep(0.3)
+    return 0
+
+
+FLOORS = {  # decoder -> (floor name, its unit of work over one file)
+    "pyav": ("PyAV every frame", decode_every_frame),
+    "torchcodec": ("TorchCodec samples", torchcodec_sampled),
+}
+SAMPLED = {"pyav": pyav_sampled, "torchcodec": torchcodec_sampled}
+
+
+def floor_seconds(
+    pool: multiprocessing.pool.Pool, files: list[str], work=decode_every_frame
+) -> tuple[float, int]:
+    """Wall time for one process per core (already started) to do `work` (default: decode every frame) on
+    `files`, and the frames it counted."""
     start = time.perf_counter()
-    frames = sum(pool.map(decode_every_frame, files, chunksize=1))
+    frames = sum(pool.map(work, files, chunksize=1))
     return time.perf_counter() - start, frames
 
 
-def decode_bound_rows(tmp_path: Path, args: argparse.Namespace) -> list[DecodeRow]:
-    """Part 2: cheap models, default decoding workers, against the decode-only floor."""
+@dataclass
+class ThroughputRow:
+    """Decode throughput of one decoder on one content kind: the 1 fps samples of every file, one single-
+    threaded process per core; median of interleaved rounds."""
+
+    input: str
+    decoder: str
+    sampled_frames: int
+    seconds: float
+    sampled_per_second: float
+    all_seconds: list[float]
+
+
+def usable_decoders(names: str) -> list[str]:
+    """The decoders of `--decoders` that can run here; a line on stderr for each skipped one."""
+    usable = []
+    for name in [n.strip() for n in names.split(",") if n.strip()]:
+        if name not in FLOORS:
+            raise SystemExit(f"--decoders: unknown decoder {name!r}; choose from {', '.join(FLOORS)}")
+        reason = torchcodec_decode.unavailable_reason() if name == "torchcodec" else None
+        if reason is not None:
+            print(f"torchcodec skipped: {reason}", file=sys.stderr)
+            continue
+        usable.append(name)
+    return usable
+
+
+def decode_bound_rows(
+    tmp_path: Path, args: argparse.Namespace
+) -> tuple[list[DecodeRow], list[ThroughputRow]]:
+    """Part 2: cheap models, default decoding workers, each decoder against its decode-only floor; and the
+    decoders' sampled-decoding throughput side by side."""
     encoders = {name: load_encoder(name, device=args.device) for name in args.decode_models.split(",")}
     for encoder in encoders.values():  # first-call costs (allocator, threads) are not decoding throughput
         forward_only_fps(encoder, args.batch_size, args.batch_size)
+    names = usable_decoders(args.decoders)
     contents = [("smooth H.264 854x480", FrameSource), ("noisy H.264 854x480", NoisyFrameSource)]
-    rows = []
+    rows, throughput = [], []
     ctx = multiprocessing.get_context("spawn")  # a clean process per core, as a decode-only tool would run
     with ctx.Pool(available_cores()) as pool:
-        pool.map(int, range(available_cores()))  # every process started and idle before the clock
+        pool.map(load_decoders, range(available_cores()), chunksize=1)  # processes started, libraries loaded
         for name, kind in contents:
             t0 = time.perf_counter()
             root = make_mp4s(tmp_path / f"decode-{kind.__name__}", args.decode_videos, args.decode_seconds,
                              480, 854, kind)  # fmt: skip
             files = sorted(str(f) for f in (root / "videos").glob("*.mp4"))
             print(f"{name}: data generated in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-            floors = [floor_seconds(pool, files)]
-            runs: dict[str, list[tuple[float, float, int]]] = {model: [] for model in encoders}
+            floors = {decoder: [floor_seconds(pool, files, FLOORS[decoder][1])] for decoder in names}
+            sampled: dict[str, list[tuple[float, int]]] = {decoder: [] for decoder in names}
+            runs: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
             for repeat in range(args.repeats):
+                for decoder in names:
+                    sampled[decoder].append(floor_seconds(pool, files, SAMPLED[decoder]))
                 for model, encoder in encoders.items():
-                    adapter = get_dataset("cholec80", root=root)
-                    options = ExtractOptions(fps=SAMPLE_FPS, device=args.device, progress=False)
-                    store = tmp_path / f"store-{kind.__name__}-{model}-{repeat}"
-                    start = time.perf_counter()
-                    summary = extract_features(adapter, encoder, store, options)
-                    seconds = time.perf_counter() - start
-                    if not summary.ok:
-                        raise SystemExit(f"extraction failed: {[r.error for r in summary.failed]}")
-                    floors.append(floor_seconds(pool, files))
-                    runs[model].append((seconds, (floors[-2][0] + floors[-1][0]) / 2, summary.frames))
-            for model, measured in runs.items():
+                    for decoder in names:
+                        adapter = get_dataset("cholec80", root=root)
+                        options = ExtractOptions(fps=SAMPLE_FPS, device=args.device, progress=False,
+                                                 decoder=decoder)  # fmt: skip
+                        store = tmp_path / f"store-{kind.__name__}-{model}-{decoder}-{repeat}"
+                        start = time.perf_counter()
+                        summary = extract_features(adapter, encoder, store, options)
+                        seconds = time.perf_counter() - start
+                        if not summary.ok:
+                            raise SystemExit(f"extraction failed: {[r.error for r in summary.failed]}")
+                        own = floors[decoder]
+                        own.append(floor_seconds(pool, files, FLOORS[decoder][1]))
+                        runs.setdefault((model, decoder), []).append(
+                            (seconds, (own[-2][0] + own[-1][0]) / 2, summary.frames)
+                        )
+            for (model, decoder), measured in runs.items():
                 ratios = [floor / seconds for seconds, floor, _ in measured]
                 median = median_run(ratios)
-                seconds, floor, sampled = measured[median]
-                row = DecodeRow(
-                    name, model, floors[0][1], sampled, floor, seconds, ratios[median], 0.9, ratios
-                )
-                rows.append(row)
-    return rows
+                seconds, floor, frames = measured[median]
+                floor_name, floor_frames = FLOORS[decoder][0], floors[decoder][0][1]
+                rows.append(DecodeRow(name, model, decoder, floor_name, floor_frames, frames, floor, seconds,
+                                      ratios[median], 0.9, ratios))  # fmt: skip
+            for decoder, measured in sampled.items():
+                times = [seconds for seconds, _ in measured]
+                seconds = sorted(times)[len(times) // 2]
+                frames = measured[0][1]
+                throughput.append(ThroughputRow(name, decoder, frames, seconds, frames / seconds, times))
+    return rows, throughput
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -268,6 +356,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--decode-videos", type=int, default=4, help="Files of the decode-bound part.")
     parser.add_argument("--decode-seconds", type=int, default=60, help="Seconds per file (25 fps source).")
+    parser.add_argument(
+        "--decoders",
+        default="pyav,torchcodec",
+        help="Decoders of the decode-bound part, comma-separated (torchcodec: CPU; skipped if missing).",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.videos, args.seconds, args.repeats, args.decode_seconds = 2, 16, 1, 10
@@ -311,15 +404,20 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="plstitch-bench-") as tmp:
         rows = model_bound_rows(Path(tmp), args) if args.part in ("all", "model") else []
-        decode_rows = decode_bound_rows(Path(tmp), args) if args.part in ("all", "decode") else []
+        decode_rows, throughput = (
+            decode_bound_rows(Path(tmp), args) if args.part in ("all", "decode") else ([], [])
+        )
     if args.json:
         print(json.dumps({"settings": vars(args), "rows": [asdict(r) for r in rows],
-                          "decode_bound": [asdict(r) for r in decode_rows]}, indent=2))  # fmt: skip
+                          "decode_bound": [asdict(r) for r in decode_rows],
+                          "decode_throughput": [asdict(r) for r in throughput]}, indent=2))  # fmt: skip
         return
     if rows:
         print_model_rows(rows, args)
     if decode_rows:
         print_decode_rows(decode_rows, args)
+    if throughput:
+        print_throughput_rows(throughput)
 
 
 def median_run(ratios: list[float]) -> int:
@@ -352,14 +450,37 @@ def print_decode_rows(rows: list[DecodeRow], args: argparse.Namespace) -> None:
     print(
         f"decode-bound: model on {args.device}, default decoding workers, "
         f"{args.decode_videos} x {args.decode_seconds} s at {SOURCE_FPS} fps sampled at {SAMPLE_FPS:g} fps; "
-        f"floor = {available_cores()} single-threaded PyAV processes decoding every frame"
+        f"floor = {available_cores()} single-threaded processes of the same decoder (PyAV: every frame; "
+        "TorchCodec: the samples)"
     )
-    header = f"{'input':<22} {'model':<24} {'decoded':>7} {'sampled':>7} {'floor s':>8} {'extract s':>9}"
+    header = (
+        f"{'input':<22} {'model':<24} {'decoder':<10} {'floor':<18} {'decoded':>7} {'sampled':>7} "
+        f"{'floor s':>8} {'extract s':>9}"
+    )
     print(f"{header} {'ratio':>6} target")
     for d in rows:
         print(
-            f"{d.input:<22} {d.model:<24} {d.frames_decoded_by_floor:>7} {d.sampled_frames:>7} "
-            f"{d.floor_seconds:>8.2f} {d.extract_seconds:>9.2f} " + verdict(d.ratio, d.target, d.all_ratios)
+            f"{d.input:<22} {d.model:<24} {d.decoder:<10} {d.floor:<18} {d.frames_decoded_by_floor:>7} "
+            f"{d.sampled_frames:>7} {d.floor_seconds:>8.2f} {d.extract_seconds:>9.2f} "
+            + verdict(d.ratio, d.target, d.all_ratios)
+        )
+
+
+def print_throughput_rows(rows: list[ThroughputRow]) -> None:
+    """Decode throughput side by side: each decoder's 1 fps samples, and TorchCodec / PyAV in time."""
+    print(
+        f"decode throughput: the {SAMPLE_FPS:g} fps RGB samples of the same files, {available_cores()} "
+        "single-threaded processes, median of rounds"
+    )
+    header = f"{'input':<22} {'decoder':<10} {'sampled':>7} {'seconds':>8} {'samples/s':>9}"
+    print(f"{header}  vs pyav (time)  rounds")
+    pyav = {r.input: r.seconds for r in rows if r.decoder == "pyav"}
+    for r in rows:
+        versus = f"{r.seconds / pyav[r.input]:>6.2f}x" if r.input in pyav else "     -"
+        runs = ", ".join(f"{x:.2f}" for x in r.all_seconds)
+        print(
+            f"{r.input:<22} {r.decoder:<10} {r.sampled_frames:>7} {r.seconds:>8.2f} "
+            f"{r.sampled_per_second:>9.1f}  {versus:<14}  ({runs})"
         )
 
 

@@ -47,8 +47,10 @@ from plstitch_eval.hub.random_init import random_init_source
 from plstitch_eval.hub.registry import MODELS
 from plstitch_eval.knn import KnnConfig
 from plstitch_eval.linear import LinearConfig
-from plstitch_eval.protocols import CV_PROTOCOLS, default_metrics, run_cv, run_knn, run_linear, write_results
-from plstitch_eval.resources import model_cards_dir
+from plstitch_eval.protocols import CV_PROTOCOLS, run_cv, run_knn, run_linear
+from plstitch_eval.resources import load_paper_results
+from plstitch_eval.results_json import TASK_LABELS, write_results
+from plstitch_eval.scoring import default_metrics
 from plstitch_eval.tables import METRIC_LABELS
 from plstitch_eval.temporal.fit import TemporalConfig
 from plstitch_eval.temporal_protocol import run_temporal
@@ -60,14 +62,7 @@ from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
 SCHEMA = "plstitch.benchmark/v1"
 CELL_SCHEMA = "plstitch.benchmark-cell/v1"
 PROTOCOLS = ("knn", "linear", "temporal", "cv")
-PROTOCOL_LABELS = {
-    "knn": "k-NN",
-    "linear": "linear",
-    "temporal": "MS-TCN",
-    "cv-knn": "CV k-NN",
-    "cv-linear": "CV linear",
-    "cv-temporal": "CV MS-TCN",
-}
+PROTOCOL_LABELS = TASK_LABELS
 TABLE_MD, TABLE_JSON = "table.md", "table.json"
 FEATURES_DIR, RESULTS_DIR = "features", "results"
 DATASET_FILE_SUFFIXES = (".toml", ".yaml", ".yml")
@@ -128,6 +123,22 @@ COLLECTIONS: dict[str, Collection] = {
                 "t-core-vitb16",
             ),
             ("gtea", "breakfast"),
+            (),
+        ),
+        Collection(
+            "2026",
+            "Baselines of 2026 beside PL-Stitch: DINOv3, SurgeNetDINO, V-JEPA 2, VideoMAE V2-L",
+            (
+                "pl-stitch-lemon",
+                "dinov3-vitb16",
+                "dinov3-vitl16",
+                "surgenet-dinov1-vitb16",
+                "surgenet-dinov2-vitb14",
+                "surgenet-dinov3-vitb16",
+                "vjepa2-vitl16",
+                "videomaev2-vitl16",
+            ),
+            ("autolaparo", "cholec80", "m2cai16"),
             (),
         ),
     )
@@ -499,6 +510,8 @@ class BenchmarkConfig:
             "split_scheme": self.extract.split_scheme,
             "videos": list(self.extract.videos) if self.extract.videos else None,
         }
+        if self.extract.decoder != "pyav":  # cells made before decoders were recorded stay valid
+            extract["decoder"] = self.extract.decoder
         settings = {
             "model": model,
             "dataset": dataset.settings(),
@@ -924,11 +937,7 @@ PAPER_METRICS = {"f1": ("macro_f1_pooled", "macro_f1_video")}  # the paper does 
 @functools.lru_cache(maxsize=1)
 def paper_results() -> dict[str, Any]:
     """The paper's reported numbers (`model_cards/paper_results.json`)."""
-    path = model_cards_dir() / "paper_results.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"Cannot read the paper results file {path}: {exc}") from exc
+    return load_paper_results()
 
 
 def paper_numbers(model: str, adapter: str, protocol: str) -> dict[str, Any] | None:

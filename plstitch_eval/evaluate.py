@@ -18,7 +18,8 @@ from plstitch_eval.extract import ExtractOptions, ExtractSummary, extract_featur
 from plstitch_eval.hub import Encoder, load_encoder
 from plstitch_eval.knn import KnnConfig
 from plstitch_eval.linear import LinearConfig
-from plstitch_eval.protocols import run_knn, run_linear, write_results
+from plstitch_eval.protocols import run_knn, run_linear
+from plstitch_eval.results_json import write_results
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.device import resolve_device
 

@@ -7,6 +7,9 @@ written atomically as soon as its last frame is encoded, so a killed run leaves 
 rerun resumes. A clip encoder (`Encoder.clip`) gets, for each sampled frame, the window of frames around it,
 built from the same single decoding pass (`plstitch_eval.data.video.read_clips`); the store still holds one
 feature per sampled frame and its manifest records the window.
+Videos are decoded by PyAV, or by TorchCodec (`--decoder`, `plstitch_eval.data.decoders`: the same frames);
+TorchCodec on CUDA (NVDEC) decodes in the main process and the frames are resized and cropped on the GPU,
+never copied to the host. The manifest's preprocessing records a decoder other than PyAV.
 Under `torchrun` (RANK/WORLD_SIZE set) rank r takes videos[r::world_size] and rank 0 writes the manifest.
 
 A video already in the store is skipped only when its file checks out (`FeatureStore.check`: safetensors
@@ -39,7 +42,16 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from plstitch_eval import __version__
 from plstitch_eval.data.datasets import DatasetAdapter, VideoRecord, get_dataset, labels_at
-from plstitch_eval.data.video import read_clips, read_frames
+from plstitch_eval.data.decoders import (
+    PYAV,
+    Decoding,
+    announce_decoding,
+    check_decoder_options,
+    frame_batches,
+    read_clips,
+    read_frames,
+    resolve_decoding,
+)
 from plstitch_eval.errors import ConfigError, DecodeError, FeatureStoreError
 from plstitch_eval.features import (
     LOCK_DIR,
@@ -53,7 +65,7 @@ from plstitch_eval.features import (
     read_shapes,
     store_lock,
 )
-from plstitch_eval.preprocess import FramePlan, frame_plan, normalize_crops, prepare_frame
+from plstitch_eval.preprocess import FramePlan, frame_plan, normalize_crops, prepare_frame, resize_and_crop
 from plstitch_eval.utils.console import console, logger, print_error, progress_bar
 from plstitch_eval.utils.device import PRECISIONS, autocast, resolve_device, resolve_precision
 from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
@@ -177,10 +189,12 @@ def _batched_chunks(
     item_shape: tuple[int, ...],
     batch_size: int,
     fill: Callable[[torch.Tensor, Any], None],
+    device: torch.device | None = None,
 ) -> Iterator[FrameChunk]:
-    """(time, payload) items of one video -> uint8 chunks of `batch_size` [n, *item_shape]; `fill` writes one
-    payload into its buffer slot. A decoder error, or no item at all, ends the video with an error chunk."""
-    buffer = torch.empty((batch_size, *item_shape), dtype=torch.uint8)
+    """(time, payload) items of one video -> uint8 chunks of `batch_size` [n, *item_shape] on `device` (the
+    host when None); `fill` writes one payload into its buffer slot. A decoder error, or no item at all, ends
+    the video with an error chunk."""
+    buffer = torch.empty((batch_size, *item_shape), dtype=torch.uint8, device=device)
     times = torch.empty(batch_size, dtype=torch.float64)
     n = total = 0
     try:
@@ -205,15 +219,18 @@ def _batched_chunks(
 
 
 def iter_video_chunks(
-    job: VideoJob, plan: FramePlan, batch_size: int, threads: int = 0
+    job: VideoJob, plan: FramePlan, batch_size: int, threads: int = 0, decoding: Decoding = PYAV
 ) -> Iterator[FrameChunk]:
     """Decode one video sequentially (`threads` FFmpeg threads, 0 = default) into uint8 [n,3,H,W] chunks; an
-    error ends it with an error chunk."""
+    error ends it with an error chunk. A video file decoded on CUDA goes to `iter_device_chunks`."""
+    if decoding.on_cuda and job.source.is_file():
+        yield from iter_device_chunks(job, plan, batch_size, decoding)
+        return
     size = plan.resize if plan.resize_on_decode else None
 
     def frames() -> Iterator[tuple[float, Any]]:  # opened on first use, inside the chunker's error handling
         for frame in read_frames(
-            job.source, fps=plan.fps, size=size, folder_fps=job.folder_fps, threads=threads
+            job.source, plan.fps, size, folder_fps=job.folder_fps, threads=threads, decoding=decoding
         ):
             yield frame.time, frame.image
 
@@ -223,11 +240,30 @@ def iter_video_chunks(
     yield from _batched_chunks(job, frames(), (3, *plan.crop), batch_size, fill)
 
 
+def iter_device_chunks(
+    job: VideoJob, plan: FramePlan, batch_size: int, decoding: Decoding
+) -> Iterator[FrameChunk]:
+    """Decode one video file on the decoding's device (NVDEC) into uint8 [n,3,H,W] chunks there: frames are
+    resized and cropped where they were decoded, a batch at a time, never copied to the host."""
+    size = plan.resize if plan.resize_on_decode else None
+
+    def crops() -> Iterator[tuple[float, torch.Tensor]]:  # opened inside the chunker's error handling
+        for times, images in frame_batches(job.source, plan.fps, size, decoding=decoding):
+            yield from zip(times, resize_and_crop(images, plan), strict=True)
+
+    def fill(slot: torch.Tensor, crop: torch.Tensor) -> None:
+        slot.copy_(crop)
+
+    device = torch.device(decoding.device)
+    yield from _batched_chunks(job, crops(), (3, *plan.crop), batch_size, fill, device)
+
+
 def iter_clip_chunks(
-    job: VideoJob, plan: FramePlan, batch_size: int, threads: int = 0
+    job: VideoJob, plan: FramePlan, batch_size: int, threads: int = 0, decoding: Decoding = PYAV
 ) -> Iterator[FrameChunk]:
     """Decode one video once into windows [n, T, 3, H, W] around its sampled frames (`plan.clip`); every
-    frame a window uses is prepared once. An error ends the video with an error chunk, as for frames."""
+    frame a window uses is prepared once, on the host. An error ends the video with an error chunk, as for
+    frames."""
     if plan.clip is None:
         raise ConfigError("iter_clip_chunks needs a plan with a clip window (FramePlan.clip).")
     size = plan.resize if plan.resize_on_decode else None
@@ -239,6 +275,7 @@ def iter_clip_chunks(
         folder_fps=job.folder_fps,
         prepare=lambda image: prepare_frame(image, plan),
         threads=threads,
+        decoding=decoding.on_cpu(),
     )
 
     def fill(slot: torch.Tensor, frames: Any) -> None:
@@ -260,13 +297,20 @@ class VideoFrameStream(IterableDataset):
 
     With a `store_root`, a video is claimed in the store (`features.claim_video`) before it is decoded and the
     claim is held until the main process has written it (`mark_written`); a video another run holds is put
-    off to the end, then waited for, and skipped with an `elsewhere` chunk if that run wrote it.
+    off to the end, then waited for, and skipped with an `elsewhere` chunk if that run wrote it. `decoding`
+    names the video decoder (`plstitch_eval.data.decoders`).
     """
 
     def __init__(
-        self, jobs: Sequence[VideoJob], plan: FramePlan, batch_size: int, store_root: Path | None = None
+        self,
+        jobs: Sequence[VideoJob],
+        plan: FramePlan,
+        batch_size: int,
+        store_root: Path | None = None,
+        decoding: Decoding = PYAV,
     ) -> None:
         self.jobs = list(jobs)
+        self.decoding = decoding
         self.largest_first = sorted(self.jobs, key=_job_size, reverse=True)
         self.plan = plan
         self.batch_size = batch_size
@@ -301,7 +345,7 @@ class VideoFrameStream(IterableDataset):
                 elif state == "elsewhere":
                     yield _note_chunk(jobs[index], elsewhere=True)
                 else:
-                    yield from chunks(jobs[index], self.plan, self.batch_size, threads)
+                    yield from chunks(jobs[index], self.plan, self.batch_size, threads, self.decoding)
             for job in put_off:  # held by another run: wait until it lets go, then skip or take the video
                 if (state := claims.take(job)) == "busy":
                     yield _note_chunk(job, waiting=True)
@@ -311,7 +355,7 @@ class VideoFrameStream(IterableDataset):
                 if state == "elsewhere":
                     yield _note_chunk(job, elsewhere=True)
                 else:
-                    yield from chunks(job, self.plan, self.batch_size, threads)
+                    yield from chunks(job, self.plan, self.batch_size, threads, self.decoding)
             claims.wait_until_written()
         finally:
             claims.release_all()
@@ -397,16 +441,18 @@ def make_loader(
     num_workers: int,
     device: torch.device,
     store_root: Path | None = None,
+    decoding: Decoding = PYAV,
 ) -> DataLoader:
     """DataLoader over whole-video decoding jobs; chunks are already batched, so `batch_size=None`. With
-    `store_root`, videos are claimed in that store (see `VideoFrameStream`)."""
-    workers = max(0, min(num_workers, len(jobs)))
+    `store_root`, videos are claimed in that store (see `VideoFrameStream`). Decoding on CUDA runs in the
+    main process (no workers: CUDA does not cross a fork) and its chunks are already on the device."""
+    workers = 0 if decoding.on_cuda else max(0, min(num_workers, len(jobs)))
     init = _cpu_worker_init if device.type == "cpu" else _worker_init
     return DataLoader(
-        VideoFrameStream(jobs, plan, batch_size, store_root),
+        VideoFrameStream(jobs, plan, batch_size, store_root, decoding),
         batch_size=None,
         num_workers=workers,
-        pin_memory=device.type == "cuda",
+        pin_memory=device.type == "cuda" and not decoding.on_cuda,
         worker_init_fn=init if workers else None,
         prefetch_factor=2 if workers else None,
         in_order=False,  # chunks carry their video index: take each as soon as any worker has one
@@ -459,19 +505,24 @@ def dataset_splits(adapter: DatasetAdapter) -> tuple[str, dict[str, dict[str, li
     return schemes[0], {scheme: dict(adapter.splits(scheme)) for scheme in schemes}
 
 
-def preprocessing_record(data_config: Any, plan: FramePlan) -> dict[str, Any]:
+def preprocessing_record(data_config: Any, plan: FramePlan, decoding: Decoding = PYAV) -> dict[str, Any]:
     """The manifest's `preprocessing`: the model's DataConfig (+ `resize_on_decode` when that mode is on, + a
-    clip encoder's window, so stores made with other windows never mix)."""
+    clip encoder's window, so stores made with other windows never mix, + a decoder other than PyAV and a CUDA
+    decoding device: `Decoding.record`, absent from stores made before, which read as PyAV's)."""
     record = data_config.to_dict() if hasattr(data_config, "to_dict") else _jsonable(data_config)
     if plan.resize_on_decode:
         record["resize_on_decode"] = True
     if plan.clip is not None:
         record["clip"] = plan.clip.to_dict()
+    record.update(decoding.record())
     return record
 
 
-def build_manifest(adapter: DatasetAdapter, encoder: Any, plan: FramePlan, precision: str) -> dict[str, Any]:
-    """Manifest of a store: dataset, splits, classes, model spec + provenance, preprocessing, fps, version."""
+def build_manifest(
+    adapter: DatasetAdapter, encoder: Any, plan: FramePlan, precision: str, decoding: Decoding = PYAV
+) -> dict[str, Any]:
+    """Manifest of a store: dataset, splits, classes, model spec + provenance, preprocessing (with the
+    decoder), fps, version."""
     default_scheme, schemes = dataset_splits(adapter)
     provenance = _jsonable(dict(getattr(encoder, "provenance", {}) or {}))
     return {
@@ -488,7 +539,7 @@ def build_manifest(adapter: DatasetAdapter, encoder: Any, plan: FramePlan, preci
             "feature_dim": int(encoder.feature_dim),
             "provenance": provenance,
         },
-        "preprocessing": preprocessing_record(encoder.data_config, plan),
+        "preprocessing": preprocessing_record(encoder.data_config, plan, decoding),
         "fps": plan.fps,
         "feature_dim": int(encoder.feature_dim),
         "precision": precision,
@@ -546,9 +597,12 @@ class ExtractOptions:
     split_scheme: str | None = None
     resize_on_decode: bool = False
     progress: bool = True
+    decoder: str = "pyav"  # pyav | torchcodec | auto (plstitch_eval.data.decoders)
+    decode_device: str = "auto"  # auto = the model's device for torchcodec, the CPU for pyav | cpu | cuda[:N]
 
     def __post_init__(self) -> None:
         self.device = str(self.device)
+        check_decoder_options(self.decoder, self.decode_device)
         if self.fps is not None and not self.fps > 0:
             raise ConfigError(f"Extraction fps (--fps) must be > 0, got {self.fps}.")
         if self.batch_size < 1:
@@ -650,6 +704,10 @@ def _extract(
     """The run itself: open the store, shard, decode in workers, encode in batches, write per video."""
     fps = float(options.fps) if options.fps is not None else float(adapter.eval_fps)
     plan = frame_plan(encoder.data_config, fps, options.resize_on_decode, getattr(encoder, "clip", None))
+    sources = [r.source for r in records]
+    decoding = run_decoding(
+        options.decoder, options.decode_device, device, plan, sources, dist_info.rank == 0
+    )
 
     # Rank 0 creates (or validates) the store and writes the manifest before any video, so that a killed
     # run is resumable; the other ranks wait for it and then open the same folder.
@@ -657,7 +715,8 @@ def _extract(
     store: FeatureStore | None = None
     if dist_info.rank == 0:
         try:
-            store = open_store(out, build_manifest(adapter, encoder, plan, precision), options.overwrite)
+            manifest = build_manifest(adapter, encoder, plan, precision, decoding)
+            store = open_store(out, manifest, options.overwrite)
         except FeatureStoreError as exc:
             if not dist_info.active:
                 raise
@@ -674,7 +733,7 @@ def _extract(
     with progress_bar(*columns, disable=not progress) as bar:
         task = bar.add_task("extract", total=len(mine), completed=len(results), frames=0, rate=0.0)
         if jobs:
-            loader = make_loader(jobs, plan, options.batch_size, num_workers, device, store.root)
+            loader = make_loader(jobs, plan, options.batch_size, num_workers, device, store.root, decoding)
             run = _EncodeLoop(store, records, encoder, plan, device, precision)
             for result in run.results(loader, options.fail_fast):
                 results[run.index_of[result.video]] = result
@@ -694,6 +753,29 @@ def _extract(
     if dist_info.active:
         dist.barrier()
     return ExtractSummary(out, all_results, 0.0, world_size=dist_info.world_size, rank=dist_info.rank)
+
+
+def run_decoding(
+    decoder: str,
+    decode_device: str,
+    device: torch.device,
+    plan: FramePlan,
+    sources: Sequence[str | Path],
+    announce: bool = True,
+) -> Decoding:
+    """The decoder and decoding device of a run over `sources` (`decoders.resolve_decoding`; `auto` tries the
+    first video file), said once on stderr when `auto` chose. Clip encoders assemble their windows on the
+    host, so they decode on the CPU (a one-line notice when CUDA was asked for)."""
+    sample = next((s for s in sources if Path(s).is_file()), None)
+    decoding = resolve_decoding(decoder, decode_device, device, sample)
+    if plan.clip is not None and decoding.on_cuda:
+        decoding = decoding.on_cpu()
+        if announce:
+            note = f" clip encoders decode on the CPU (windows are built on the host): {decoding.describe()}"
+            console.print(Text.assemble(("note:", "yellow"), note), soft_wrap=True, highlight=False)
+    if announce:
+        announce_decoding(decoder, decoding)
+    return decoding
 
 
 def _plan_videos(

@@ -36,6 +36,14 @@ from plstitch_eval.analysis.timeline import segment_edges, segments
 from plstitch_eval.data.datasets import VideoRecord, get_dataset, labels_at
 from plstitch_eval.data.datasets.annotations import read_ground_truth, read_lines, read_phase_tsv
 from plstitch_eval.data.datasets.base import natural_key
+from plstitch_eval.data.decoders import (
+    DECODER_FIELDS,
+    PYAV,
+    Decoding,
+    check_decoder_options,
+    read_frames,
+    recorded_decoder,
+)
 from plstitch_eval.data.media import VIDEO_EXTENSIONS, is_video_file
 from plstitch_eval.data.video import (
     DEFAULT_VIDEO_FPS,
@@ -43,7 +51,6 @@ from plstitch_eval.data.video import (
     _frame_to_rgb,
     _TargetClock,
     _video_stream,
-    read_frames,
 )
 from plstitch_eval.data.video import probe as probe_video
 from plstitch_eval.errors import CheckpointError, ConfigError, DecodeError, ModelNotFoundError
@@ -52,6 +59,7 @@ from plstitch_eval.extract import (
     default_workers,
     make_loader,
     preprocessing_record,
+    run_decoding,
     select_videos,
 )
 from plstitch_eval.hub import load_encoder
@@ -89,9 +97,12 @@ class PredictOptions:
     progression: bool | None = None  # None: a progression column when the encoder has a temporal head
     which: str = "teacher"
     trust_pickle: bool = False
+    decoder: str | None = None  # pyav | torchcodec | auto; None: the decoder of the probe's features
+    decode_device: str = "auto"  # as `plstitch extract --decode-device`
 
     def __post_init__(self) -> None:
         self.device = str(self.device)
+        check_decoder_options(self.decoder or "auto", self.decode_device)
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}.")
         if self.num_workers is not None and self.num_workers < 0:
@@ -461,7 +472,10 @@ def load_probe_encoder(probe: Probe, options: PredictOptions) -> ProbeEncoder:
     if transform is not None:
         encoder = load_encoder(spec, transform=transform, **load)
     plan = frame_plan(encoder.data_config, probe.fps, bool(wanted.get("resize_on_decode")), encoder.clip)
-    _check_matches(probe, spec, encoder, preprocessing_record(encoder.data_config, plan))
+    record = preprocessing_record(encoder.data_config, plan)
+    # the decoder is not held against a probe: decoders give the same frames, pixels within rounding
+    record.update({key: wanted[key] for key in DECODER_FIELDS if key in wanted})
+    _check_matches(probe, spec, encoder, record)
     head = _progression_head(spec, encoder.feature_dim, device, options)
     return ProbeEncoder(encoder, plan, device, precision, head)
 
@@ -602,7 +616,8 @@ def predict_videos(
     check_outputs(out, [src.name for src in sources], options.overwrite)
     jobs = [VideoJob(i, src.source, src.folder_fps) for i, src in enumerate(sources)]
     workers = default_workers(model.device) if options.num_workers is None else options.num_workers
-    loader = make_loader(jobs, model.plan, options.batch_size, workers, model.device)
+    decoding = predict_decoding(probe, model, sources, options)
+    loader = make_loader(jobs, model.plan, options.batch_size, workers, model.device, decoding=decoding)
     pending: dict[int, tuple[list[torch.Tensor], list[np.ndarray], float]] = {}
     done: dict[int, VideoPrediction | VideoFailure] = {}
     title = f"{probe.kind} probe on {model.spec} ({probe.fps:g} fps)"
@@ -635,6 +650,16 @@ def predict_videos(
         [r for r in ordered if isinstance(r, VideoPrediction)],
         [r for r in ordered if isinstance(r, VideoFailure)],
     )
+
+
+def predict_decoding(
+    probe: Probe, model: ProbeEncoder, sources: Sequence[VideoSource], options: PredictOptions
+) -> Decoding:
+    """The decoding of a predict run: `options.decoder`, else the decoder the probe's features were made
+    with (PyAV for probes that record none), resolved as extraction resolves it."""
+    requested = options.decoder or recorded_decoder(probe.preprocessing)
+    files = [src.source for src in sources if src.source is not None]
+    return run_decoding(requested, options.decode_device, model.device, model.plan, files)
 
 
 # ------------------------------------------------------------------------------------------------- online
@@ -737,9 +762,11 @@ def predict_online(
     source: VideoSource,
     emit: Callable[[OnlineUpdate], None],
     stream: IO[bytes] | None = None,
+    decoding: Decoding = PYAV,
 ) -> VideoPrediction:
     """Follow one video as it decodes: encode each sampled frame at once, run the causal probe, `emit` an
-    update at the first frame of every video second (every frame when they are further apart)."""
+    update at the first frame of every video second (every frame when they are further apart). A file is
+    decoded on the CPU by `decoding`'s decoder; a pipe by PyAV."""
     if not probe.causal:
         raise ConfigError(
             f"probe {probe.folder} ({probe.kind}) is not causal: its output at a frame uses later frames, "
@@ -754,7 +781,14 @@ def predict_online(
     if source.source is None:
         frames = read_stream(stream if stream is not None else stdin_binary(), probe.fps, size)
     else:
-        frames = read_frames(source.source, probe.fps, size, folder_fps=source.folder_fps, threads=1)
+        frames = read_frames(
+            source.source,
+            probe.fps,
+            size,
+            folder_fps=source.folder_fps,
+            threads=1,
+            decoding=decoding.on_cpu(),
+        )
     state = _OnlineState(probe)
     times: list[float] = []
     started = time.perf_counter()
@@ -803,6 +837,7 @@ def run_online(
     emit: Callable[[OnlineUpdate], None],
     stream: IO[bytes] | None = None,
     overwrite: bool = False,
+    decoding: Decoding = PYAV,
 ) -> PredictSummary:
     """`predict_online` on each source in turn; with `out`, each video's CSV and figure when it ends."""
     if out is not None:
@@ -811,7 +846,7 @@ def run_online(
     title = f"{probe.kind} probe on {model.spec} ({probe.fps:g} fps, online)"
     for src in sources:
         try:
-            prediction = predict_online(probe, model, src, emit, stream)
+            prediction = predict_online(probe, model, src, emit, stream, decoding)
         except DecodeError as exc:
             failed.append(VideoFailure(src.name, src.shown, str(exc)))
             continue
@@ -833,6 +868,7 @@ __all__ = [
     "encode_crops",
     "load_probe_encoder",
     "plot_prediction",
+    "predict_decoding",
     "predict_online",
     "predict_videos",
     "read_labels",

@@ -1,20 +1,20 @@
-"""Evaluation protocols on a feature store: splits, k-NN, linear probe, k-fold CV by video, results JSON.
+"""Evaluation protocols on a feature store: k-NN, majority reference, linear probe, k-fold CV by video.
 
-Splits come from the store manifest (``splits`` = ``{"train": [...], "val": [...], "test": [...]}`` or
-``{scheme: {"train": ..., ...}}``). Without a ``val`` split, the linear probe holds out training videos
-**by video** (never frames of one video on both sides). Frames labelled -1 (unlabelled) are dropped from
-training and scoring. Test classes never seen in training are warned about and simply count as errors.
-A training set (split, held-out remainder or CV fold) with labelled frames of fewer than two classes is
-refused: every probe would predict that one class. A k larger than the training frames is clamped to
-their number with a warning, and the results record both (``k``, ``k_requested``).
-The results JSON is documented in ``docs/results-json.md``. With ``relaxed=True`` (Cholec80 / M2CAI16
-stores) a ``relaxed`` block of challenge-style relaxed-boundary metrics is added beside the strict
-``metrics`` (``plstitch_eval/relaxed_metrics.py``, docs/metrics.md); the strict metrics are unchanged.
+Splits come from the store manifest (``plstitch_eval.splits``). Without a ``val`` split, the linear probe
+holds out training videos **by video** (never frames of one video on both sides). Frames labelled -1
+(unlabelled) are dropped from training and scoring. Test classes never seen in training are warned about and
+simply count as errors. A training set (split, held-out remainder or CV fold) with labelled frames of fewer
+than two classes is refused: every probe would predict that one class. A k larger than the training frames is
+clamped to their number with a warning, and the results record both (``k``, ``k_requested``). Each protocol
+returns a ``plstitch.results/v1`` dict (``plstitch_eval.results_json``, docs/results-json.md). With
+``relaxed=True`` (Cholec80 / M2CAI16 stores) a ``relaxed`` block of challenge-style relaxed-boundary metrics
+is added beside the strict ``metrics`` (``plstitch_eval/relaxed_metrics.py``, docs/metrics.md); the strict
+metrics are unchanged.
+Scoring MS-TCN prediction files lives in ``plstitch_eval.score_files``.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -22,100 +22,61 @@ from typing import Any
 
 import numpy as np
 
-from plstitch_eval import __version__
 from plstitch_eval.errors import ConfigError, EvaluationError, FeatureStoreError
 from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
 from plstitch_eval.knn import KnnConfig, clamp_k, knn_predict_multi
 from plstitch_eval.linear import LinearConfig, LinearProbeResult, fit_linear_probe
-from plstitch_eval.metrics import DEFAULT_OVERLAPS, frame_metrics, segment_metrics
 from plstitch_eval.relaxed_metrics import RelaxedSpec, relaxed_metrics, relaxed_spec
+from plstitch_eval.results_json import SCHEMA, build_results, write_results
+from plstitch_eval.score_files import MSTCN_HEADER, read_label_file, read_mapping, score_files, video_key
+from plstitch_eval.scoring import (
+    COOKING_METRICS,
+    SURGICAL_METRICS,
+    background_ids,
+    default_metrics,
+    score_videos,
+    with_relaxed,
+)
+from plstitch_eval.splits import holdout_by_video, kfold_by_video, resolve_splits
 from plstitch_eval.temporal.fit import TemporalConfig, fit_temporal
 from plstitch_eval.utils.console import logger
-from plstitch_eval.utils.io import write_json_output
 
-SCHEMA = "plstitch.results/v1"
-COOKING_DATASETS = ("gtea", "breakfast", "50salads")
-DEFAULT_BACKGROUND = {"gtea": ("background",), "breakfast": (), "50salads": ("action_start", "action_end")}
-SURGICAL_METRICS = ("accuracy", "macro_f1_pooled", "macro_f1_video")
-COOKING_METRICS = ("accuracy", "edit", "f1@10", "f1@25", "f1@50")
+__all__ = [  # the protocols, and the names this module held before splits, scoring and results moved out
+    "COOKING_METRICS",
+    "CV_PROTOCOLS",
+    "MSTCN_HEADER",
+    "SCHEMA",
+    "SURGICAL_METRICS",
+    "background_ids",
+    "build_results",
+    "check_labels",
+    "check_video",
+    "default_metrics",
+    "fit_linear_protocol",
+    "holdout_by_video",
+    "kfold_by_video",
+    "load_train_val_test",
+    "load_videos",
+    "read_label_file",
+    "read_mapping",
+    "require_two_classes",
+    "resolve_splits",
+    "run_cv",
+    "run_knn",
+    "run_linear",
+    "run_majority",
+    "score_files",
+    "score_videos",
+    "stack_labelled",
+    "store_context",
+    "store_relaxed_spec",
+    "used_ks",
+    "video_key",
+    "with_relaxed",
+    "write_results",
+]
+
 CV_PROTOCOLS = ("knn", "linear", "temporal")  # what `plstitch cv --protocol` cross-validates
-
-
-def default_metrics(dataset: str | None) -> tuple[str, ...]:
-    """Headline metrics: cooking -> accuracy, Edit, F1@{10,25,50}; surgical -> accuracy + macro F1 x2."""
-    return COOKING_METRICS if _family(dataset) == "cooking" else SURGICAL_METRICS
-
-
-def _family(dataset: str | None) -> str:
-    name = (dataset or "").lower()
-    return "cooking" if any(name.startswith(c) for c in COOKING_DATASETS) else "surgical"
-
-
-def background_ids(manifest: dict[str, Any], class_names: Sequence[str]) -> list[int]:
-    """Class ids dropped from segment metrics: manifest ``background_classes`` else the dataset default."""
-    names = manifest.get("background_classes")
-    if names is None:
-        names = DEFAULT_BACKGROUND.get((manifest.get("dataset") or "").lower(), ())
-    ids = []
-    for name in names:
-        if isinstance(name, int):
-            ids.append(name)
-        elif name in class_names:
-            ids.append(list(class_names).index(name))
-    return ids
-
-
-# ------------------------------------------------------------------------------------------------ splits
-def resolve_splits(store: FeatureStore, scheme: str | None = None) -> dict[str, list[str]]:
-    """Train/val/test video lists of the store, for a named scheme when the manifest holds several.
-
-    Reads ``split_schemes[scheme]`` when a scheme is named and recorded, else ``splits`` (flat or by scheme).
-    """
-    manifest = store.manifest
-    schemes = manifest.get("split_schemes") or {}
-    if scheme is not None and scheme in schemes:
-        raw = schemes[scheme]
-        return {s: list(raw.get(s, [])) for s in ("train", "val", "test")}
-    if scheme is not None and scheme == manifest.get("split_scheme"):
-        scheme = None
-    raw = manifest.get("splits") or {}
-    if raw and all(isinstance(v, dict) for v in raw.values()):
-        if scheme is None:
-            scheme = next(iter(raw))
-        if scheme not in raw:
-            raise ConfigError(
-                f"{store.root}/manifest.json has no split scheme {scheme!r}; recorded: {sorted(raw)}."
-            )
-        raw = raw[scheme]
-    elif scheme is not None and scheme not in raw:
-        raise ConfigError(f"{store.root}/manifest.json records one split set, not scheme {scheme!r}.")
-    splits = {k: list(v) for k, v in raw.items() if isinstance(v, list)}
-    return {"train": splits.get("train", []), "val": splits.get("val", []), "test": splits.get("test", [])}
-
-
-def holdout_by_video(
-    videos: Sequence[str], fraction: float = 0.2, seed: int = 0
-) -> tuple[list[str], list[str]]:
-    """Split videos into (train, val) with round(fraction * n) >= 1 videos held out, seeded."""
-    videos = list(videos)
-    if len(videos) < 2:
-        raise EvaluationError(
-            f"Need >= 2 training videos to hold some out for validation, got {len(videos)}; "
-            "record a val split in the store."
-        )
-    n_val = min(max(1, round(fraction * len(videos))), len(videos) - 1)
-    order = np.random.default_rng(seed).permutation(len(videos))
-    val = sorted(videos[i] for i in order[:n_val])
-    return [v for v in videos if v not in set(val)], val
-
-
-def kfold_by_video(videos: Sequence[str], folds: int = 5, seed: int = 0) -> list[list[str]]:
-    """Partition videos into `folds` seeded, near-equal test folds (each video in exactly one)."""
-    videos = list(videos)
-    if folds < 2 or folds > len(videos):
-        raise ConfigError(f"--folds must be between 2 and the number of videos ({len(videos)}), got {folds}.")
-    order = np.random.default_rng(seed).permutation(len(videos))
-    return [sorted(videos[i] for i in part) for part in np.array_split(order, folds)]
 
 
 # -------------------------------------------------------------------------------------------------- data
@@ -216,23 +177,6 @@ def _warn_unseen(train_labels: np.ndarray, test: Sequence[VideoFeatures], class_
             )
 
 
-def score_videos(
-    preds: dict[str, np.ndarray],
-    gts: dict[str, np.ndarray],
-    num_classes: int,
-    bg_ids: Sequence[int] = (),
-    overlaps: Sequence[float] = DEFAULT_OVERLAPS,
-) -> dict[str, Any]:
-    """Frame metrics (both macro conventions) and segment metrics for videos -> {"metrics", "per_video"}."""
-    videos = list(gts)
-    p = [np.asarray(preds[v]) for v in videos]
-    g = [np.asarray(gts[v]) for v in videos]
-    frames = frame_metrics(p, g, num_classes, videos)
-    segments = segment_metrics(p, g, bg_ids, overlaps, videos)
-    per_video = {v: {**frames["per_video"][v], **segments["per_video"][v]} for v in videos}
-    return {"metrics": {**frames["metrics"], **segments["metrics"]}, "per_video": per_video}
-
-
 # --------------------------------------------------------------------------------------------- protocols
 def _predict_knn(
     train: Sequence[VideoFeatures], test: Sequence[VideoFeatures], num_classes: int, config: KnnConfig, ks
@@ -246,7 +190,8 @@ def _predict_knn(
     }
 
 
-def _context(store: FeatureStore) -> tuple[dict[str, Any], list[str], int, list[int]]:
+def store_context(store: FeatureStore) -> tuple[dict[str, Any], list[str], int, list[int]]:
+    """Manifest, class names, class count (>= 1) and background class ids of a store."""
     manifest = store.manifest
     class_names = list(manifest.get("class_names", []))
     return manifest, class_names, max(len(class_names), 1), background_ids(manifest, class_names)
@@ -262,16 +207,6 @@ def store_relaxed_spec(store: FeatureStore, class_names: Sequence[str]) -> Relax
     return relaxed_spec(manifest.get("dataset"), class_names, manifest.get("fps"), fps_fix=fix)
 
 
-def with_relaxed(results: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
-    """`results` with the ``relaxed`` block placed right after the strict ``metrics``, else unchanged."""
-    out: dict[str, Any] = {}
-    for key, value in results.items():
-        out[key] = value
-        if key == "metrics":
-            out["relaxed"] = block
-    return out
-
-
 def run_knn(
     features: str | Path,
     config: KnnConfig | None = None,
@@ -283,7 +218,7 @@ def run_knn(
     """k-NN protocol: training frames of `train_on` splits vote for each test frame; a results dict."""
     config = config or KnnConfig()
     store = FeatureStore(features)
-    manifest, class_names, n_classes, bg = _context(store)
+    manifest, class_names, n_classes, bg = store_context(store)
     spec = store_relaxed_spec(store, class_names) if relaxed else None
     splits = resolve_splits(store, scheme)
     train_videos = [v for s in train_on for v in splits[s]]
@@ -330,7 +265,7 @@ def run_majority(
     every labelled test frame (ties: lowest class id). Why: the accuracy an encoder must beat to count.
     """
     store = FeatureStore(features)
-    manifest, class_names, n_classes, _ = _context(store)
+    manifest, class_names, n_classes, _ = store_context(store)
     splits = resolve_splits(store, scheme)
     train_videos = [v for s in train_on for v in splits[s]]
     _require(train_videos, "train", store)
@@ -391,7 +326,7 @@ def load_train_val_test(
     Why: the linear and temporal protocols share these rules - validation videos held out of train **by
     video** when the store records no val split, two or more training classes, unseen test classes warned.
     """
-    class_names = _context(store)[1]
+    class_names = store_context(store)[1]
     splits = resolve_splits(store, scheme)
     _require(splits["train"], "train", store)
     _require(splits["test"], "test", store)
@@ -423,7 +358,7 @@ def fit_linear_protocol(
     """
     config = config or LinearConfig()
     store = FeatureStore(features)
-    manifest, class_names, n_classes, bg = _context(store)
+    manifest, class_names, n_classes, bg = store_context(store)
     spec = store_relaxed_spec(store, class_names) if relaxed else None
     splits, val_source, (train, val, test) = load_train_val_test(store, scheme, val_fraction, config.seed)
     probe, preds = _linear_on(train, val, test, n_classes, config)
@@ -464,7 +399,7 @@ def run_cv(
     if protocol not in CV_PROTOCOLS:
         raise ConfigError(f"--protocol must be one of {', '.join(CV_PROTOCOLS)}, got {protocol!r}.")
     store = FeatureStore(features)
-    manifest, class_names, n_classes, bg = _context(store)
+    manifest, class_names, n_classes, bg = store_context(store)
     spec = store_relaxed_spec(store, class_names) if relaxed else None
     recorded = resolve_splits(store)
     videos = sorted({v for s in recorded.values() for v in s}) or store.videos()
@@ -538,180 +473,3 @@ def run_cv(
         gts = {v: items[v].labels for v in all_preds}
         results = with_relaxed(results, relaxed_metrics(all_preds, gts, spec))
     return results
-
-
-# ------------------------------------------------------------------------------------------ results JSON
-def build_results(
-    task: str,
-    manifest: dict[str, Any],
-    features: str | Path | None,
-    protocol: dict[str, Any],
-    splits: dict[str, Any],
-    class_names: Sequence[str],
-    scored: dict[str, Any],
-    predictions: dict[str, np.ndarray],
-) -> dict[str, Any]:
-    """Assemble a ``plstitch.results/v1`` dict (see docs/results-json.md)."""
-    model = manifest.get("model") or {}
-    return {
-        "schema": SCHEMA,
-        "task": task,
-        "dataset": manifest.get("dataset"),
-        "features": str(features) if features is not None else None,
-        "model": {"spec": model.get("spec"), "provenance": model.get("provenance", {})},
-        "protocol": protocol,
-        "splits": splits,
-        "class_names": list(class_names),
-        "headline_metrics": list(default_metrics(manifest.get("dataset"))),
-        "metrics": {k: float(v) for k, v in scored["metrics"].items()},
-        "per_video": scored["per_video"],
-        "predictions": {v: np.asarray(p).astype(int).tolist() for v, p in predictions.items()},
-        "plstitch_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
-    }
-
-
-def write_results(path: str | Path, results: dict[str, Any]) -> None:
-    """Write a results dict as JSON atomically, or to stdout when `path` is "-" (NaN becomes null)."""
-    write_json_output(path, _nan_to_none(results))
-
-
-def _nan_to_none(obj: Any) -> Any:
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _nan_to_none(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_nan_to_none(v) for v in obj]
-    return obj
-
-
-# ------------------------------------------------------------------------------- MS-TCN prediction files
-MSTCN_HEADER = "### Frame level recognition: ###"
-
-
-def read_label_file(path: str | Path) -> list[str]:
-    """Frame labels of an MS-TCN file: header line then space-separated labels, or one label per line."""
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EvaluationError(f"{path}: cannot read labels ({exc}).") from exc
-    lines = [ln.strip() for ln in lines]
-    while lines and not lines[0]:
-        lines.pop(0)
-    if lines and lines[0].startswith("###"):
-        return [tok for ln in lines[1:] for tok in ln.split()]
-    return [ln for ln in lines if ln]
-
-
-def video_key(path: Path) -> str:
-    """Video name of a label file: the file name without its extension (MS-TCN writes none)."""
-    name = path.name
-    stem, dot, ext = name.rpartition(".")
-    return stem if dot and stem and ext.isalnum() and len(ext) <= 5 and not ext.isdigit() else name
-
-
-def read_mapping(path: str | Path) -> list[str]:
-    """Class names in id order from an MS-TCN ``mapping.txt`` (``<id> <name>`` per line)."""
-    path = Path(path)
-    names: dict[int, str] = {}
-    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split()
-        if len(parts) != 2 or not parts[0].lstrip("-").isdigit():
-            raise EvaluationError(f"{path} line {line_no}: expected '<id> <name>', got {line!r}.")
-        names[int(parts[0])] = parts[1]
-    if sorted(names) != list(range(len(names))):
-        raise EvaluationError(f"{path}: class ids must be 0..N-1 without gaps, got {sorted(names)}.")
-    return [names[i] for i in range(len(names))]
-
-
-def _label_files(folder: str | Path, what: str) -> dict[str, Path]:
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise EvaluationError(f"{what} folder {folder} does not exist.")
-    files = {}
-    for path in sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")):
-        files.setdefault(video_key(path), path)
-    return files
-
-
-def score_files(
-    pred_dir: str | Path,
-    gt_dir: str | Path,
-    bg_classes: Sequence[str] = ("background",),
-    mapping: str | Path | None = None,
-    dataset: str | None = None,
-    overlaps: Sequence[float] = DEFAULT_OVERLAPS,
-    relaxed: bool = False,
-    fps: float | None = None,
-) -> dict[str, Any]:
-    """Score MS-TCN-format prediction files against ground-truth files matched by video name.
-
-    `relaxed` adds the challenge relaxed metrics; they need `dataset` (cholec80, m2cai16) and the files'
-    frame rate `fps`.
-    """
-    preds_files, gt_files = _label_files(pred_dir, "Prediction"), _label_files(gt_dir, "Ground-truth")
-    videos = sorted(preds_files)
-    missing = [v for v in videos if v not in gt_files]
-    if missing:
-        raise EvaluationError(
-            f"No ground truth in {gt_dir} for predicted videos {missing[:5]}; "
-            "names must match (any extension)."
-        )
-    if not videos:
-        raise EvaluationError(f"No prediction files in {pred_dir}.")
-    pred_names = {v: read_label_file(preds_files[v]) for v in videos}
-    gt_names = {v: read_label_file(gt_files[v]) for v in videos}
-    class_names = (
-        read_mapping(mapping)
-        if mapping
-        else sorted({x for d in (pred_names, gt_names) for seq in d.values() for x in seq})
-    )
-    spec = None
-    if relaxed:
-        spec = relaxed_spec(
-            dataset,
-            class_names,
-            fps,
-            fps_fix="pass --fps, the frame rate of the label files (e.g. 1 for 1-fps files)",
-            dataset_fix="name it with --dataset, or drop --relaxed",
-        )
-    index = {name: i for i, name in enumerate(class_names)}
-    preds, gts = {}, {}
-    for v in videos:
-        if not gt_names[v]:
-            raise EvaluationError(f"Video {v!r}: ground-truth file {gt_files[v]} is empty.")
-        if len(pred_names[v]) != len(gt_names[v]):
-            raise EvaluationError(
-                f"Video {v!r}: {len(pred_names[v])} predicted labels in {preds_files[v]} but "
-                f"{len(gt_names[v])} in {gt_files[v]}; one prediction per ground-truth frame."
-            )
-        for what, seq, path in (
-            ("predicted", pred_names[v], preds_files[v]),
-            ("ground-truth", gt_names[v], gt_files[v]),
-        ):
-            unknown = sorted(set(seq) - set(index))
-            if unknown:
-                raise EvaluationError(
-                    f"Video {v!r}: {what} labels {unknown[:5]} in {path} are not in {mapping}."
-                )
-        preds[v] = np.array([index[x] for x in pred_names[v]], dtype=np.int64)
-        gts[v] = np.array([index[x] for x in gt_names[v]], dtype=np.int64)
-    bg_ids = [index[b] for b in bg_classes if b in index]
-    scored = score_videos(preds, gts, len(class_names), bg_ids, overlaps)
-    manifest = {"dataset": dataset, "model": {"spec": None, "provenance": {}}}
-    protocol = {
-        "name": "score",
-        "pred_dir": str(pred_dir),
-        "gt_dir": str(gt_dir),
-        "background": list(bg_classes),
-        "mapping": str(mapping) if mapping else None,
-        "overlaps": list(overlaps),
-    }
-    results = build_results("score", manifest, None, protocol, {"test": videos}, class_names, scored, preds)
-    if dataset is None:
-        results["headline_metrics"] = list(COOKING_METRICS)
-    return results if spec is None else with_relaxed(results, relaxed_metrics(preds, gts, spec))

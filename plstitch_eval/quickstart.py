@@ -30,16 +30,17 @@ from plstitch_eval.hub.random_init import DEFAULT_SEED, TIMM_SOURCES, is_timm_fo
 from plstitch_eval.hub.registry import MODELS
 from plstitch_eval.hub.timm_format import is_timm_dir
 from plstitch_eval.resources import model_cards_dir
+from plstitch_eval.results_json import MAJORITY_ROW, RANDOM_INIT_ROW, RAW_PIXELS_ROW, TASK_LABELS
 from plstitch_eval.utils.console import console
 
 SHIPPED_MODEL = "plstitch-tiny-synthetic"
 SHIPPED_DIR = model_cards_dir() / SHIPPED_MODEL
 
-MODEL_ROW, RANDOM_INIT_ROW, PIXELS_ROW, MAJORITY_ROW = "model", "random-init", "raw-pixels", "majority"
+MODEL_ROW, PIXELS_ROW = "model", RAW_PIXELS_ROW
 RANDOM_INIT_LABEL = f"random init (seed {DEFAULT_SEED})"
 PIXELS_LABEL = "raw pixels (8x8x3)"
 MAJORITY_LABEL = "majority class"
-PROTOCOL_NAMES = {"knn": "k-NN", "linear": "linear"}
+PROTOCOL_NAMES = TASK_LABELS
 
 
 def default_model_spec() -> str:

@@ -11,7 +11,7 @@ trains one model per seed on the same splits and reports the mean and sample std
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,17 +21,13 @@ import numpy as np
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.features import FeatureStore, VideoFeatures
 from plstitch_eval.probes import save_probe
-from plstitch_eval.protocols import (
-    _context,
-    build_results,
-    load_train_val_test,
-    score_videos,
-    store_relaxed_spec,
-    with_relaxed,
-)
+from plstitch_eval.protocols import load_train_val_test, store_context, store_relaxed_spec
 from plstitch_eval.relaxed_metrics import RelaxedSpec, relaxed_metrics
+from plstitch_eval.results_json import build_results
+from plstitch_eval.scoring import score_videos, with_relaxed
 from plstitch_eval.temporal.fit import TemporalConfig, TemporalProbeResult, fit_temporal
 from plstitch_eval.utils.device import resolve_device
+from plstitch_eval.utils.stats import mean_std_by_key
 
 TASK = "temporal"
 
@@ -64,7 +60,7 @@ def load_temporal_data(
     Why: one seed or many, the splits and checks are those of the linear protocol.
     """
     store = FeatureStore(features)
-    manifest, class_names, num_classes, background = _context(store)
+    manifest, class_names, num_classes, background = store_context(store)
     spec = store_relaxed_spec(store, class_names) if relaxed else None
     splits, validation, (train, val, test) = load_train_val_test(store, scheme, val_fraction, holdout_seed)
     return TemporalData(
@@ -157,22 +153,13 @@ def run_temporal_seeds(
         runs.append({"seed": seed, "chosen_epoch": fit.best_epoch, "metrics": scored["metrics"]})
         first = first or (fit, preds, scored)
     fit, preds, scored = first
-    mean, std = mean_std_over([run["metrics"] for run in runs])
+    mean, std = mean_std_by_key([run["metrics"] for run in runs])
     protocol = {**_protocol(config, data, fit), "seeds": [run["seed"] for run in runs]}
     results = _results(features, data, protocol, {**scored, "metrics": mean}, preds)
     if seeds > 1:
         results["metrics_std"] = std
     results["seeds"] = [{**run, "metrics": {k: float(v) for k, v in run["metrics"].items()}} for run in runs]
     return _with_relaxed(results, data, preds), fits
-
-
-def mean_std_over(metrics: Sequence[dict[str, float]]) -> tuple[dict[str, float], dict[str, float]]:
-    """Per metric key: mean and sample std (ddof=1; NaN for one value) over runs (seeds)."""
-    keys = metrics[0].keys()
-    values = {k: np.array([m[k] for m in metrics], dtype=np.float64) for k in keys}
-    mean = {k: float(v.mean()) for k, v in values.items()}
-    std = {k: float(v.std(ddof=1)) if len(v) > 1 else float("nan") for k, v in values.items()}
-    return mean, std
 
 
 def save_temporal_probe(

@@ -15,31 +15,16 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from plstitch_eval.errors import ConfigError
+from plstitch_eval.data.datasets import dataset_facts
 from plstitch_eval.hub.registry import get_model_entry
-from plstitch_eval.resources import model_cards_dir
+from plstitch_eval.resources import load_paper_results, model_cards_dir, paper_results_path
+from plstitch_eval.results_json import TASK_TITLES
 from plstitch_eval.utils.io import write_text_atomic
 
 MODEL_CARDS_DIR = model_cards_dir()
 TEMPLATE_PATH = MODEL_CARDS_DIR / "modelcard_template.md"
-PAPER_RESULTS_PATH = MODEL_CARDS_DIR / "paper_results.json"
+PAPER_RESULTS_PATH = paper_results_path()
 TASK_TYPE = "video-classification"
-
-_DATASET_NAMES = {
-    "cholec80": "Cholec80",
-    "m2cai16": "M2CAI16",
-    "autolaparo": "AutoLaparo",
-    "gtea": "GTEA",
-    "breakfast": "Breakfast",
-    "synthetic": "Synthetic (plstitch procedural test data)",
-}
-_SURGICAL = {"cholec80", "m2cai16", "autolaparo", "synthetic"}
-_PROTOCOLS = {
-    "knn": "k-NN",
-    "linear": "Linear probe",
-    "cv": "Cross-validated linear probe",
-    "score": "Scored",
-}
 
 
 @dataclass
@@ -93,22 +78,14 @@ def architecture_text(config: dict[str, Any]) -> str:
     return f"{text} (`{name}` architecture string with size overrides)"
 
 
-def load_paper_results(path: str | Path = PAPER_RESULTS_PATH) -> dict[str, Any]:
-    """The paper's reported numbers, BibTeX and reference-model list (`model_cards/paper_results.json`)."""
-    path = Path(path)
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"Cannot read the paper results file {path}: {exc}") from exc
-
-
 def dataset_display_name(dataset: str) -> str:
     """Pretty name of a dataset key (`cholec80` -> `Cholec80`); unknown names pass through."""
-    return _DATASET_NAMES.get(dataset.lower(), dataset)
+    return dataset_facts(dataset).display_name
 
 
 def _task_name(dataset: str) -> str:
-    return "Surgical phase recognition" if dataset.lower() in _SURGICAL else "Temporal action segmentation"
+    surgical = dataset_facts(dataset).family == "surgical"
+    return "Surgical phase recognition" if surgical else "Temporal action segmentation"
 
 
 def eval_results_from_results(results: Sequence[dict[str, Any]]) -> list[EvalResult]:
@@ -116,7 +93,7 @@ def eval_results_from_results(results: Sequence[dict[str, Any]]) -> list[EvalRes
     out = []
     for result in results:
         task, dataset = str(result["task"]), str(result["dataset"])
-        protocol = _PROTOCOLS.get(task, task)
+        protocol = TASK_TITLES.get(task, task)
         hyper = result.get("protocol") or {}
         detail = f" (k={hyper['k']})" if task == "knn" and "k" in hyper else ""
         args = {k: v for k, v in hyper.items() if isinstance(v, str | int | float | bool)}
@@ -301,10 +278,7 @@ def _reference_info(model: dict[str, Any], data: dict[str, Any]) -> CardInfo:
 
 def _feature_description(entry: Any) -> str:
     """What a registry entry's feature vector is (pooling and, for clip models, the window)."""
-    pooled = {
-        "convnext": "globally pooled features",
-        "videomae": "mean of the patch tokens after `fc_norm`",
-    }.get(entry.converter, "CLS token after the final norm")
+    pooled = entry.feature_description
     clip = getattr(entry, "clip", None)
     if clip is None:
         return pooled

@@ -1,4 +1,5 @@
-"""Training frames: decode every video ONCE (PyAV / frame folders) into a frame store; build items.
+"""Training frames: decode every video ONCE (PyAV or TorchCodec, `config.decoder`, on the CPU; frame folders)
+into a frame store; build items.
 
 `open_frame_store(config, cache_dir)` is the one place a run's frames come from: a frames LMDB given as
 `--data` is read as it is; videos are decoded once into a JPEG LMDB in the authors' layout (`frame_store
@@ -22,8 +23,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from plstitch_eval.data.decoders import PYAV, Decoding, announce_decoding, read_frames, resolve_decoding
 from plstitch_eval.data.media import VIDEO_EXTENSIONS, is_image_file, is_video_file
-from plstitch_eval.data.video import read_frames
 from plstitch_eval.errors import ConfigError, DataError, TrainingError
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import atomic_path
@@ -85,26 +86,33 @@ def dataset_videos(name: str, root: str | None, split: str | None) -> list[Video
     ]
 
 
-def _source_key(video: VideoSource, fps: float, frame_size: int) -> str:
-    """A video's identity for the frame caches: its path, size and mtime and the decode settings."""
+def _source_key(video: VideoSource, fps: float, frame_size: int, decoding: Decoding = PYAV) -> str:
+    """A video's identity for the frame caches: its path, size and mtime and the decode settings (the decoder
+    when it is not PyAV, so caches written before decoders were recorded keep their keys)."""
     stat = video.source.stat()
-    return f"{video.source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{fps}|{frame_size}|{video.folder_fps}"
+    key = f"{video.source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{fps}|{frame_size}|{video.folder_fps}"
+    return key if decoding.decoder == "pyav" or video.source.is_dir() else f"{key}|{decoding.decoder}"
 
 
-def _cache_file(video: VideoSource, fps: float, frame_size: int, cache_dir: Path) -> Path:
+def _cache_file(
+    video: VideoSource, fps: float, frame_size: int, cache_dir: Path, decoding: Decoding = PYAV
+) -> Path:
     """Cache path keyed by the source's path, size and mtime and the decode settings."""
-    digest = hashlib.sha1(_source_key(video, fps, frame_size).encode()).hexdigest()[:16]
+    digest = hashlib.sha1(_source_key(video, fps, frame_size, decoding).encode()).hexdigest()[:16]
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in video.name)[-60:]
     return cache_dir / f"{safe}-{digest}.npy"
 
 
-def decode_video(video: VideoSource, fps: float, frame_size: int, cache_dir: Path) -> Path:
+def decode_video(
+    video: VideoSource, fps: float, frame_size: int, cache_dir: Path, decoding: Decoding = PYAV
+) -> Path:
     """Decode `video` at `fps` with shorter side `frame_size` into a uint8 [T,H,W,3] `.npy` (once; cached)."""
-    target = _cache_file(video, fps, frame_size, cache_dir)
+    target = _cache_file(video, fps, frame_size, cache_dir, decoding)
     if target.is_file():
         return target
     frames = [
-        f.image for f in read_frames(video.source, fps=fps, size=frame_size, folder_fps=video.folder_fps)
+        f.image
+        for f in read_frames(video.source, fps, frame_size, folder_fps=video.folder_fps, decoding=decoding)
     ]
     if not frames:
         raise DataError(f"{video.source}: no frames decoded at {fps} fps.")
@@ -131,10 +139,12 @@ class FrameStore:
         cache_dir: Path,
         min_frames: int = 1,
         reverse_time: bool = False,
+        decoding: Decoding = PYAV,
     ) -> FrameStore:
-        """Decode (or reuse) every video; videos shorter than `min_frames` are skipped with a warning."""
+        """Decode (or reuse) every video with `decoding`; videos shorter than `min_frames` are skipped with a
+        warning."""
         names, arrays = [], []
-        todo = [not _cache_file(video, fps, frame_size, cache_dir).is_file() for video in videos]
+        todo = [not _cache_file(video, fps, frame_size, cache_dir, decoding).is_file() for video in videos]
         if any(todo):
             logger.info(
                 "preparing data: decoding %d videos at %g fps into %s (once; a rerun reuses them)",
@@ -144,7 +154,7 @@ class FrameStore:
             )
         with DecodeProgress("decoding videos", len(videos), len(videos) - sum(todo)) as progress:
             for video, decode in zip(videos, todo, strict=True):
-                array = np.load(decode_video(video, fps, frame_size, cache_dir), mmap_mode="r")
+                array = np.load(decode_video(video, fps, frame_size, cache_dir, decoding), mmap_mode="r")
                 if decode:
                     progress.advance(len(array))
                 if len(array) < min_frames:
@@ -232,20 +242,34 @@ def open_frame_store(config: TrainConfig, cache_dir: Path) -> FrameStore | LmdbF
     where = config.data or f"dataset {config.dataset} (split {config.split})"
     logger.info("preparing data: listing the videos of %s", where)
     videos, source = select_videos(config.data, config.dataset, config.root, config.split, config.fps)
+    decoding = training_decoding(config, videos)
     if config.frame_store == "raw":
         return FrameStore.build(
-            videos, config.fps, config.frame_size, cache_dir, config.clip_len, config.reverse_time
+            videos, config.fps, config.frame_size, cache_dir, config.clip_len, config.reverse_time, decoding
         )
-    target = cache_dir / _lmdb_cache_name(videos, config)
-    write_frames_lmdb(videos, target, config.fps, config.frame_size, config.jpeg_quality, source=source)
+    target = cache_dir / _lmdb_cache_name(videos, config, decoding)
+    write_frames_lmdb(
+        videos, target, config.fps, config.frame_size, config.jpeg_quality, source=source, decoding=decoding
+    )
     return LmdbFrameStore.open(target, config.fps, config.clip_len, config.reverse_time)
 
 
-def _lmdb_cache_name(videos: list[VideoSource], config: TrainConfig) -> str:
+def training_decoding(config: TrainConfig, videos: list[VideoSource]) -> Decoding:
+    """The decoder of a run's frame caches (`config.decoder`; on the CPU: caches are written on the host);
+    `auto` tries the first video file and says on stderr what it chose."""
+    sample = next((video.source for video in videos if video.source.is_file()), None)
+    decoding = resolve_decoding(config.decoder, "cpu", "cpu", sample)
+    if int(os.environ.get("RANK", "0")) == 0:
+        announce_decoding(config.decoder, decoding)
+    return decoding
+
+
+def _lmdb_cache_name(videos: list[VideoSource], config: TrainConfig, decoding: Decoding = PYAV) -> str:
     """`frames-<digest>.lmdb`, the digest over every source's path, size and mtime and the decode settings."""
     digest = hashlib.sha1(f"{config.jpeg_quality}".encode())
     for video in videos:
-        digest.update(f"|{video.name}|{_source_key(video, config.fps, config.frame_size)}".encode())
+        key = _source_key(video, config.fps, config.frame_size, decoding)
+        digest.update(f"|{video.name}|{key}".encode())
     return f"frames-{digest.hexdigest()[:16]}.lmdb"
 
 

@@ -21,6 +21,7 @@ import json
 import os
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,8 @@ from plstitch_eval.utils.console import console, logger, progress_bar
 from plstitch_eval.utils.io import atomic_path
 
 if TYPE_CHECKING:
+    from plstitch_eval.data.decoders import Decoding
+    from plstitch_eval.data.video import DecodedFrame
     from plstitch_train.data import VideoSource
 
 LMDB_DATA_FILE = "data.mdb"
@@ -52,6 +55,7 @@ class LmdbLayout:
     frame_size: int | None = None  # shorter side; None = as the source was
     quality: int | None = None  # JPEG quality; None = unknown (not written by us)
     source: str | None = None  # what the frames came from (a resume must name the same)
+    decoder: str = "pyav"  # video decoder (plstitch_eval.data.decoders); sidecars without one: PyAV
 
 
 def is_frames_lmdb(path: str | os.PathLike) -> bool:
@@ -289,18 +293,21 @@ def write_frames_lmdb(
     *,
     swap_rb: bool = True,
     source: str | None = None,
+    decoding: Decoding | None = None,
 ) -> Path:
-    """Decode `videos` at `fps` (shorter side `frame_size`) into a JPEG frames LMDB at `out`; resumable.
+    """Decode `videos` at `fps` (shorter side `frame_size`, by `decoding`: PyAV when None) into a JPEG frames
+    LMDB at `out`; resumable.
 
     A finished LMDB at `out` written with the same settings and videos is returned as it is; anything else
     at `out` is refused (nothing written is replaced). An interrupted write resumes in `<out>.partial`.
     """
-    from plstitch_eval.data.video import read_frames
+    from plstitch_eval.data.decoders import PYAV, read_frames
 
+    decoding = (decoding or PYAV).on_cpu()
     if not 1 <= quality <= 100:
         raise ConfigError(f"JPEG quality must be in 1..100 (got {quality}).")
     out = Path(out)
-    layout = LmdbLayout(float(fps), swap_rb, frame_size, quality, source)
+    layout = LmdbLayout(float(fps), swap_rb, frame_size, quality, source, decoding.decoder)
     wanted = [video.name for video in videos]
     if len(set(wanted)) != len(wanted):
         raise DataError(f"Two videos share a name under {source}; LMDB keys <video>_<t> need unique names.")
@@ -332,7 +339,10 @@ def write_frames_lmdb(
             for video in videos:
                 if video.name in done:
                     continue
-                done[video.name] = _write_video(env, video, read_frames, fps, frame_size, quality, swap_rb)
+                frames = read_frames(
+                    video.source, fps, frame_size, folder_fps=video.folder_fps, decoding=decoding
+                )
+                done[video.name] = _write_video(env, video, frames, fps, quality, swap_rb)
                 env.sync(True)
                 _write_layout(partial, layout, done)
                 progress.advance(done[video.name])
@@ -344,19 +354,14 @@ def write_frames_lmdb(
 
 
 def _write_video(
-    env: Any,
-    video: VideoSource,
-    read_frames: Any,
-    fps: float,
-    frame_size: int | None,
-    quality: int,
-    swap_rb: bool,
+    env: Any, video: VideoSource, frames: Iterable[DecodedFrame], fps: float, quality: int, swap_rb: bool
 ) -> int:
-    """Put one video's frames under `<name>_<t>`; commits every COMMIT_EVERY frames. Returns the count."""
+    """Put one video's decoded `frames` under `<name>_<t>`; commits every COMMIT_EVERY frames. Returns the
+    count."""
     prefix = video.name.encode("utf-8") + b"_"
     count, txn = 0, env.begin(write=True)
     try:
-        for frame in read_frames(video.source, fps=fps, size=frame_size, folder_fps=video.folder_fps):
+        for frame in frames:
             txn.put(prefix + str(count).encode("ascii"), encode_frame(frame.image, quality, swap_rb))
             count += 1
             if count % COMMIT_EVERY == 0:

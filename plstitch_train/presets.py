@@ -14,6 +14,8 @@ from typing import Any
 
 from plstitch_eval.errors import ConfigError
 
+DECODER_CHOICES = ("pyav", "torchcodec", "auto")  # as plstitch_eval.data.decoders (not imported: torch-free)
+
 OBJECTIVES = ("pl", "pairwise", "permutation")
 FRAME_STORES = ("lmdb", "raw")
 _TUPLE_FIELDS = ("context_seconds", "clip_length_bounds", "clips_per_video")
@@ -37,6 +39,7 @@ class TrainConfig:
     jpeg_quality: int = 90  # JPEG quality of the "lmdb" frame store
     fps: float = 1.0  # frames per second decoded for training
     frame_size: int = 256  # shorter side of cached frames (pixels)
+    decoder: str = "pyav"  # video decoder of the frame caches: pyav | torchcodec | auto (on the CPU)
     reverse_time: bool = False
     # --- sampling
     clip_len: int = 8
@@ -136,6 +139,8 @@ class TrainConfig:
                 f"frame_store must be one of {', '.join(FRAME_STORES)} and jpeg_quality in 1..100 "
                 f"(got {self.frame_store!r}, {self.jpeg_quality})."
             )
+        if self.decoder not in DECODER_CHOICES:
+            raise ConfigError(f"decoder must be one of {', '.join(DECODER_CHOICES)} (got {self.decoder!r}).")
         if self.fps <= 0 or self.epochs < 1:
             raise ConfigError(f"fps must be > 0 and epochs >= 1 (got {self.fps}, {self.epochs}).")
         if not 0 <= self.mask_ratio < 1:

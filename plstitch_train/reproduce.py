@@ -28,15 +28,53 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import multiprocessing
+import os
+import signal
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from plstitch_eval.analysis.awareness import run_awareness_controls
+from plstitch_eval.analysis.order import model_order_tau
+from plstitch_eval.analysis.time_probe import time_probe, write_time_oracle_store
+from plstitch_eval.data.synthetic import generate_synthetic
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.utils.console import logger
+from plstitch_eval.evaluate import evaluate_encoder, frozen_evaluation, result_paths
+from plstitch_eval.hub.pixels import PIXELS_SPEC
+from plstitch_eval.hub.run_folder import (
+    LOG_NAME,
+    backbone_dir,
+    checkpoint_path,
+    is_finished,
+    read_train_config,
+)
+from plstitch_eval.hub.temporal_head import HEAD_WEIGHTS_FILE
+from plstitch_eval.hub.timm_format import save_timm_dir
+from plstitch_eval.preprocess import DataConfig
+from plstitch_eval.protocols import run_knn, run_linear, run_majority
+from plstitch_eval.results_json import write_results
+from plstitch_eval.utils.console import logger, setup_logging
 from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
+from plstitch_train.export import ExportOptions, export_model
+from plstitch_train.heldout import heldout_jigsaw_loss
+from plstitch_train.model import build_vit
 from plstitch_train.presets import TrainConfig, get_preset
+from plstitch_train.reproduce_presets import (
+    REPRODUCE_PRESETS,
+    ROWS,
+    SYNTHETIC_EPOCHS,
+    SYNTHETIC_TRAINING,
+    AblationRow,
+    ReproduceConfig,
+    ReproduceLayout,
+    ReproducePreset,
+    get_reproduce_preset,
+    run_name,
+)
 from plstitch_train.reproduce_tables import (
     MAJORITY,
     METRICS,
@@ -48,10 +86,20 @@ from plstitch_train.reproduce_tables import (
     markdown_tables,
     mean_std,
 )
+from plstitch_train.rng import seed_everything
+from plstitch_train.run_dir import config_differences, describe_differences
+from plstitch_train.signals import TrainingInterrupted
+from plstitch_train.trainer import train as run_training
 
 SCHEMA = "plstitch.reproduce/v2"
-__all__ = [
+__all__ = [  # the orchestrator, and the presets / layout it re-exports from reproduce_presets
+    "REPRODUCE_PRESETS",
     "ROWS",
+    "SYNTHETIC_EPOCHS",
+    "SYNTHETIC_TRAINING",
+    "AblationRow",
+    "ReproduceLayout",
+    "run_name",
     "ReproduceConfig",
     "ReproducePreset",
     "aggregate",
@@ -65,144 +113,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class AblationRow:
-    """One row: a slug (run folder prefix), its label in the tables and the training settings it changes."""
-
-    name: str
-    label: str
-    overrides: dict[str, Any] = field(default_factory=dict)
-
-
-ROWS: dict[str, AblationRow] = {
-    row.name: row
-    for row in (
-        AblationRow("mim", "MIM only", {"lambda_vid": 0.0, "lambda_jigsaw": 0.0}),
-        AblationRow("mim-vid", "MIM + L_vid", {"lambda_jigsaw": 0.0}),
-        AblationRow("mim-jigsaw", "MIM + L_jigsaw", {"lambda_vid": 0.0}),
-        AblationRow("pl", "MIM + L_vid + L_jigsaw (PL-Stitch)", {}),
-        AblationRow("pairwise", "pairwise hinge (margin 1)", {"objective": "pairwise"}),
-        AblationRow("permutation", "permutation classification", {"objective": "permutation"}),
-    )
-}
-
-
-@dataclass(frozen=True)
-class ReproducePreset:
-    """What `--preset` fixes: the training preset and its overrides, data, seeds, budget and evaluation."""
-
-    name: str
-    train_preset: str = "tiny-cpu"
-    train_overrides: dict[str, Any] = field(default_factory=dict)
-    dataset: str = "synthetic"
-    train_split: str = "train"
-    seeds: int = 2
-    steps: int | None = None  # None: the training preset's epochs
-    eval_fps: float = 1.0
-    knn_k: int = 20
-    linear_epochs: int = 20
-    awareness_rows: tuple[str, ...] = ("pl",)  # trained again on time-reversed videos, every seed
-    shared_init: bool = True  # every trained run starts from the seed-0 random-init backbone
-    heldout_batches: int = 8  # batches of the test split scored by the held-out jigsaw loss
-    order_clip_len: int = 8  # frames per clip of the Kendall tau measure
-    jobs: int = 1  # runs trained at once (`--jobs` overrides)
-
-
-# The synthetic procedure lasts 40-90 s where a surgery lasts 30-90 min, so its time scale is ~40x shorter.
-# Clip steps are scaled with it: 4-frame clips at 2 fps with 10-40 frames (5-20 s) between frames span 15-60 s
-# of a video, enough for its irreversible changes to show; with the paper's 1-20 frame steps L_vid stays at
-# chance within a CPU budget (measured, docs/reproduce.md). Higher lr, short warm-ups and a fast teacher fit
-# runs of a few hundred steps (an epoch is every training frame once: ~130 steps of 16).
-SYNTHETIC_TRAINING = {
-    "base_lr": 1.6e-2,
-    "momentum_teacher": 0.99,
-    "min_step": 10,
-    "max_step": 40,
-    "num_workers": 1,
-    "frame_store": "raw",  # 1.6 k frames of 64 px: the uint8 cache is small and needs no JPEG decoding
-    "warmup_epochs": 0.1,
-    "jigsaw_start_epoch": 0.25,
-    "jigsaw_ramp_epochs": 0.25,
-}
-SYNTHETIC_EPOCHS = 6
-REPRODUCE_PRESETS = {
-    "synthetic": ReproducePreset(
-        name="synthetic",
-        train_overrides={**SYNTHETIC_TRAINING, "epochs": SYNTHETIC_EPOCHS},
-        seeds=3,
-        jobs=2,  # two one-thread runs side by side: 1.65x the throughput of one on 2 cores
-    ),
-    "synthetic-smoke": ReproducePreset(  # the pipeline end to end in a minute (tests); numbers mean nothing
-        name="synthetic-smoke",
-        # short clip steps, so that the tests' few-second videos hold a clip
-        train_overrides={
-            **SYNTHETIC_TRAINING,
-            "epochs": 1,
-            "warmup_epochs": 0.03,
-            "min_step": 1,
-            "max_step": 5,
-        },
-        seeds=2,
-        steps=12,
-    ),
-}
-
-
-def get_reproduce_preset(name: str) -> ReproducePreset:
-    """The named reproduction preset, or a ConfigError listing the known ones."""
-    if name not in REPRODUCE_PRESETS:
-        raise ConfigError(f"Unknown reproduce preset {name!r}; choose one of {', '.join(REPRODUCE_PRESETS)}.")
-    return REPRODUCE_PRESETS[name]
-
-
-@dataclass
-class ReproduceConfig:
-    """One reproduction: a preset plus what the command line may change."""
-
-    preset: ReproducePreset
-    out: Path = Path("runs/reproduce")
-    seeds: int | None = None  # None: the preset's
-    steps: int | None = None  # None: the preset's
-    rows: Sequence[str] | None = None  # None: every row
-    awareness: bool = True
-    device: str = "cpu"
-    num_workers: int | None = (
-        None  # decoding workers of the evaluation's extraction (None: extract's default)
-    )
-    dataset_options: dict[str, Any] = field(default_factory=dict)  # tests shrink the synthetic dataset
-    jobs: int | None = None  # runs trained at once (own process, cpu_count // jobs threads); None: preset's
-
-    def __post_init__(self) -> None:
-        if self.jobs is not None and self.jobs < 1:
-            raise ConfigError(f"jobs must be >= 1 (runs trained at once), got {self.jobs}.")
-
-    @property
-    def n_jobs(self) -> int:
-        return self.jobs if self.jobs is not None else self.preset.jobs
-
-    @property
-    def n_seeds(self) -> int:
-        return self.seeds if self.seeds is not None else self.preset.seeds
-
-    @property
-    def n_steps(self) -> int | None:
-        return self.steps if self.steps is not None else self.preset.steps
-
-    def row_names(self) -> list[str]:
-        """Rows to train, validated."""
-        names = list(self.rows) if self.rows else list(ROWS)
-        unknown = [n for n in names if n not in ROWS]
-        if unknown:
-            raise ConfigError(f"Unknown ablation row(s) {unknown}; known: {', '.join(ROWS)}.")
-        return names
-
-
 # ---------------------------------------------------------------------------------------- configs and runs
-
-
-def run_name(row: str, seed: int, reverse_time: bool = False) -> str:
-    """Run folder name, e.g. `pl-seed0`, `mim-reversed-seed0`."""
-    return f"{row}{'-reversed' if reverse_time else ''}-seed{seed}"
 
 
 def train_config(config: ReproduceConfig, row: str, seed: int, reverse_time: bool = False) -> TrainConfig:
@@ -220,7 +131,7 @@ def train_config(config: ReproduceConfig, row: str, seed: int, reverse_time: boo
         "seed": seed,
         "device": config.device,
         "reverse_time": reverse_time,
-        "cache_dir": str(Path(config.out).resolve() / "frame_cache"),
+        "cache_dir": str(ReproduceLayout.of(config).frame_cache),
     }
     if preset.shared_init:
         changes["init"] = str(shared_init_dir(config))
@@ -233,34 +144,24 @@ def train_config(config: ReproduceConfig, row: str, seed: int, reverse_time: boo
 
 def shared_init_dir(config: ReproduceConfig) -> Path:
     """The run folder of the seed-0 random-init backbone every trained run starts from (`shared_init`)."""
-    return Path(config.out).expanduser().resolve() / "runs" / run_name(RANDOM_INIT, 0)
+    return ReproduceLayout.of(config).run(RANDOM_INIT, 0)
 
 
 def _dataset_root(config: ReproduceConfig) -> Path:
     """Generate (or reuse) the synthetic dataset with the configured options; its folder."""
-    from plstitch_eval.data.synthetic import generate_synthetic
 
     return generate_synthetic(**config.dataset_options)
 
 
-def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
-    """Training settings that change the result (runtime fields such as workers are left out)."""
-    from plstitch_train.trainer import RUNTIME_FIELDS
-
-    return {k: v for k, v in settings.items() if k not in RUNTIME_FIELDS}
-
-
 def ensure_trained(run_dir: Path, train: TrainConfig) -> Path:
     """Train the run unless finished (`backbone/` exists); resume from `last.ckpt` when interrupted."""
-    from plstitch_eval.hub.run_folder import checkpoint_path, is_finished, read_train_config
-    from plstitch_train.trainer import train as run_training
 
     previous = read_train_config(run_dir)
-    if previous is not None and _comparable(previous) != _comparable(train.to_dict()):
-        diff = sorted(k for k in _comparable(train.to_dict()) if previous.get(k) != train.to_dict().get(k))
+    diff = config_differences(previous, train.to_dict()) if previous is not None else {}
+    if diff:
         raise ConfigError(
-            f"{run_dir} was trained with other settings ({', '.join(diff)} differ); remove it or "
-            "choose another --out."
+            f"{run_dir} was trained with other settings ({describe_differences(diff)}, as old -> new); "
+            "remove it or choose another --out."
         )
     if is_finished(run_dir):
         logger.info("skip %s: already trained", run_dir.name)
@@ -276,11 +177,6 @@ def ensure_trained(run_dir: Path, train: TrainConfig) -> Path:
 
 def ensure_random_init(run_dir: Path, train: TrainConfig) -> Path:
     """Save the untrained backbone (the same init every trained run of this seed starts from)."""
-    from plstitch_eval.hub.run_folder import backbone_dir, is_finished
-    from plstitch_eval.hub.timm_format import save_timm_dir
-    from plstitch_eval.preprocess import DataConfig
-    from plstitch_train.model import build_vit
-    from plstitch_train.trainer import seed_everything
 
     target = backbone_dir(run_dir)
     if not is_finished(run_dir):
@@ -296,15 +192,14 @@ def ensure_evaluated(
 
     The encoder is the run folder itself, or `spec` (a reference encoder) with its outputs in `run_dir`.
     """
-    from plstitch_eval.evaluate import evaluate_encoder, result_paths
 
-    results_dir = run_dir / "eval"
+    results_dir = ReproduceLayout.eval_dir(run_dir)
     paths = result_paths(results_dir)
     if all(p.is_file() for p in paths.values()):
         return {p: json.loads(path.read_text(encoding="utf-8")) for p, path in paths.items()}
     evaluation = _evaluation(config)
     model = spec if spec is not None else run_dir
-    return evaluate_encoder(model, run_dir / "features", results_dir, evaluation).results
+    return evaluate_encoder(model, ReproduceLayout.features(run_dir), results_dir, evaluation).results
 
 
 def _heldout_data(config: ReproduceConfig) -> tuple[str, str | None, str | None]:
@@ -316,16 +211,11 @@ def _heldout_data(config: ReproduceConfig) -> tuple[str, str | None, str | None]
 
 def ensure_order_measures(run_dir: Path, config: ReproduceConfig, trained: bool) -> dict[str, Any]:
     """t/T probe R^2 (any store), Kendall tau of the temporal head and held-out jigsaw loss (cached JSON)."""
-    from plstitch_eval.analysis.order import model_order_tau
-    from plstitch_eval.analysis.time_probe import time_probe
-    from plstitch_eval.hub.run_folder import backbone_dir
-    from plstitch_eval.hub.temporal_head import HEAD_WEIGHTS_FILE
-    from plstitch_train.heldout import heldout_jigsaw_loss
 
-    path = run_dir / "eval" / "order.json"
+    path = ReproduceLayout.eval_dir(run_dir) / "order.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
-    store = run_dir / "features"
+    store = ReproduceLayout.features(run_dir)
     probe = time_probe(store)
     record: dict[str, Any] = {"time_probe": probe, "time_r2": probe["r2"], "time_mae": probe["mae"]}
     record["tau"], record["jigsaw_minus_chance"] = None, None
@@ -343,7 +233,7 @@ def ensure_order_measures(run_dir: Path, config: ReproduceConfig, trained: bool)
             split,
             root=root,
             n_batches=config.preset.heldout_batches,
-            cache_dir=Path(config.out).expanduser().resolve() / "frame_cache",
+            cache_dir=ReproduceLayout.of(config).frame_cache,
         )
         if jigsaw is not None:
             record["heldout_jigsaw"] = jigsaw
@@ -354,12 +244,8 @@ def ensure_order_measures(run_dir: Path, config: ReproduceConfig, trained: bool)
 
 def ensure_references(config: ReproduceConfig, source_store: Path) -> dict[str, dict[str, Any]]:
     """The reference rows besides random init: raw pixels, the t/T oracle and the majority class."""
-    from plstitch_eval.analysis.time_probe import write_time_oracle_store
-    from plstitch_eval.evaluate import result_paths
-    from plstitch_eval.hub.pixels import PIXELS_SPEC
-    from plstitch_eval.protocols import run_knn, run_linear, run_majority, write_results
 
-    out = Path(config.out).expanduser() / "references"
+    out = ReproduceLayout.of(config).references
     records: dict[str, dict[str, Any]] = {}
     pixels = out / RAW_PIXELS
     results = ensure_evaluated(pixels, config, spec=PIXELS_SPEC)
@@ -367,9 +253,9 @@ def ensure_references(config: ReproduceConfig, source_store: Path) -> dict[str, 
     records[RAW_PIXELS]["order"] = ensure_order_measures(pixels, config, trained=False)
 
     oracle = out / ORACLE_TIME
-    paths = result_paths(oracle / "eval")
+    paths = result_paths(ReproduceLayout.eval_dir(oracle))
     if not all(p.is_file() for p in paths.values()):
-        store = write_time_oracle_store(source_store, oracle / "features")
+        store = write_time_oracle_store(source_store, ReproduceLayout.features(oracle))
         evaluation = _evaluation(config)
         write_results(paths["knn"], run_knn(store, evaluation.knn))
         write_results(paths["linear"], run_linear(store, evaluation.linear))
@@ -391,7 +277,6 @@ def ensure_references(config: ReproduceConfig, source_store: Path) -> dict[str, 
 
 def _evaluation(config: ReproduceConfig) -> Any:
     """The preset's frozen evaluation (an `EvaluateConfig`: extraction, k-NN, linear) on its device."""
-    from plstitch_eval.evaluate import frozen_evaluation
 
     preset = config.preset
     return frozen_evaluation(
@@ -423,14 +308,10 @@ def _train_job(
 
     A stop is returned, not raised: `TrainingInterrupted` does not survive pickling back to the parent.
     """
-    import torch
-
-    from plstitch_eval.utils.console import setup_logging
-    from plstitch_train.trainer import TrainingInterrupted
 
     setup_logging(level, quiet=level > logging.INFO)  # a spawned process starts without the parent's logging
     torch.set_num_threads(threads)
-    run_dir = Path(config.out).expanduser() / "runs" / run_name(row, seed, reverse)
+    run_dir = ReproduceLayout.of(config).run(row, seed, reverse)
     try:
         ensure_trained(run_dir, train_config(config, row, seed, reverse))
     except TrainingInterrupted as stop:
@@ -451,12 +332,6 @@ def run_in_parallel(
     faster than one two-thread run (BENCHMARKS.md). Runs are independent and each resumes on its own; on
     SIGINT/SIGTERM every worker checkpoints its run and `TrainingInterrupted` is raised here.
     """
-    import multiprocessing
-    import os
-    import signal
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    from plstitch_train.trainer import TrainingInterrupted
 
     threads = max(1, (os.cpu_count() or 1) // config.n_jobs)
     logger.info("training %d runs at once, %d torch thread(s) each", config.n_jobs, threads)
@@ -483,13 +358,13 @@ def run_in_parallel(
         pool.shutdown(wait=True, cancel_futures=True)  # running workers finish or checkpoint their run
     if stopped is not None:
         stop = TrainingInterrupted(stopped)
-        stop.run_dir = Path(config.out).expanduser() / "runs"
+        stop.run_dir = ReproduceLayout.of(config).runs
         raise stop
 
 
 def training_seconds(run_dir: Path) -> float | None:
     """Wall-clock seconds the trainer spent on this run, summed over resumed segments (from `log.jsonl`)."""
-    log = run_dir / "log.jsonl"
+    log = run_dir / LOG_NAME
     if not log.is_file():
         return None
     total, previous = 0.0, 0.0
@@ -506,17 +381,15 @@ def ensure_awareness(config: ReproduceConfig, row: str) -> dict[str, Any] | None
 
     Needs two seeds (one forward and one reversed run give no same-direction pair).
     """
-    from plstitch_eval.analysis.awareness import run_awareness_controls
 
     if config.n_seeds < 2:
         logger.warning("awareness of %s skipped: same-direction controls need --seeds >= 2", row)
         return None
-    runs = Path(config.out).expanduser() / "runs"
-    forward = {run_name(row, s): runs / run_name(row, s) / "features" for s in range(config.n_seeds)}
-    reverse = {
-        run_name(row, s, True): runs / run_name(row, s, True) / "features" for s in range(config.n_seeds)
-    }
-    figures = Path(config.out).expanduser() / "figures"
+    layout = ReproduceLayout.of(config)
+    seeds = range(config.n_seeds)
+    forward = {run_name(row, s): layout.features(layout.run(row, s)) for s in seeds}
+    reverse = {run_name(row, s, True): layout.features(layout.run(row, s, True)) for s in seeds}
+    figures = layout.figures
     name = f"awareness-{row}"
     data = figures / f"{name}.json"
     matched = {run_name(row, s): run_name(row, s, True) for s in range(config.n_seeds)}
@@ -553,17 +426,17 @@ def reproduce(
     Writes `ablation.json`/`.md` after every run; returns the summary (runs, aggregated rows, best
     PL-Stitch run, awareness).
     """
-    out = Path(config.out).expanduser()
-    out.mkdir(parents=True, exist_ok=True)
+    layout = ReproduceLayout.of(config)
+    layout.root.mkdir(parents=True, exist_ok=True)
     rows = config.row_names()
     runs: dict[str, dict[str, Any]] = {}
     for seed in range(config.n_seeds):
-        run_dir = out / "runs" / run_name(RANDOM_INIT, seed)
+        run_dir = layout.run(RANDOM_INIT, seed)
         ensure_random_init(run_dir, train_config(config, "mim", seed))
         results = ensure_evaluated(run_dir, config)
         runs[run_dir.name] = _run_record(RANDOM_INIT, seed, False, run_dir, results)
         runs[run_dir.name]["order"] = ensure_order_measures(run_dir, config, trained=False)
-    runs.update(ensure_references(config, out / "runs" / run_name(RANDOM_INIT, 0) / "features"))
+    runs.update(ensure_references(config, layout.features(layout.run(RANDOM_INIT, 0))))
     awareness_rows = [r for r in config.preset.awareness_rows if r in rows] if config.awareness else []
     jobs = [
         (row, seed, reverse)
@@ -573,7 +446,7 @@ def reproduce(
     ]
 
     def finish(row: str, seed: int, reverse: bool) -> None:
-        run_dir = out / "runs" / run_name(row, seed, reverse)
+        run_dir = layout.run(row, seed, reverse)
         ensure_trained(run_dir, train_config(config, row, seed, reverse))
         results = ensure_evaluated(run_dir, config)
         runs[run_dir.name] = _run_record(row, seed, reverse, run_dir, results)
@@ -581,7 +454,7 @@ def reproduce(
         runs[run_dir.name]["train_seconds"] = training_seconds(run_dir)
         if on_run_done is not None:
             on_run_done(runs[run_dir.name])
-        _write_summary(out, config, runs, {})
+        _write_summary(layout, config, runs, {})
 
     if config.n_jobs == 1:
         for job in jobs:
@@ -589,7 +462,7 @@ def reproduce(
     else:
         run_in_parallel(config, jobs, finish)
     awareness = {row: ensure_awareness(config, row) for row in awareness_rows}
-    return _write_summary(out, config, runs, {k: v for k, v in awareness.items() if v is not None})
+    return _write_summary(layout, config, runs, {k: v for k, v in awareness.items() if v is not None})
 
 
 def best_run(runs: dict[str, dict[str, Any]], row: str = "pl") -> str | None:
@@ -603,7 +476,10 @@ def best_run(runs: dict[str, dict[str, Any]], row: str = "pl") -> str | None:
 
 
 def _write_summary(
-    out: Path, config: ReproduceConfig, runs: dict[str, dict[str, Any]], awareness: dict[str, Any]
+    layout: ReproduceLayout,
+    config: ReproduceConfig,
+    runs: dict[str, dict[str, Any]],
+    awareness: dict[str, Any],
 ) -> dict[str, Any]:
     aggregated = aggregate(runs)
     seconds = [r["train_seconds"] for r in runs.values() if r.get("train_seconds") is not None]
@@ -630,20 +506,19 @@ def _write_summary(
         "awareness_figure": first["figure"] if first else None,
         "table_markdown": markdown,
     }
-    write_json_atomic(out / "ablation.json", summary)
-    write_text_atomic(out / "ablation.md", markdown)
+    write_json_atomic(layout.summary_json, summary)
+    write_text_atomic(layout.summary_md, markdown)
     return summary
 
 
 def export_best(summary: dict[str, Any], out_dir: str | Path, model_name: str) -> Path:
     """Export the best PL-Stitch run (highest k-NN accuracy) in timm format with its card and evaluation."""
-    from plstitch_train.export import ExportOptions, export_model
 
     name = summary.get("best_pl_run")
     if not name:
         raise ConfigError("No evaluated PL-Stitch ('pl') run to export; run the reproduction first.")
     run_dir = Path(summary["runs"][name]["run_dir"])
-    results = [run_dir / "eval" / f"{p}.json" for p in PROTOCOLS]
+    results = [ReproduceLayout.eval_dir(run_dir) / f"{p}.json" for p in PROTOCOLS]
     options = ExportOptions(
         model_name=model_name,
         description=(

@@ -7,15 +7,16 @@ of the temporal head, held-out jigsaw loss minus chance; None where the run has 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
+from plstitch_eval.results_json import MAJORITY_ROW, RANDOM_INIT_ROW, RAW_PIXELS_ROW
+from plstitch_eval.utils.stats import mean_std
 
 METRICS = ("accuracy", "macro_f1_video")
 PROTOCOLS = ("knn", "linear")
 ORDER_MEASURES = ("time_r2", "tau", "jigsaw_minus_chance")
-RANDOM_INIT, RAW_PIXELS, MAJORITY, ORACLE_TIME = "random-init", "raw-pixels", "majority", "oracle-time"
+RANDOM_INIT, RAW_PIXELS, MAJORITY = RANDOM_INIT_ROW, RAW_PIXELS_ROW, MAJORITY_ROW
+ORACLE_TIME = "oracle-time"
 REVERSED = "-reversed"
 
 # (title, [(row key, label)]); a row key is a row slug, `<slug>-reversed`, or a reference
@@ -63,12 +64,6 @@ COLUMNS = (  # (aggregated key, header, decimals)
     ("order/tau", "Kendall τ (head)", 2),
     ("order/jigsaw_minus_chance", "L_jig − chance (held out)", 3),
 )
-
-
-def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
-    """Mean and sample std (ddof=1; None for one value) of a list of numbers."""
-    array = np.asarray(values, dtype=np.float64)
-    return float(array.mean()), (float(array.std(ddof=1)) if len(array) > 1 else None)
 
 
 def row_key(run: dict[str, Any]) -> str:

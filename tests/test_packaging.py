@@ -63,7 +63,7 @@ sys.exit(code)
 def _copy_sources(dest: Path) -> Path:
     """Only what the wheel is built from, so the build never writes into the working tree."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("plstitch_eval", "plstitch_train"):
+    for name in ("plstitch_eval", "plstitch_train", "model_cards"):
         shutil.copytree(REPO / name, dest / name, ignore=ignore)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, dest / name)
@@ -97,14 +97,32 @@ def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
 
 
 def test_wheel_ships_the_model_and_the_card_data(installed_wheel: tuple[Path, Path]) -> None:
+    """The top-level model_cards/ folder lands in the wheel as the package `plstitch_eval.model_cards`."""
     wheel, _ = installed_wheel
     names = set(zipfile.ZipFile(wheel).namelist())
-    data = (REPO / "plstitch_eval" / "model_cards").rglob("*")
-    shipped = sorted(p.relative_to(REPO).as_posix() for p in data if p.is_file())
+    data = (REPO / "model_cards").rglob("*")
+    shipped = sorted(
+        "plstitch_eval/" + p.relative_to(REPO).as_posix()
+        for p in data
+        if p.is_file() and "__pycache__" not in p.parts
+    )
     assert "plstitch_eval/model_cards/plstitch-tiny-synthetic/model.safetensors" in shipped
     assert "plstitch_eval/model_cards/modelcard_template.md" in shipped
     assert "plstitch_eval/model_cards/paper_results.json" in shipped
     assert not set(shipped) - names, sorted(set(shipped) - names)
+    assert not (REPO / "plstitch_eval" / "model_cards").exists()  # one home: the top-level folder
+
+
+def test_pyproject_lists_every_package() -> None:
+    """pyproject.toml names packages one by one (for the model_cards mapping): none may be forgotten."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for top in ("plstitch_eval", "plstitch_train")
+        for init in (REPO / top).rglob("__init__.py")
+    }
+    assert listed == found | {"plstitch_eval.model_cards"}
 
 
 def test_installed_wheel_runs_quickstart_from_elsewhere(installed_wheel: tuple[Path, Path], tmp_path) -> None:

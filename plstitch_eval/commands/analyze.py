@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
+from plstitch_eval.commands.options import DeviceOpt
 from plstitch_eval.errors import ConfigError
 
 OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Output folder for NAME.png and NAME.json.")]
 NameOpt = Annotated[
     str | None, typer.Option("--name", help="File stem of the outputs (default: the command).")
 ]
-DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu or cuda.")]
 # lets `--frames a.jpg b.jpg` and `--pair NAME FWD BWD` pass their extra values as click's leftover args
 _EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": False}
 

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from plstitch_eval.commands.decoder_options import DecodeDeviceOpt, DecoderOpt
+
 
 def benchmark(
     models: Annotated[
@@ -15,7 +17,7 @@ def benchmark(
             "--models",
             "-m",
             help="Comma-separated encoder specs (registry names, hf-hub:..., random-init:SPEC, folders, "
-            "checkpoints) or collections: paper-surgical, paper-cooking.",
+            "checkpoints) or collections: paper-surgical, paper-cooking, 2026 (docs/benchmark.md).",
         ),
     ],
     datasets: Annotated[
@@ -71,6 +73,8 @@ def benchmark(
         ),
     ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    decoder: DecoderOpt = "pyav",
+    decode_device: DecodeDeviceOpt = "auto",
     precision: Annotated[
         str, typer.Option(help="auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16.")
     ] = "auto",
@@ -115,7 +119,13 @@ def benchmark(
         protocols=protocols,
         metrics=metrics,
         extract=ExtractOptions(
-            fps=fps, batch_size=batch_size, num_workers=num_workers, device=device, precision=precision
+            fps=fps,
+            batch_size=batch_size,
+            num_workers=num_workers,
+            device=device,
+            precision=precision,
+            decoder=decoder,
+            decode_device=decode_device,
         ),
         knn=KnnConfig(k=k, temperature=temperature, weighting=weighting, device=resolved),
         linear=LinearConfig(

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from plstitch_eval.commands.decoder_options import DecodeDeviceOpt, DecoderOpt
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import console, print_error, result_console
 from plstitch_eval.utils.io import write_json_output
@@ -104,6 +105,8 @@ def extract(
             help="Let FFmpeg/PIL resize while decoding (faster, bilinear; pixels differ from the model's).",
         ),
     ] = False,
+    decoder: DecoderOpt = "pyav",
+    decode_device: DecodeDeviceOpt = "auto",
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace a store made with another model/preprocessing/fps.")
     ] = False,
@@ -159,6 +162,8 @@ def extract(
         split=split,
         split_scheme=split_scheme,
         resize_on_decode=resize_on_decode,
+        decoder=decoder,
+        decode_device=decode_device,
     )
     spec = model or default_model(dataset)
     # the dataset's videos and annotations, the chosen videos and the --out folder are checked before the

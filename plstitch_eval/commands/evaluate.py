@@ -7,32 +7,19 @@ from typing import Annotated, Any
 
 import typer
 
+from plstitch_eval.commands.options import (
+    DeviceOpt,
+    FeaturesOpt,
+    JsonOpt,
+    OverwriteProbeOpt,
+    RelaxedOpt,
+    SaveProbeOpt,
+    SchemeOpt,
+    ValFractionOpt,
+    given,
+)
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import is_quiet
-
-FeaturesOpt = Annotated[
-    Path, typer.Option("--features", "-f", help="Feature store folder (plstitch extract).")
-]
-JsonOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--json",
-        help="Write the results JSON to this file (atomically); - prints it on stdout.",
-        dir_okay=False,
-    ),
-]
-DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu or cuda[:N].")]
-SchemeOpt = Annotated[
-    str | None, typer.Option("--split-scheme", help="Split scheme in the manifest (default: the first).")
-]
-RelaxedOpt = Annotated[
-    bool,
-    typer.Option(
-        "--relaxed",
-        help="Also report the Cholec80/M2CAI16 challenge relaxed metrics (10 s boundary tolerance, known "
-        "script bugs fixed; docs/metrics.md) in a `relaxed` block beside the strict metrics.",
-    ),
-]
 
 
 def _finish(results: dict[str, Any], json_path: Path | None, title: str) -> None:
@@ -41,7 +28,7 @@ def _finish(results: dict[str, Any], json_path: Path | None, title: str) -> None
     A k-NN result with several k gets one value column per k. With `--json -` the JSON alone goes to stdout
     and the table to stderr, so stdout parses as JSON.
     """
-    from plstitch_eval.protocols import write_results
+    from plstitch_eval.results_json import write_results
     from plstitch_eval.tables import metrics_by_k_table, metrics_table
     from plstitch_eval.utils.console import console, result_console
 
@@ -61,18 +48,20 @@ def _finish(results: dict[str, Any], json_path: Path | None, title: str) -> None
 
 
 def _knn_config(
-    k: int, temperature: float, weighting: str, device: str, chunk_size: int, threads: int | None
+    k: int | None,
+    temperature: float | None,
+    weighting: str | None,
+    device: str,
+    chunk_size: int | None,
+    threads: int | None,
 ):
+    """A `KnnConfig` from the options given (None: KnnConfig's default)."""
     from plstitch_eval.knn import KnnConfig
 
-    return KnnConfig(
-        k=k,
-        temperature=temperature,
-        weighting=weighting,
-        chunk_size=chunk_size,
-        device=_device(device),
-        num_threads=threads,
+    chosen = given(
+        k=k, temperature=temperature, weighting=weighting, chunk_size=chunk_size, num_threads=threads
     )
+    return KnnConfig(**chosen, device=_device(device))
 
 
 def _device(device: str) -> str:
@@ -86,14 +75,14 @@ def knn(
     k: Annotated[
         list[int] | None, typer.Option("--k", help="Neighbours (default 20); repeat for several k.")
     ] = None,
-    temperature: Annotated[float, typer.Option(help="T in exp(sim / T).")] = 0.07,
-    weighting: Annotated[str, typer.Option(help="exp (DINO), similarity or uniform.")] = "exp",
+    temperature: Annotated[float | None, typer.Option(help="T in exp(sim / T) (default 0.07).")] = None,
+    weighting: Annotated[str | None, typer.Option(help="exp (DINO, default), similarity or uniform.")] = None,
     train_on: Annotated[
         list[str] | None, typer.Option("--train-on", help="Splits of the memory bank (default train).")
     ] = None,
     split_scheme: SchemeOpt = None,
     device: DeviceOpt = "auto",
-    chunk_size: Annotated[int, typer.Option(help="Queries per search chunk.")] = 4096,
+    chunk_size: Annotated[int | None, typer.Option(help="Queries per search chunk (default 4096).")] = None,
     threads: Annotated[int | None, typer.Option(help="FAISS threads (default: all cores).")] = None,
     relaxed: RelaxedOpt = False,
     json_path: JsonOpt = None,
@@ -101,44 +90,43 @@ def knn(
     """Weighted k-NN on frozen features (DINO protocol): train split votes, test split is scored."""
     from plstitch_eval.protocols import run_knn
 
-    k = k or [20]
     train_on = train_on or ["train"]
-    config = _knn_config(k[0], temperature, weighting, device, chunk_size, threads)
+    config = _knn_config(k[0] if k else None, temperature, weighting, device, chunk_size, threads)
+    k = k or [config.k]
     results = run_knn(
         features, config, extra_ks=k[1:], scheme=split_scheme, train_on=train_on, relaxed=relaxed
     )
     ks = results["protocol"]["ks"]  # the k used: a k above the training frames is clamped (and warned)
     setting = f"k={ks[0]}, " if len(ks) == 1 else ""
-    _finish(results, json_path, f"k-NN ({setting}{weighting}) on {features}")
+    _finish(results, json_path, f"k-NN ({setting}{config.weighting}) on {features}")
 
 
 def linear(
     features: FeaturesOpt,
     lr: Annotated[list[float] | None, typer.Option("--lr", help="Learning rates of the grid.")] = None,
     wd: Annotated[list[float] | None, typer.Option("--wd", help="Weight decays of the grid.")] = None,
-    optimizer: Annotated[str, typer.Option(help="sgd (momentum 0.9) or adamw.")] = "sgd",
-    epochs: Annotated[int, typer.Option(help="Passes over the training frames.")] = 20,
-    batch_size: Annotated[int, typer.Option(help="Frames per step.")] = 1024,
-    standardize: Annotated[bool, typer.Option(help="Standardise features with train statistics.")] = True,
-    balance: Annotated[bool, typer.Option(help="Class-balanced (inverse frequency) cross-entropy.")] = False,
-    select_metric: Annotated[str, typer.Option(help="Validation metric: accuracy or macro_f1.")] = "accuracy",
-    val_fraction: Annotated[float, typer.Option(help="Training videos held out when no val split.")] = 0.2,
-    seed: Annotated[int, typer.Option(help="Seed of init, shuffling and hold-out.")] = 0,
+    optimizer: Annotated[str | None, typer.Option(help="sgd (momentum 0.9, default) or adamw.")] = None,
+    epochs: Annotated[int | None, typer.Option(help="Passes over the training frames (default 20).")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Frames per step (default 1024).")] = None,
+    standardize: Annotated[
+        bool | None, typer.Option(help="Standardise features with train statistics (default on).")
+    ] = None,
+    balance: Annotated[
+        bool | None, typer.Option(help="Class-balanced (inverse frequency) cross-entropy (default off).")
+    ] = None,
+    select_metric: Annotated[
+        str | None, typer.Option(help="Validation metric: accuracy (default) or macro_f1.")
+    ] = None,
+    val_fraction: ValFractionOpt = 0.2,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed of init, shuffling and hold-out (default 0).")
+    ] = None,
     split_scheme: SchemeOpt = None,
     device: DeviceOpt = "auto",
     relaxed: RelaxedOpt = False,
     json_path: JsonOpt = None,
-    save: Annotated[
-        Path | None,
-        typer.Option(
-            "--save",
-            help="Save the chosen head as a probe folder (probe.json + probe.safetensors; docs/probes.md).",
-            file_okay=False,
-        ),
-    ] = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an existing --save probe folder.")
-    ] = False,
+    save: SaveProbeOpt = None,
+    overwrite: OverwriteProbeOpt = False,
 ) -> None:
     """Linear probe: a grid of heads trained in one pass, best on validation, reported on test."""
     from plstitch_eval.probes import check_probe_target, save_linear_probe
@@ -166,9 +154,11 @@ def cv(
     protocol: Annotated[
         str, typer.Option(help="knn, linear or temporal (MS-TCN, defaults as `plstitch temporal`).")
     ] = "knn",
-    k: Annotated[int, typer.Option("--k", help="k-NN neighbours.")] = 20,
-    temperature: Annotated[float, typer.Option(help="k-NN temperature.")] = 0.07,
-    weighting: Annotated[str, typer.Option(help="k-NN weighting: exp, similarity or uniform.")] = "exp",
+    k: Annotated[int | None, typer.Option("--k", help="k-NN neighbours (default 20).")] = None,
+    temperature: Annotated[float | None, typer.Option(help="k-NN temperature (default 0.07).")] = None,
+    weighting: Annotated[
+        str | None, typer.Option(help="k-NN weighting: exp (default), similarity or uniform.")
+    ] = None,
     epochs: Annotated[
         int | None,
         typer.Option(help="Training epochs of the linear probe (default 20) or the temporal model (50)."),
@@ -184,10 +174,9 @@ def cv(
     from plstitch_eval.protocols import run_cv
     from plstitch_eval.temporal.fit import TemporalConfig
 
-    given = {"epochs": epochs} if epochs is not None else {}
-    knn_config = _knn_config(k, temperature, weighting, device, 4096, None)
-    linear_config = LinearConfig(**given, seed=seed, device=_device(device))
-    temporal_config = TemporalConfig(**given, causal=causal, seed=seed, device=device)
+    knn_config = _knn_config(k, temperature, weighting, device, None, None)
+    linear_config = LinearConfig(**given(epochs=epochs), seed=seed, device=_device(device))
+    temporal_config = TemporalConfig(**given(epochs=epochs), causal=causal, seed=seed, device=device)
     results = run_cv(
         features,
         folds,
@@ -221,7 +210,7 @@ def score(
     json_path: JsonOpt = None,
 ) -> None:
     """Score action-segmentation predictions with MS-TCN semantics (accuracy, Edit, F1@10/25/50)."""
-    from plstitch_eval.protocols import score_files
+    from plstitch_eval.score_files import score_files
 
     bg = ["background"] if bg is None else bg
     results = score_files(pred, gt, bg_classes=bg, mapping=mapping, dataset=dataset, relaxed=relaxed, fps=fps)
@@ -258,12 +247,12 @@ def table(
 
 
 def _linear_config(lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed, device):
+    """A `LinearConfig` from the options given (None or an empty grid: LinearConfig's default)."""
     from plstitch_eval.linear import LinearConfig
 
-    defaults = LinearConfig()
-    return LinearConfig(
-        lrs=tuple(lr) if lr else defaults.lrs,
-        weight_decays=tuple(wd) if wd else defaults.weight_decays,
+    chosen = given(
+        lrs=tuple(lr) if lr else None,
+        weight_decays=tuple(wd) if wd else None,
         optimizer=optimizer,
         epochs=epochs,
         batch_size=batch_size,
@@ -271,8 +260,8 @@ def _linear_config(lr, wd, optimizer, epochs, batch_size, standardize, balance, 
         balance_classes=balance,
         select_metric=select_metric,
         seed=seed,
-        device=_device(device),
     )
+    return LinearConfig(**chosen, device=_device(device))
 
 
 def register(app: typer.Typer) -> None:

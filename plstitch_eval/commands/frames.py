@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from plstitch_eval.commands.decoder_options import TrainDecoderOpt
 from plstitch_eval.utils.io import write_json_output
 
 
@@ -31,17 +32,30 @@ def write_lmdb(
             help="Store JPEGs in standard RGB order instead of the authors' cv2 order (red/blue swapped).",
         ),
     ] = False,
+    decoder: TrainDecoderOpt = None,
 ) -> None:
     """Write training frames as an LMDB: keys <video>_<t>, JPEG values (what `plstitch train --data` reads).
 
     Resumable: rerun the same command after an interruption. A finished LMDB is never overwritten.
     """
+    from plstitch_eval.data.decoders import check_decoder_options, resolve_decoding
     from plstitch_train.data import select_videos
     from plstitch_train.frames_lmdb import lmdb_summary, write_frames_lmdb
 
+    if decoder is not None:
+        check_decoder_options(decoder)
     videos, source = select_videos(data, dataset, root, split, folder_fps=fps)
+    sample = next((v.source for v in videos if Path(v.source).is_file()), None)
+    decoding = resolve_decoding(decoder or "pyav", "cpu", "cpu", sample)
     path = write_frames_lmdb(
-        videos, out, fps, size or None, quality, swap_rb=not standard_colour, source=source
+        videos,
+        out,
+        fps,
+        size or None,
+        quality,
+        swap_rb=not standard_colour,
+        source=source,
+        decoding=decoding,
     )
     write_json_output("-", lmdb_summary(path))
 

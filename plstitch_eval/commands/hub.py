@@ -28,7 +28,11 @@ def models(
         typer.Option("--cache-dir", help="Hugging Face cache to check (default: HF_HUB_CACHE)."),
     ] = None,
 ) -> None:
-    """List the named encoders: architecture, feature dim, source, license and whether they are cached."""
+    """List the named encoders: architecture, feature dim, source, license and whether they are cached.
+
+    Non-commercial licences are marked (and listed under the table); gated Hub repos need the licence accepted
+    on the model's Hub page and HF_TOKEN set before `plstitch download`.
+    """
     from plstitch_eval.hub.download import entry_cached
     from plstitch_eval.hub.registry import list_models
 
@@ -39,6 +43,9 @@ def models(
             "feature_dim": entry.feature_dim,
             "source": entry.source,
             "license": entry.license,
+            "non_commercial": entry.non_commercial,
+            "gated": entry.gated,
+            "license_source": entry.license_source,
             "cached": entry_cached(entry, cache_dir),
         }
         for entry in list_models()
@@ -49,17 +56,54 @@ def models(
             return
     table = Table(title="plstitch encoders")
     for column in ("name", "architecture", "feature dim", "source", "license", "cached?"):
-        table.add_column(column, justify="right" if column == "feature dim" else "left")
+        # names stay whole (they are what users type); long sources and licences wrap, never cut
+        table.add_column(
+            column,
+            justify="right" if column == "feature dim" else "left",
+            no_wrap=column == "name",
+            overflow="fold",
+        )
     for row in rows:
         table.add_row(
-            row["name"],
-            row["architecture"],
+            Text(row["name"]),
+            Text(row["architecture"]),
             str(row["feature_dim"]),
-            row["source"],
-            row["license"],
+            Text(row["source"] + (" (gated)" if row["gated"] else "")),
+            _license_cell(row),
             Text("yes", style="green") if row["cached"] else "no",
         )
-    result_console(width=max(console.width, 140)).print(table)
+    out = result_console(width=max(console.width, 140))
+    if not out.is_terminal:  # a file or pipe: as wide as the table, so that no source is folded
+        natural = out.measure(table, options=out.options.update_width(10_000)).maximum
+        out = result_console(width=max(out.width, natural))
+    out.print(table)
+    for line in _license_notes(rows):
+        out.print(Text(line), soft_wrap=True)  # one line each, for grep; terminals wrap it
+
+
+def _license_cell(row: dict) -> Text:
+    """The licence, with non-commercial ones marked so that they cannot be missed."""
+    if row["non_commercial"]:
+        return Text.assemble(row["license"], (" non-commercial", "bold yellow"))
+    return Text(row["license"])
+
+
+def _license_notes(rows: list[dict]) -> list[str]:
+    """Lines under the table: which weights are non-commercial, which repos are gated (and what to do)."""
+    notes = []
+    non_commercial = [row["name"] for row in rows if row["non_commercial"]]
+    if non_commercial:
+        notes.append(
+            "Non-commercial licences (no commercial use; `plstitch models --json -` gives each "
+            f"license_source): {', '.join(non_commercial)}."
+        )
+    gated = [row["name"] for row in rows if row["gated"]]
+    if gated:
+        notes.append(
+            f"Gated Hub repos ({', '.join(gated)}): accept the licence on the model's Hub page, then set "
+            "HF_TOKEN before `plstitch download`."
+        )
+    return notes
 
 
 def download(

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from plstitch_eval.commands.decoder_options import DecodeDeviceOpt, ProbeDecoderOpt
 from plstitch_eval.errors import ConfigError
 
 
@@ -78,6 +79,8 @@ def predict(
         typer.Option("--num-workers", "-j", help="Decoding workers (default: as plstitch extract)."),
     ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    decoder: ProbeDecoderOpt = None,
+    decode_device: DecodeDeviceOpt = "auto",
     precision: Annotated[
         str,
         typer.Option(help="auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16: as the probe's store."),
@@ -112,6 +115,7 @@ def predict(
         check_outputs,
         describe,
         load_probe_encoder,
+        predict_decoding,
         predict_videos,
         run_online,
         sources_from_dataset,
@@ -131,6 +135,8 @@ def predict(
         progression=progression,
         which=which,
         trust_pickle=trust_pickle,
+        decoder=decoder,
+        decode_device=decode_device,
     )
     _check_inputs(videos or [], root, dataset, labels or [], out, online)
     probe = load_probe(probe_dir)
@@ -151,7 +157,11 @@ def predict(
         def emit(update) -> None:
             typer.echo(update.line(with_video=several))
 
-        summary = run_online(probe, model, sources, out, emit, overwrite=overwrite)
+        decoding = predict_decoding(probe, model, sources, options)
+        if decoding.on_cuda or (decoder == "torchcodec" and any(s.source is None for s in sources)):
+            note = " --online decodes files on the CPU, frame by frame; a stream on stdin is read by PyAV"
+            console.print(Text.assemble(("note:", "yellow"), note), soft_wrap=True, highlight=False)
+        summary = run_online(probe, model, sources, out, emit, overwrite=overwrite, decoding=decoding)
     else:
         with progress_bar() as bar:
             task = bar.add_task("predict", total=len(sources))

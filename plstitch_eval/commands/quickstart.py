@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from plstitch_eval.commands.options import DeviceOpt
+
 
 def quickstart(
     out: Annotated[
@@ -18,7 +20,7 @@ def quickstart(
             "--model", "-m", help="Encoder spec (default: the shipped plstitch-tiny-synthetic model)."
         ),
     ] = None,
-    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda[:N].")] = "auto",
+    device: DeviceOpt = "auto",
     no_reference: Annotated[
         bool,
         typer.Option(

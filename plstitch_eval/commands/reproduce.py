@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from plstitch_eval.utils.console import console, print_error
-from plstitch_train.reproduce import REPRODUCE_PRESETS, ROWS
+from plstitch_train.reproduce_presets import REPRODUCE_PRESETS, ROWS
 
 # help texts list the registries themselves, so a new preset or row shows up without editing this file
 PRESET_HELP = "Reproduction preset, one of those listed above."
@@ -70,9 +70,9 @@ def reproduce(
 
     Resumable: rerun the same command to skip finished runs and resume an interrupted one.
     """
-    from plstitch_train.reproduce import ReproduceConfig, get_reproduce_preset
     from plstitch_train.reproduce import export_best as run_export
     from plstitch_train.reproduce import reproduce as run_reproduce
+    from plstitch_train.reproduce_presets import ReproduceConfig, get_reproduce_preset
     from plstitch_train.trainer import TrainingInterrupted
 
     config = ReproduceConfig(

@@ -5,12 +5,21 @@ Every model option defaults to "not given" (None), so `TemporalConfig`'s default
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from plstitch_eval.commands.evaluate import FeaturesOpt, JsonOpt, RelaxedOpt, SchemeOpt, _finish
+from plstitch_eval.commands.evaluate import _finish
+from plstitch_eval.commands.options import (
+    FeaturesOpt,
+    JsonOpt,
+    OverwriteProbeOpt,
+    RelaxedOpt,
+    SaveProbeOpt,
+    SchemeOpt,
+    ValFractionOpt,
+    given,
+)
 
 
 def temporal(
@@ -46,19 +55,12 @@ def temporal(
         str | None, typer.Option(help="fp32 (default), bf16, fp16 (autocast, CUDA) or auto.")
     ] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads (default: torch's).")] = None,
-    val_fraction: Annotated[float, typer.Option(help="Training videos held out when no val split.")] = 0.2,
+    val_fraction: ValFractionOpt = 0.2,
     split_scheme: SchemeOpt = None,
     relaxed: RelaxedOpt = False,
     json_path: JsonOpt = None,
-    save: Annotated[
-        Path | None,
-        typer.Option(
-            "--save",
-            help="Save the trained MS-TCN (--seeds: the first seed's) as a probe folder (docs/probes.md).",
-            file_okay=False,
-        ),
-    ] = None,
-    overwrite: Annotated[bool, typer.Option(help="Replace an existing --save probe folder.")] = False,
+    save: SaveProbeOpt = None,  # with --seeds: the first seed's model
+    overwrite: OverwriteProbeOpt = False,
 ) -> None:
     """MS-TCN on the train videos' features, epoch chosen on val, every metric on test (docs/temporal.md)."""
     from plstitch_eval.probes import check_probe_target
@@ -100,11 +102,11 @@ def temporal(
         console.print(f"probe saved to {save}", highlight=False)
 
 
-def temporal_config(**given: Any):
+def temporal_config(**options: Any):
     """A `TemporalConfig` from the options given (None = not given: the dataclass default)."""
     from plstitch_eval.temporal.fit import TemporalConfig
 
-    return TemporalConfig(**{name: value for name, value in given.items() if value is not None})
+    return TemporalConfig(**given(**options))
 
 
 def register(app: typer.Typer) -> None:

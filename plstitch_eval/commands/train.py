@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from plstitch_eval.commands.decoder_options import TrainDecoderOpt
 from plstitch_eval.utils.console import console, print_error
 from plstitch_train.presets import OBJECTIVES, PRESETS
 
@@ -95,6 +96,7 @@ def train(
         str | None,
         typer.Option("--frame-store", help="Decoded frames as lmdb (JPEG, default) or raw (uint8 arrays)."),
     ] = None,
+    decoder: TrainDecoderOpt = None,
 ) -> None:
     """Pretrain PL-Stitch (L_vid + L_MIM + L_jigsaw) on videos; resumable, DDP under torchrun.
 
@@ -106,8 +108,12 @@ def train(
     Ctrl-C or SIGTERM: checkpoint after the current step, print the resume command, exit 130 / 143.
     A second Ctrl-C stops at once.
     """
+    from plstitch_eval.data.decoders import check_decoder_options
     from plstitch_train.launch import base_config, plan_launch, run_launch
     from plstitch_train.trainer import TrainingInterrupted
+
+    if decoder is not None:
+        check_decoder_options(decoder)  # a missing TorchCodec is one line before anything starts
 
     if context_seconds is not None and None in context_seconds:
         context_seconds = None
@@ -137,6 +143,7 @@ def train(
         "checkpoint_every": checkpoint_every,
         "cache_dir": _str(cache_dir),
         "frame_store": frame_store,
+        "decoder": decoder,
     }
     config = base_config(preset, config_file).replace(**settings)
     given = [name for name, value in settings.items() if value is not None]

@@ -3,8 +3,9 @@
 Training discovery (`plstitch_train.data.discover_videos`), dataset adapters (`find_source`), `predict`'s
 folder listing and the decoders (`plstitch_eval.data.video`) all read these objects, so a file is found
 exactly when it can be decoded. Video extensions are containers PyAV's bundled FFmpeg demuxes (`.ogv`: Ogg,
-`.wmv`: ASF); image extensions are formats PIL opens for frame folders (`.webp` needs PIL's WebP support,
-which its wheels carry). Order matters where a stem is resolved to the first existing `<stem><ext>`.
+`.wmv`: ASF; TorchCodec, an optional decoder, uses the system's FFmpeg, whose stock builds demux them too);
+image extensions are formats PIL opens for frame folders (`.webp` needs PIL's WebP support, which its wheels
+carry). Order matters where a stem is resolved to the first existing `<stem><ext>`.
 """
 
 from __future__ import annotations

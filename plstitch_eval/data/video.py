@@ -14,6 +14,9 @@ sampled for target time ``T`` is the first frame at or after ``T + (k - anchor) 
 first frame when that time is before the video and the last frame when it is past its end. Frames are decoded
 once, in order; only frames some window uses are converted, each once, and kept until no later window needs
 them.
+
+This is the `pyav` decoder. `plstitch_eval.data.torchcodec_decode` (TorchCodec, CPU or NVDEC) takes its
+sampling rule and window assembly from here; `plstitch_eval.data.decoders` picks a decoder by name.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import math
 import os
 import re
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -125,10 +128,7 @@ def read_frames(
     (0 = one per core; 1 = none, for one decoding process per core).
     """
     path = Path(source)
-    if fps is not None and fps <= 0:
-        raise ConfigError(f"fps must be positive, got {fps}")
-    if size is not None and size <= 0:
-        raise ConfigError(f"size must be positive, got {size}")
+    check_sampling(fps, size)
     if path.is_dir():
         return _read_folder(path, fps, size, folder_fps)
     if not path.exists():
@@ -153,10 +153,7 @@ def read_clips(
     `threads` as for `read_frames`.
     """
     path = Path(source)
-    if fps is None or fps <= 0:
-        raise ConfigError(f"Clip windows are built around frames sampled at an fps > 0, got {fps}.")
-    if size is not None and size <= 0:
-        raise ConfigError(f"size must be positive, got {size}")
+    check_sampling(fps, size, clips=True)
     if path.is_dir():
         rate = float(folder_fps) if folder_fps is not None else DEFAULT_FOLDER_FPS
         if rate <= 0:
@@ -167,10 +164,32 @@ def read_clips(
     else:
         rate = probe(path).fps or DEFAULT_VIDEO_FPS
         frames = _video_frames(path, size, threads)
-    assembler = _WindowAssembler(clip, fps, clip.step(rate), prepare or (lambda image: image))
+    yield from assemble_clips(frames, fps, clip, rate, prepare)
+
+
+def assemble_clips(
+    frames: Iterable[tuple[float, Callable[[], np.ndarray]]],
+    fps: float,
+    clip: ClipSampling,
+    native_fps: float,
+    prepare: Callable[[np.ndarray], Any] | None = None,
+) -> Iterator[DecodedClip]:
+    """The windows of `read_clips` from (time, loader of its RGB pixels) of every frame in presentation order,
+    whichever decoder gives them; a frame is loaded only if some window uses it."""
+    assembler = _WindowAssembler(clip, fps, clip.step(native_fps), prepare or (lambda image: image))
     for time, load in frames:
         yield from assembler.push(time, load)
     yield from assembler.finish()
+
+
+def check_sampling(fps: float | None, size: int | None, *, clips: bool = False) -> None:
+    """Refuse a sampling rate or resize side no decoder can use (clip windows need an fps)."""
+    if clips and (fps is None or fps <= 0):
+        raise ConfigError(f"Clip windows are built around frames sampled at an fps > 0, got {fps}.")
+    if fps is not None and fps <= 0:
+        raise ConfigError(f"fps must be positive, got {fps}")
+    if size is not None and size <= 0:
+        raise ConfigError(f"size must be positive, got {size}")
 
 
 def probe(source: str | os.PathLike, *, folder_fps: float | None = None) -> VideoInfo:
@@ -450,12 +469,17 @@ def _decode_video(
             ) from exc
         if n_decoded == 0:
             raise DecodeError(f"{path}: no frame could be decoded; the file is corrupt or truncated")
-        expected = int(stream.frames)
-        if expected and n_packets < expected - max(2, expected // 100):
-            raise DecodeError(
-                f"{path}: decoded {n_packets} of {expected} frames the container announces; "
-                "the file is truncated - re-download or re-encode it"
-            )
+        check_frame_count(path, n_packets, int(stream.frames))
+
+
+def check_frame_count(path: Path, n_packets: int, expected: int) -> None:
+    """Refuse a file holding fewer frame packets than its container announces (2 or 1 % missing are let
+    pass: some muxers round), naming the file: it was cut short."""
+    if expected and n_packets < expected - max(2, expected // 100):
+        raise DecodeError(
+            f"{path}: decoded {n_packets} of {expected} frames the container announces; "
+            "the file is truncated - re-download or re-encode it"
+        )
 
 
 def _frame_to_rgb(frame: av.VideoFrame, size: int | None, path: Path) -> np.ndarray:

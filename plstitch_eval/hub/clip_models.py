@@ -1,7 +1,8 @@
 """Clip encoders (one feature per window of frames): recognising their checkpoints and loading them strictly.
 
-Two layouts: VideoMAE V2 (converter "videomae", `hub/videomae_vit.py`) and the divided space-time TimeSformer
-of Endo-FM (converter "timesformer", `hub/timesformer.py`). Image checkpoints go through `hub/convert.py`.
+Three layouts: VideoMAE V2 (converter "videomae", `hub/videomae_vit.py`), the divided space-time TimeSformer
+of Endo-FM (converter "timesformer", `hub/timesformer.py`) and V-JEPA 2 in transformers' `VJEPA2Model` layout
+(converter "vjepa2", `hub/vjepa2.py`). Image checkpoints go through `hub/convert.py` (and `hub/dinov3.py`).
 """
 
 from __future__ import annotations
@@ -14,19 +15,24 @@ from torch import nn
 
 from plstitch_eval.errors import CheckpointError, ConfigError
 from plstitch_eval.hub.convert import unwrap_state_dict
+from plstitch_eval.hub.registry import CLIP_CONVERTERS
 from plstitch_eval.hub.timesformer import timesformer_from_state_dict
 from plstitch_eval.hub.videomae_vit import videomae_from_state_dict
+from plstitch_eval.hub.vjepa2 import vjepa2_from_state_dict
 
-CLIP_CONVERTERS = ("videomae", "timesformer")
+__all__ = ["CLIP_CONVERTERS", "clip_layout", "clip_model_from_checkpoint"]
 
 
 def clip_layout(checkpoint: Any, which: str = "teacher") -> str | None:
-    """The clip converter whose layout `checkpoint` has ("videomae": Conv3d tubelet patches; "timesformer":
-    a `time_embed`), or None for anything else (image checkpoints, or what cannot be unwrapped)."""
+    """The clip converter whose layout `checkpoint` has ("vjepa2": transformers' `VJEPA2Model` encoder;
+    "videomae": Conv3d tubelet patches; "timesformer": a `time_embed`), or None for anything else (image
+    checkpoints, or what cannot be unwrapped)."""
     try:
         state = unwrap_state_dict(checkpoint, which)
     except CheckpointError:
         return None
+    if "embeddings.patch_embeddings.proj.weight" in state and any(k.startswith("layer.") for k in state):
+        return "vjepa2"  # `encoder.` was removed by unwrapping
     proj = state.get("patch_embed.proj.weight")
     if isinstance(proj, torch.Tensor) and proj.ndim == 5:
         return "videomae"
@@ -46,7 +52,7 @@ def clip_model_from_checkpoint(
     expected: Mapping[str, Any] | None = None,
 ) -> tuple[nn.Module, list[str]]:
     """(clip model in eval mode, dropped head keys) for `converter`; `num_frames` and `img_size` size the
-    VideoMAE V2 position table (a TimeSformer reads both from its tensors)."""
+    VideoMAE V2 position table and V-JEPA 2's window (a TimeSformer reads both from its tensors)."""
     if converter == "videomae":
         return videomae_from_state_dict(
             checkpoint,
@@ -58,4 +64,13 @@ def clip_model_from_checkpoint(
         )
     if converter == "timesformer":
         return timesformer_from_state_dict(checkpoint, which=which, source=source, expected=expected)
+    if converter == "vjepa2":
+        return vjepa2_from_state_dict(
+            checkpoint,
+            num_frames=num_frames,
+            img_size=img_size,
+            which=which,
+            source=source,
+            expected=expected,
+        )
     raise ConfigError(f"Unknown clip converter {converter!r}; choose one of {', '.join(CLIP_CONVERTERS)}.")

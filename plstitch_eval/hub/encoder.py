@@ -1,7 +1,7 @@
 """`load_encoder(spec)` -> a frozen `Encoder`: CLS features, eval preprocessing and provenance together.
 
-Image encoders give one feature per frame; clip encoders (VideoMAE V2, Endo-FM's TimeSformer) one feature per
-window of frames around a sampled frame, the window described by `Encoder.clip`.
+Image encoders give one feature per frame; clip encoders (VideoMAE V2, Endo-FM's TimeSformer, V-JEPA 2) one
+feature per window of frames around a sampled frame, the window described by `Encoder.clip`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from plstitch_eval.errors import ConfigError, ModelNotFoundError
 from plstitch_eval.hub import timm_format
 from plstitch_eval.hub.clip_models import CLIP_CONVERTERS, clip_layout, clip_model_from_checkpoint
 from plstitch_eval.hub.convert import model_from_checkpoint
+from plstitch_eval.hub.dinov3 import dinov3_from_state_dict, is_dinov3_checkpoint
 from plstitch_eval.hub.hub_files import HubFile, fetch_file, fetch_first, parse_hf_spec
 from plstitch_eval.hub.pixels import PIXELS_DATA_CONFIG, build_raw_pixels
 from plstitch_eval.hub.random_init import build_random_init, random_init_source
@@ -29,7 +30,7 @@ from plstitch_eval.utils.device import resolve_device
 
 WHICH = ("teacher", "student")  # the two networks of a self-distillation training checkpoint
 # a bare clip checkpoint is read with the window and preprocessing of the registry baseline of its layout
-CLIP_DEFAULTS = {"videomae": "videomaev2-vitb16", "timesformer": "endo-fm"}
+CLIP_DEFAULTS = {"videomae": "videomaev2-vitb16", "timesformer": "endo-fm", "vjepa2": "vjepa2-vitl16"}
 
 
 class _Loaded(NamedTuple):
@@ -252,9 +253,12 @@ def _from_checkpoint(
     spec: str, path: Path, which: str, trust_pickle: bool, entry: ModelEntry | None, hub_file: HubFile | None
 ) -> _Loaded:
     checkpoint = load_checkpoint(path, trust_pickle=trust_pickle)
-    converter = entry.converter if entry is not None else clip_layout(checkpoint, which)
+    converter = entry.converter if entry is not None else _layout(checkpoint, which)
     if converter in CLIP_CONVERTERS:
         model, dropped, data_config, clip = _clip_from_checkpoint(checkpoint, converter, entry, which, path)
+    elif converter == "dinov3":
+        model, dropped = _dinov3_from_checkpoint(checkpoint, entry, which, path)
+        data_config, clip = _checkpoint_data_config(model, entry), None
     else:
         expected = entry.expected if entry is not None else None
         model, dropped = model_from_checkpoint(checkpoint, which=which, source=str(path), expected=expected)
@@ -263,6 +267,30 @@ def _from_checkpoint(
     provenance["which"] = which
     provenance["dropped_keys"] = len(dropped)
     return _Loaded(model, data_config, provenance, clip)
+
+
+def _layout(checkpoint: Any, which: str) -> str | None:
+    """The converter a bare checkpoint's keys call for: a clip layout, "dinov3", or None (ViT / ConvNeXt)."""
+    clip = clip_layout(checkpoint, which)
+    if clip is not None:
+        return clip
+    return "dinov3" if is_dinov3_checkpoint(checkpoint, which) else None
+
+
+def _dinov3_from_checkpoint(
+    checkpoint: Any, entry: ModelEntry | None, which: str, path: Path
+) -> tuple[nn.Module, list[str]]:
+    """A DINOv3 ViT (timm Eva) at the entry's input size and LayerNorm epsilon (`model_args`), else 224 px
+    and the released models' epsilon."""
+    config = entry.data_config if entry is not None else None
+    return dinov3_from_state_dict(
+        checkpoint,
+        which=which,
+        img_size=config.input_size[1] if config is not None else 224,
+        source=str(path),
+        expected=entry.expected if entry is not None else None,
+        **(entry.model_args if entry is not None else {}),
+    )
 
 
 def _clip_from_checkpoint(

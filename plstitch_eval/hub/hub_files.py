@@ -96,6 +96,8 @@ def fetch_file(
                 "HF_HUB_OFFLINE unset (same cache dir), or pass a local path to the weights."
             ) from exc
         cause = exc if isinstance(exc, hf_errors.HfHubHTTPError) else exc.__cause__
+        if isinstance(cause, hf_errors.GatedRepoError):  # 401/403 from a repo that asks to accept a licence
+            raise ModelNotFoundError(gated_repo_message(repo_id, filename, hint)) from exc
         if isinstance(cause, hf_errors.HfHubHTTPError):  # the Hub answered (perhaps wrapped by hf)
             raise ModelNotFoundError(
                 f"{cached_in} and the Hub refused it ({_first_line(cause)}). Fix: check the repo id, file "
@@ -107,6 +109,16 @@ def fetch_file(
             "network (same cache dir), or pass a local path to the weights."
         ) from exc
     return HubFile(Path(local), repo_id, filename, revision, commit_of(local, filename))
+
+
+def gated_repo_message(repo_id: str, filename: str, hint: str) -> str:
+    """The one line for a gated repo (DINOv3's facebook/* repos): where to accept the licence, what to set."""
+    return (
+        f"File {filename!r} of Hub repo {repo_id!r} is gated: its authors ask each user to accept their "
+        f"licence first. Fix: log in at {hf_constants.ENDPOINT}/{repo_id}, accept the licence there, set "
+        f"HF_TOKEN to an access token of that account (huggingface.co/settings/tokens) and run {hint} again "
+        "(approval may take a while)."
+    )
 
 
 def _hub_unreachable(repo_id: str, filename: str, revision: str | None) -> str | None:

@@ -4,9 +4,10 @@ Adding a model is one `register(ModelEntry(...))` call. Sources: a timm-format H
 `filename`), a raw checkpoint file in a Hub repo (`repo_id` + `filename`), or a local folder/file
 (`local_path`; relative paths resolve inside the installed `plstitch_eval` package, where the shipped tiny
 model lives as package data, so it is found from a wheel as well as from a checkout), or none at all
-(converter "pixels": the `raw-pixels` reference encoder, built in code). Clip encoders (converters
-"videomae", "timesformer") carry the window they see around each sampled frame (`clip`); see
-docs/baselines.md for every baseline's window, preprocessing and licence with their sources.
+(converter "pixels": the `raw-pixels` reference encoder, built in code). Raw DINOv3 checkpoints (Meta's,
+transformers' or timm's layout) use converter "dinov3". Clip encoders (converters "videomae", "timesformer",
+"vjepa2") carry the window they see around each sampled frame (`clip`); see docs/baselines.md for every
+baseline's window, preprocessing and licence with their sources.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,14 +92,23 @@ ENDO_FM_PREPROCESSING_SOURCE = (
     "uniform_crop 224; feature = CLS after the final norm (models/timesformer.py "
     "VisionTransformer.forward_features, x[:, 0]); window centred on the sampled frame"
 )
-CLIP_CONVERTERS = ("videomae", "timesformer")  # one feature per window of frames (hub/clip_models.py)
-CONVERTERS = ("timm", "vit", "convnext", "pixels", *CLIP_CONVERTERS)
+CLIP_CONVERTERS = ("videomae", "timesformer", "vjepa2")  # one feature per window of frames (clip_models.py)
+CONVERTERS = ("timm", "vit", "convnext", "dinov3", "pixels", *CLIP_CONVERTERS)
+# what each converter's feature vector is (cards, docs); "timm", "vit" and "dinov3" ViTs give the CLS token
+FEATURES = {
+    "convnext": "globally pooled features",
+    "videomae": "mean of the patch tokens after `fc_norm`",
+    "timesformer": "CLS token after the final norm",
+    "vjepa2": "mean of all tokens after the final norm",
+    "pixels": "the frame downsampled to 8x8x3",
+}
 
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """One named encoder. `converter`: "timm" (timm-format folder), "vit" or "convnext" (raw checkpoint),
-    "pixels" (no weights: `plstitch_eval.hub.pixels`), "videomae" or "timesformer" (raw clip checkpoint)."""
+    """One named encoder. `converter`: "timm" (timm-format folder), "vit", "convnext" or "dinov3" (raw
+    checkpoint), "pixels" (no weights: `plstitch_eval.hub.pixels`), "videomae", "timesformer" or "vjepa2"
+    (raw clip checkpoint)."""
 
     name: str
     architecture: str
@@ -108,7 +119,8 @@ class ModelEntry:
     filename: str | None = None
     local_path: str | None = None
     path_env: str | None = None
-    model_args: dict[str, Any] = field(default_factory=dict)  # timm.create_model overrides (timm folders)
+    # timm.create_model overrides (timm folders); converter options for "dinov3" (norm_eps)
+    model_args: dict[str, Any] = field(default_factory=dict)
     expected: dict[str, Any] | None = (
         None  # sizes a raw checkpoint must have (shapes cannot show a lost block)
     )
@@ -119,6 +131,19 @@ class ModelEntry:
     preprocessing_source: str = ""  # where the authors' eval transform is stated
     filename_alternatives: tuple[str, ...] = ()  # other spellings of `filename` tried when it is absent
     clip: ClipSampling | None = None  # clip encoders: the window of frames around each sampled frame
+    gated: bool = False  # the Hub repo asks each user to accept its licence before downloading
+
+    @property
+    def non_commercial(self) -> bool:
+        """True when the weights' licence forbids commercial use: a Creative Commons NC licence
+        (`CC-BY-NC-4.0`, `CC-BY-NC-SA-4.0`) or one that says non-commercial."""
+        words = re.split(r"[^A-Z]+", self.license.upper())
+        return "NC" in words or "NONCOMMERCIAL" in words or "NON-COMMERCIAL" in self.license.upper()
+
+    @property
+    def feature_description(self) -> str:
+        """What the feature vector is (`FEATURES`; ViTs: the CLS token after the final norm)."""
+        return FEATURES.get(self.converter, "CLS token after the final norm")
 
     @property
     def has_weights(self) -> bool:
@@ -413,6 +438,179 @@ register(
         "(endo_fm.pth); set $PLSTITCH_ENDOFM_CHECKPOINT or pass its path.",
     )
 )
+# ------------------------------------------------------------------------------------ baselines of 2026
+
+DINOV3_CITATION = "Simeoni et al. DINOv3. arXiv:2508.10104, 2025."
+DINOV3_LICENSE_SOURCE = (
+    "github.com/facebookresearch/dinov3 LICENSE.md (DINOv3 License, a custom licence) and README 'License'; "
+    "the facebook/dinov3-* Hub repos are gated (accept the licence on the model page), timm's copies are "
+    "tagged license: other (dinov3-license)"
+)
+# DINOv3's k-NN and linear evaluations (dinov3/eval/knn.py, linear.py) use make_classification_eval_transform:
+# resize 256 (bicubic), centre crop 224, ImageNet mean/std, the DINO evaluation transform
+DINOV3_PREPROCESSING_SOURCE = (
+    "github.com/facebookresearch/dinov3: dinov3/eval/knn.py and linear.py use "
+    "dinov3/data/transforms.py make_classification_eval_transform (resize 256 bicubic, centre crop 224, "
+    "ImageNet mean/std); feature = CLS after the final norm (x_norm_clstoken)"
+)
+DINOV3_SIZES = {  # timm name, embed_dim, depth, heads
+    "s": ("small", 384, 12, 6),
+    "b": ("base", 768, 12, 12),
+    "l": ("large", 1024, 24, 16),
+}
+for _size, (_timm, _dim, _depth, _heads) in DINOV3_SIZES.items():
+    register(
+        ModelEntry(
+            name=f"dinov3-vit{_size}16",
+            architecture=f"vit_{_timm}_patch16_dinov3",
+            feature_dim=_dim,
+            data_config=DINO_EVAL,
+            converter="timm",
+            repo_id=f"timm/vit_{_timm}_patch16_dinov3.lvd1689m",
+            license="DINOv3 License",
+            license_source=DINOV3_LICENSE_SOURCE,
+            preprocessing_source=DINOV3_PREPROCESSING_SOURCE
+            + "; timm's port computes its RoPE periods in float32 (Meta's files store them bf16-rounded)",
+            citation=DINOV3_CITATION,
+            description=f"DINOv3 ViT-{_size.upper()}/16 distilled on LVD-1689M (timm's port, 4 registers): "
+            "CLS feature at 224 px.",
+        )
+    )
+    register(
+        ModelEntry(
+            name=f"dinov3-vit{_size}16-facebook",
+            architecture=f"vit_{_timm}_patch16_dinov3",
+            feature_dim=_dim,
+            data_config=DINO_EVAL,
+            converter="dinov3",
+            expected={"embed_dim": _dim, "depth": _depth, "num_heads": _heads, "patch_size": (16, 16)},
+            repo_id=f"facebook/dinov3-vit{_size}16-pretrain-lvd1689m",
+            filename="model.safetensors",
+            gated=True,
+            license="DINOv3 License",
+            license_source=DINOV3_LICENSE_SOURCE,
+            preprocessing_source=DINOV3_PREPROCESSING_SOURCE,
+            citation=DINOV3_CITATION,
+            description=f"DINOv3 ViT-{_size.upper()}/16 (LVD-1689M) from Meta's gated Hub repo (transformers "
+            "layout, converted to timm's Eva with every tensor): CLS feature at 224 px.",
+        )
+    )
+
+# SurgeNetDINO (MIDL 2026): DINOv1/v2/v3 pretrained on SurgeNetXL; README download table and load_models.py
+# (the README calls it load_weights.py) name the files; no evaluation transform is published, so frames get
+# the DINO evaluation transform at each model's pretraining size (224 for DINOv1, 336 for DINOv2/v3)
+SURGENET_REPO = "rlpddejong/SurgeNetXL_DINOv1-v3"
+SURGENET_CITATION = (
+    "de Jong et al. Towards Effective Surgical Representation Learning with DINO Models. MIDL 2026."
+)
+SURGENET_LICENSE_SOURCE = (
+    "github.com/rlpddejong/SurgeNetDINO README 'License' (added 2026-03-02, commit 4defa3b): pretrained "
+    "weights CC-BY-NC-SA, non-commercial share-alike, text in LICENSE_MODELS.txt (CC BY-NC-SA 4.0); code MIT "
+    "(LICENSE.txt). The Hub repo's own card was not readable here"
+)
+SURGENET_PREPROCESSING_SOURCE = (
+    "github.com/rlpddejong/SurgeNetDINO publishes no evaluation transform: load_models.py builds timm models "
+    "at img_size 224 (DINOv1) / 336 (DINOv2, DINOv3), the pretraining configs' global crop size "
+    "(dinov2_configs/, dinov3_configs/: global_crops_size 336); frames get the DINO evaluation transform at "
+    "that size (shorter side size/0.875 bicubic, centre crop, ImageNet mean/std); feature = CLS after the "
+    "final norm"
+)
+SURGENET_MODELS = (  # (name, version, size letter, patch, input px, embed_dim, depth)
+    ("dinov1", "DINOv1", "s", 16, 224, 384, 12),
+    ("dinov1", "DINOv1", "b", 16, 224, 768, 12),
+    ("dinov2", "DINOv2", "s", 14, 336, 384, 12),
+    ("dinov2", "DINOv2", "b", 14, 336, 768, 12),
+    ("dinov2", "DINOv2", "l", 14, 336, 1024, 24),
+    ("dinov3", "DINOv3", "s", 16, 336, 384, 12),
+    ("dinov3", "DINOv3", "b", 16, 336, 768, 12),
+    ("dinov3", "DINOv3", "l", 16, 336, 1024, 24),
+)
+for _version, _title, _size, _patch, _px, _dim, _depth in SURGENET_MODELS:
+    _pinned: dict[str, Any] = {"embed_dim": _dim, "depth": _depth, "patch_size": (_patch, _patch)}
+    if _version != "dinov3":  # learned position tables: the pretraining size is in the tensors
+        _pinned["img_size"] = (_px, _px)
+    register(
+        ModelEntry(
+            name=f"surgenet-{_version}-vit{_size}{_patch}",
+            architecture=f"vit_{DINOV3_SIZES[_size][0]}_patch{_patch}"
+            + ("_dinov3" if _version == "dinov3" else ""),
+            feature_dim=_dim,
+            data_config=DataConfig.for_size(_px, interpolation="bicubic"),
+            converter="dinov3" if _version == "dinov3" else "vit",
+            expected=_pinned,
+            # SurgeNetDINO's DINOv3 configs: norm_layer "layernorm" (eps 1e-6 in dinov3's norm_layer_dict)
+            model_args={"norm_eps": 1e-6} if _version == "dinov3" else {},
+            repo_id=SURGENET_REPO,
+            filename=f"{_title}_ViT{_size}{_patch}_size{_px}_SurgeNetXL.pth",
+            license="CC-BY-NC-SA-4.0",
+            license_source=SURGENET_LICENSE_SOURCE,
+            preprocessing_source=SURGENET_PREPROCESSING_SOURCE,
+            citation=SURGENET_CITATION,
+            description=f"SurgeNetDINO {_title} ViT-{_size.upper()}/{_patch} pretrained on SurgeNetXL "
+            f"(surgical video frames) at {_px} px: CLS feature.",
+        )
+    )
+
+# V-JEPA 2 frozen evaluation (evals/video_classification_frozen/utils.py VideoTransform, eval branch):
+# shorter side int(256 * 256 / 224) = 292 (bilinear), centre crop 256, ImageNet mean/std
+VJEPA2_EVAL = DataConfig.for_size(256, crop_pct=256 / 292, interpolation="bilinear")
+# 16 frames, 4 native frames apart (configs/eval/vitl/coin.yaml and k400.yaml: frames_per_clip 16,
+# frame_step 4), centred on the sampled frame (frame 8, the first of tubelet slot 4); the checkpoint was
+# pretrained on 64-frame clips, which RoPE (no position table) lets it take at any length
+VJEPA2_CLIP = ClipSampling(num_frames=16, frame_stride=4)
+VJEPA2_PREPROCESSING_SOURCE = (
+    "github.com/facebookresearch/vjepa2: evals/video_classification_frozen/utils.py (eval: shorter side "
+    "int(256*256/224) = 292 bilinear, centre crop 256, ImageNet mean/std); configs/eval/vitl/coin.yaml "
+    "(frames_per_clip 16, frame_step 4, resolution 256); feature = mean of all encoder tokens after the "
+    "final norm (the input of the attentive probe the authors train; docs/baselines.md); window centred on "
+    "the sampled frame"
+)
+register(
+    ModelEntry(
+        name="vjepa2-vitl16",
+        architecture="vjepa2_vitl16_t2",
+        feature_dim=1024,
+        data_config=VJEPA2_EVAL,
+        converter="vjepa2",
+        clip=VJEPA2_CLIP,
+        expected={"embed_dim": 1024, "depth": 24, "num_heads": 16, "patch_size": 16, "tubelet_size": 2},
+        repo_id="facebook/vjepa2-vitl-fpc64-256",
+        filename="model.safetensors",
+        path_env="PLSTITCH_VJEPA2_CHECKPOINT",
+        license="Apache-2.0",
+        license_source="huggingface.co/facebook/vjepa2-vitl-fpc64-256 model card (license: apache-2.0); the "
+        "code, github.com/facebookresearch/vjepa2, is MIT (README 'License')",
+        preprocessing_source=VJEPA2_PREPROCESSING_SOURCE,
+        citation="Assran et al. V-JEPA 2: Self-Supervised Video Models Enable Understanding, Prediction and "
+        "Planning. arXiv:2506.09985, 2025.",
+        description="V-JEPA 2 ViT-L/16, tubelet 2, 3-D RoPE (VideoMix22M, pretrained on 64-frame clips at "
+        "256 px): one feature per 16-frame window, the mean of all tokens. $PLSTITCH_VJEPA2_CHECKPOINT loads "
+        "your own checkpoint in the transformers layout instead.",
+    )
+)
+register(
+    ModelEntry(
+        name="videomaev2-vitl16",
+        architecture="videomaev2_vitl16_t2",
+        feature_dim=1024,
+        data_config=VIDEOMAE_V2_EVAL,
+        converter="videomae",
+        clip=VIDEOMAE_V2_CLIP,
+        expected={"embed_dim": 1024, "depth": 24, "num_heads": 16, "patch_size": 16, "tubelet_size": 2},
+        repo_id="OpenGVLab/VideoMAEv2-Large",
+        filename="model.safetensors",
+        path_env="PLSTITCH_VIDEOMAEV2_L_CHECKPOINT",
+        license="CC-BY-NC-4.0",
+        license_source="huggingface.co/OpenGVLab/VideoMAEv2-Large model card (license: cc-by-nc-4.0), as for "
+        "VideoMAEv2-Base; the code, github.com/OpenGVLab/VideoMAEv2, is MIT",
+        preprocessing_source=VIDEOMAE_V2_PREPROCESSING_SOURCE.replace("vit_b_", "vit_l_"),
+        citation="Wang et al. VideoMAE V2: Scaling Video Masked Autoencoders with Dual Masking. CVPR 2023.",
+        description="VideoMAE V2 ViT-L/16, tubelet 2 (UnlabeledHybrid-1M, self-supervised): one feature per "
+        "16-frame window, mean-pooled tokens + fc_norm. $PLSTITCH_VIDEOMAEV2_L_CHECKPOINT loads your own "
+        "checkpoint in an upstream layout instead.",
+    )
+)
+
 register(
     ModelEntry(
         name="plstitch-tiny-synthetic",

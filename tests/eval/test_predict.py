@@ -281,3 +281,44 @@ def test_probe_of_a_transformed_store_gets_that_transform(data, tmp_path):
     model = load_probe_encoder(load_probe(folder), PredictOptions(device="cpu", progression=False))
     assert model.plan.squash and model.plan.crop == (64, 64)
     assert model.encoder.provenance["transform"] == "whole-frame"
+
+
+# ------------------------------------------------------------------------------------------------ decoders
+
+
+def _torchcodec_or_skip() -> None:
+    from plstitch_eval.data import torchcodec_decode
+
+    pytest.importorskip("torchcodec")
+    torchcodec_decode.unavailable_reason.cache_clear()
+    if (reason := torchcodec_decode.unavailable_reason()) is not None:
+        pytest.skip(reason)
+
+
+def test_predict_with_torchcodec_equals_pyav(data, tmp_path):
+    _torchcodec_or_skip()
+    runs = {}
+    for decoder in ("pyav", "torchcodec"):
+        out = tmp_path / decoder
+        result = _invoke(
+            "predict", "--probe", data["probe"], _video(data), "--out", out, "--decoder", decoder, *CPU
+        )
+        assert result.exit_code == 0, result.output
+        runs[decoder] = _read_csv(out / f"{VIDEO}.csv")
+    assert runs["torchcodec"] == runs["pyav"]  # the same frames, pixels, features and probabilities
+
+
+def test_predict_decodes_as_the_probe_features_were_made(data, tmp_path):
+    _torchcodec_or_skip()
+    from plstitch_eval.predict import predict_decoding
+
+    sources = [VideoSource(VIDEO, _video(data))]
+    pyav_probe = load_probe(data["probe"])
+    model = load_probe_encoder(pyav_probe, PredictOptions(device="cpu", progression=False))
+    assert predict_decoding(pyav_probe, model, sources, PredictOptions()).decoder == "pyav"
+    # a probe of TorchCodec features: loaded (the decoder is not held against it), decoded with TorchCodec
+    folder = _edited_probe(data, tmp_path, lambda r: r["preprocessing"].update(decoder="torchcodec"))
+    tc_probe = load_probe(folder)
+    model = load_probe_encoder(tc_probe, PredictOptions(device="cpu", progression=False))
+    assert predict_decoding(tc_probe, model, sources, PredictOptions()).decoder == "torchcodec"
+    assert predict_decoding(tc_probe, model, sources, PredictOptions(decoder="pyav")).decoder == "pyav"

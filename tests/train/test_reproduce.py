@@ -105,7 +105,8 @@ def test_run_with_other_settings_is_refused(tmp_path: Path) -> None:
     run_dir.mkdir(parents=True)
     other = train_config(config, "pl", 0).replace(max_steps=9)
     (run_dir / "train_config.json").write_text(json.dumps(other.to_dict()))
-    with pytest.raises(ConfigError, match=r"pl-seed0 was trained with other settings \(max_steps differ\)"):
+    expected = r"pl-seed0 was trained with other settings \(max_steps 9 -> 5, as old -> new\)"
+    with pytest.raises(ConfigError, match=expected):
         ensure_trained(run_dir, train_config(config, "pl", 0))
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from plstitch_eval.data.datasets import autolaparo, breakfast, cholec80, folder, gtea, m2cai16, synthetic  # noqa: F401
 from plstitch_eval.data.datasets.base import DatasetAdapter, VideoRecord, decode, labels_at
 from plstitch_eval.data.datasets.registry import (
+    DatasetFacts,
     dataset_class,
+    dataset_facts,
     describe_datasets,
     get_dataset,
     list_datasets,
@@ -14,8 +16,10 @@ from plstitch_eval.data.datasets.registry import (
 
 __all__ = [
     "DatasetAdapter",
+    "DatasetFacts",
     "VideoRecord",
     "dataset_class",
+    "dataset_facts",
     "decode",
     "describe_datasets",
     "get_dataset",

@@ -61,6 +61,7 @@ class AutoLaparo(DatasetAdapter):
     """AutoLaparo hysterectomy phases; labels at 1 fps; split 1-10 train, 11-14 val, 15-21 test."""
 
     name = "autolaparo"
+    display_name = "AutoLaparo"
     class_names = AUTOLAPARO_PHASES
     native_fps = 1.0  # of the labels (and of user-extracted frame folders); the released videos are 25 fps
     default_eval_fps = 1.0

@@ -11,8 +11,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from plstitch_eval.data.decoders import PYAV, Decoding, read_frames
 from plstitch_eval.data.media import VIDEO_EXTENSIONS
-from plstitch_eval.data.video import DecodedFrame, read_frames
+from plstitch_eval.data.video import DecodedFrame
 from plstitch_eval.errors import ConfigError, DataError
 from plstitch_eval.utils.console import logger
 
@@ -57,9 +58,12 @@ def labels_at(record: VideoRecord, times: np.ndarray | list[float]) -> tuple[np.
     return record.labels[steps[:keep]].astype(np.int64), n_dropped
 
 
-def decode(record: VideoRecord, fps: float | None = None, size: int | None = None) -> Iterator[DecodedFrame]:
-    """Decode a record's source at `fps` (None = every frame), shorter side resized to `size`."""
-    return read_frames(record.source, fps=fps, size=size, folder_fps=record.folder_fps)
+def decode(
+    record: VideoRecord, fps: float | None = None, size: int | None = None, decoding: Decoding = PYAV
+) -> Iterator[DecodedFrame]:
+    """Decode a record's source at `fps` (None = every frame), shorter side resized to `size`, with
+    `decoding`'s decoder (frames on the host)."""
+    return read_frames(record.source, fps, size, folder_fps=record.folder_fps, decoding=decoding)
 
 
 class DatasetAdapter:
@@ -69,6 +73,8 @@ class DatasetAdapter:
     """
 
     name: ClassVar[str] = ""
+    display_name: ClassVar[str] = ""  # printed name (cards, tables); empty = `name`
+    family: ClassVar[str] = "surgical"  # "surgical" (accuracy, macro F1) or "cooking" (Edit, F1@k)
     class_names: list[str] = []
     native_fps: float = 25.0
     default_eval_fps: float = 1.0

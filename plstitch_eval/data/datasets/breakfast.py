@@ -11,4 +11,5 @@ class Breakfast(MsTcnDataset):
     """Breakfast action segmentation; evaluation at the native 15 fps unless `fps` is given."""
 
     name = "breakfast"
+    display_name = "Breakfast"
     background_classes: list[str] = []

@@ -28,6 +28,7 @@ class Cholec80(DatasetAdapter):
     """Cholec80 phase recognition; 1 fps evaluation; splits 40/40 (default), 32/8/40 and 40/8/32."""
 
     name = "cholec80"
+    display_name = "Cholec80"
     class_names = CHOLEC80_PHASES
     native_fps = 25.0
     default_eval_fps = 1.0

@@ -11,4 +11,5 @@ class Gtea(MsTcnDataset):
     """GTEA action segmentation; evaluation at the native 15 fps unless `fps` is given."""
 
     name = "gtea"
+    display_name = "GTEA"
     background_classes = ["background"]

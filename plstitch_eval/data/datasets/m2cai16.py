@@ -40,6 +40,7 @@ class M2CAI16(DatasetAdapter):
     """M2CAI16 workflow challenge; 1 fps evaluation; official split 27 train / 14 test."""
 
     name = "m2cai16"
+    display_name = "M2CAI16"
     class_names = M2CAI16_PHASES
     native_fps = 25.0
     default_eval_fps = 1.0

@@ -21,6 +21,7 @@ BUNDLE_FILE = "{split}.split{n}.bundle"
 class MsTcnDataset(DatasetAdapter):
     """Adapter for datasets distributed in the MS-TCN layout; class names come from `mapping.txt`."""
 
+    family = "cooking"
     native_fps = 15.0
     default_eval_fps = 15.0
     split_schemes = ("split1", "split2", "split3", "split4")

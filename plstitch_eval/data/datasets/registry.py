@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from plstitch_eval.errors import ConfigError
@@ -73,3 +74,41 @@ def describe_datasets() -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    """What scoring and cards need to know of a dataset key: its printed name, family and background classes.
+
+    Why one home: the metric family (surgical -> accuracy + macro F1; cooking -> Edit + F1@k), the segment
+    metrics' background and the card's dataset name all follow from the adapter, so they are read from it.
+    """
+
+    display_name: str
+    family: str  # "surgical" or "cooking"
+    background_classes: tuple[str, ...] = ()
+
+
+# datasets read through another adapter (50Salads comes in the MS-TCN layout, like GTEA and Breakfast)
+_WITHOUT_ADAPTER = {"50salads": DatasetFacts("50Salads", "cooking", ("action_start", "action_end"))}
+
+
+def dataset_facts(name: str | None) -> DatasetFacts:
+    """Facts of a dataset key: the registered adapter's (exact name), else a known prefix's family (e.g.
+    ``gtea_split1`` is cooking), else surgical with the key as its name and no background."""
+    key = (name or "").lower()
+    known = {n: _adapter_facts(cls) for n, cls in _REGISTRY.items()} | _WITHOUT_ADAPTER
+    if key in known:
+        return known[key]
+    family = next(
+        (f.family for n, f in known.items() if key.startswith(n) and f.family == "cooking"), "surgical"
+    )
+    return DatasetFacts(name or "", family)
+
+
+def _adapter_facts(cls: type) -> DatasetFacts:
+    return DatasetFacts(
+        getattr(cls, "display_name", "") or getattr(cls, "name", ""),
+        getattr(cls, "family", "surgical"),
+        tuple(getattr(cls, "background_classes", ())),
+    )

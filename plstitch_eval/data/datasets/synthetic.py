@@ -18,6 +18,7 @@ class Synthetic(Cholec80):
     """
 
     name = "synthetic"
+    display_name = "Synthetic (plstitch procedural test data)"
     split_schemes = ("train-test", "train-val-test")
 
     def __init__(

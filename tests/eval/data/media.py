@@ -32,13 +32,14 @@ def decode_index(image: np.ndarray) -> int:
 def write_index_video(
     path: Path,
     n_frames: int,
-    fps: int = 25,
+    fps: int | Fraction = 25,
     size: tuple[int, int] = (32, 32),
     pts_ms: Sequence[int] | None = None,
     faststart: bool = False,
     bframes: int = 0,
 ) -> Path:
-    """Lossless (x264 qp 0) MP4 of `n_frames` index frames at `fps`, or at explicit `pts_ms` times (VFR);
+    """Lossless (x264 qp 0) MP4 of `n_frames` index frames at `fps` (a Fraction for NTSC rates such as
+    30000/1001), or at explicit `pts_ms` times (VFR);
     `bframes` > 0 adds B-frames (x264's pyramid: some are references, the others are not; qp 10)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     options = {"movflags": "faststart"} if faststart else {}

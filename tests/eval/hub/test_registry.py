@@ -31,10 +31,12 @@ def test_required_models_are_registered():
 def test_every_entry_is_complete_and_loads_or_fails_helpfully(entry, hf_cache, monkeypatch):
     assert entry.feature_dim > 0 and entry.license and entry.citation and entry.architecture
     assert entry.license_source and entry.preprocessing_source  # every entry cites both
-    if entry.repo_id and entry.architecture.startswith("vit"):  # the published ViTs run at 224
-        assert entry.data_config.input_size == (3, 224, 224)
-        if entry.data_config.crop_mode == "center":  # DINO eval protocol
-            assert entry.data_config.resize_size == 256 and entry.data_config.interpolation == "bicubic"
+    if entry.repo_id and entry.architecture.startswith("vit"):  # the published ViTs run at 224...
+        size = 336 if entry.name.startswith(("surgenet-dinov2", "surgenet-dinov3")) else 224  # ...or 336
+        assert entry.data_config.input_size == (3, size, size)
+        if entry.data_config.crop_mode == "center":  # DINO eval protocol (resize 256 for a 224 crop)
+            assert entry.data_config.resize_size == round(size / 0.875)
+            assert entry.data_config.interpolation == "bicubic"
         else:  # the whole frame (PL-Stitch, EndoViT: their authors' transform)
             assert entry.name.startswith(("pl-stitch", "endovit")) and entry.data_config.resize_size == 224
     if entry.path_env:

@@ -1,0 +1,393 @@
+"""GPU throughput on one CUDA machine, each comparison side by side in one run (issue 30).
+
+1. Extraction frames/s of a ViT-B/16 (timm, random init, bf16 autocast, batch 256) on generated 854x480 25 fps
+   H.264 files (Cholec80 layout, PyAV's encoder, sampled at `--fps`): PyAV decoding on the CPU (extraction's
+   default workers: one per core), TorchCodec decoding with NVDEC (main process; frames resized and cropped on
+   the GPU) and TorchCodec on the CPU, against the model-forward-only floor (the same normalise + forward on
+   uint8 batches already on the GPU). Extraction is timed end to end (store writes included), median of
+   `--repeats` interleaved rounds after a warm-up run.
+2. One `paper-vitb16` training step (the preset; full objective with the jigsaw branch on, bf16 autocast,
+   AdamW, EMA teacher update) at `--train-batch-size` on one GPU, batches already on the device: s/step,
+   images/s (every image of the batch: clip, iBOT crops, jigsaw context), peak memory, and model FLOP
+   utilisation = FLOPs of a forward + backward (torch's FlopCounterMode) / s/step / the GPU's peak dense bf16
+   FLOP/s (known for H100/H200/A100, else `--peak-tflops`).
+3. k-NN on the GPU (`knn_predict`, CUDA: blocked matmul + top-k, features copied from the host) against its
+   bare similarity GEMM on the GPU (features already there) and the same GEMM plus the host-to-device copy of
+   the features; identical query blocks (`plstitch_eval.knn.block_rows`).
+
+    pip install -e ".[torchcodec]"            # and a system FFmpeg 4-8 for the TorchCodec rows
+    python benchmarks/gpu.py --out gpu.json   # prints the three tables, writes every figure as JSON
+
+Without a CUDA device it prints one line saying so and exits with status 2 (nothing measured; 0 would read as
+a run). TorchCodec rows are skipped with a line saying why when TorchCodec or FFmpeg is missing; whether NVDEC
+decoded or TorchCodec fell back to the CPU is printed. Argument parsing and video generation need no GPU
+(tests/benchmarks/test_gpu.py). Reuses `benchmarks/extract.py` (video generation), `benchmarks/train_step.py`
+(synthetic frames, the trainer's loader, FLOP counting) and `benchmarks/knn.py` (interleaved timing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+
+from plstitch_eval.data import torchcodec_decode
+from plstitch_eval.data.datasets import get_dataset
+from plstitch_eval.errors import DecodeError
+from plstitch_eval.extract import ExtractOptions, available_cores, extract_features
+from plstitch_eval.hub import DataConfig, Encoder
+from plstitch_eval.knn import KnnConfig, block_rows, knn_predict
+from plstitch_eval.preprocess import frame_plan, normalize_crops
+
+HERE = Path(__file__).resolve().parent
+NO_CUDA_EXIT = 2
+HEIGHT, WIDTH = 480, 854
+PEAK_BF16_TFLOPS = (("H200", 989.4), ("H100 PCIe", 756.0), ("H100", 989.4), ("A100", 312.0))  # dense
+EXTRACT_RUNS = (  # (row name, decoder, decode device)
+    ("PyAV (CPU workers)", "pyav", "cpu"),
+    ("TorchCodec NVDEC", "torchcodec", "cuda"),
+    ("TorchCodec CPU", "torchcodec", "cpu"),
+)
+
+
+def sibling(name: str) -> ModuleType:
+    """Another script of benchmarks/ as a module (they are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"_benchmarks_{name}", HERE / f"{name}.py")
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"benchmarks/{name}.py is missing next to benchmarks/gpu.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="Write every figure (and the settings) to this JSON file.")
+    parser.add_argument("--parts", default="extract,train,knn", help="Comma-separated: extract, train, knn.")
+    parser.add_argument("--videos", type=int, default=16, help="Generated H.264 files (854x480, 25 fps).")
+    parser.add_argument("--seconds", type=int, default=60, help="Seconds per file.")
+    parser.add_argument("--fps", type=float, default=1.0, help="Extraction sampling rate (frames/s).")
+    parser.add_argument("--batch-size", type=int, default=256, help="Extraction and forward-floor batch.")
+    parser.add_argument("--repeats", type=int, default=3, help="Interleaved rounds; the median is shown.")
+    parser.add_argument("--train-batch-size", type=int, default=64, help="Items per training step.")
+    parser.add_argument("--train-steps", type=int, default=10, help="Timed training steps (after 3 warm-up).")
+    parser.add_argument("--peak-tflops", type=float, help="The GPU's peak dense bf16 TFLOP/s (for MFU).")
+    parser.add_argument("--knn-train", type=int, default=200_000, help="k-NN training features.")
+    parser.add_argument("--knn-queries", type=int, default=20_000, help="k-NN query features.")
+    parser.add_argument("--knn-dim", type=int, default=768)
+    parser.add_argument("--device", default="cuda", help="The CUDA device (cuda or cuda:N).")
+    args = parser.parse_args(argv)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = sorted(set(parts) - {"extract", "train", "knn"})
+    if unknown or not parts:
+        parser.error(f"--parts takes extract, train and/or knn (got {args.parts!r})")
+    if min(args.videos, args.seconds, args.batch_size, args.repeats, args.train_batch_size) < 1:
+        parser.error("--videos, --seconds, --batch-size, --repeats and --train-batch-size must be >= 1")
+    if not args.fps > 0:
+        parser.error(f"--fps must be > 0 (got {args.fps})")
+    args.parts = parts
+    return args
+
+
+def require_cuda(device: str) -> torch.device:
+    """The CUDA device to measure on; without one, one line on stderr and exit status 2."""
+    if not torch.cuda.is_available():
+        print(
+            "benchmarks/gpu.py: no CUDA device here (torch.cuda.is_available() is False), nothing measured; "
+            'run it on a GPU machine: pip install -e ".[torchcodec]" && '
+            "python benchmarks/gpu.py --out gpu.json",
+            file=sys.stderr,
+        )
+        raise SystemExit(NO_CUDA_EXIT)
+    return torch.device(device)
+
+
+def generate_videos(
+    root: Path, n_videos: int, seconds: int, height: int = HEIGHT, width: int = WIDTH
+) -> Path:
+    """Cholec80 layout of `n_videos` smooth-content H.264 files (PyAV's libx264, 25 fps, width x height)."""
+    return sibling("extract").make_mp4s(root, n_videos, seconds, height, width)
+
+
+# ------------------------------------------------------------------------------------------- extraction
+
+
+def vit_b16(device: torch.device) -> Encoder:
+    """timm's ViT-B/16 at 224 px with random weights (no download), in eval mode on `device`."""
+    import timm
+
+    torch.manual_seed(0)
+    model = timm.create_model("vit_base_patch16_224", pretrained=False, num_classes=0).eval()
+    return Encoder(model, DataConfig(), {"spec": "timm:vit_base_patch16_224 (random init)"}).to(device)
+
+
+def forward_floor(encoder: Encoder, batch_size: int, n_frames: int, device: torch.device) -> float:
+    """Frames/s of normalise + bf16 forward on uint8 batches already on the GPU (extraction less decoding)."""
+    plan = frame_plan(encoder.data_config)
+    images = torch.randint(0, 256, (batch_size, 3, *plan.crop), dtype=torch.uint8, device=device)
+    n_batches = max(1, round(n_frames / batch_size))
+    with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
+        encoder(normalize_crops(images, plan))  # warm-up
+        torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        for _ in range(n_batches):
+            encoder(normalize_crops(images, plan)).float()
+        torch.cuda.synchronize(device)
+    return n_batches * batch_size / (time.perf_counter() - start)
+
+
+def nvdec_status(path: Path, device: torch.device) -> str:
+    """Whether TorchCodec decodes `path` with NVDEC here or fell back to the CPU (its own words)."""
+    video = torchcodec_decode.TorchcodecVideo(path, device=device)
+    next(video.frames(None))
+    return str(video.decoder.cpu_fallback)
+
+
+def timed_extraction(adapter: Any, encoder: Encoder, out: Path, options: ExtractOptions) -> tuple[float, int]:
+    """(seconds, frames) of one end-to-end `extract_features` run into a new store."""
+    start = time.perf_counter()
+    summary = extract_features(adapter, encoder, out, options)
+    seconds = time.perf_counter() - start
+    if not summary.ok:
+        raise SystemExit(f"extraction failed: {[r.error for r in summary.failed]}")
+    return seconds, summary.frames
+
+
+def extraction_rows(root: Path, encoder: Encoder, args: argparse.Namespace, device: torch.device) -> dict:
+    """Part 1: each decoding path's end-to-end frames/s against the forward-only floor, interleaved."""
+    adapter = get_dataset("cholec80", root=root)
+    runs = list(EXTRACT_RUNS)
+    reason = torchcodec_decode.unavailable_reason()
+    notes = {}
+    if reason is not None:
+        print(f"TorchCodec rows skipped: {reason}", file=sys.stderr)
+        runs = [run for run in runs if run[1] != "torchcodec"]
+    else:
+        try:
+            notes["nvdec"] = nvdec_status(next((root / "videos").glob("*.mp4")), device)
+        except (DecodeError, RuntimeError) as exc:  # a TorchCodec or FFmpeg without CUDA support
+            print(f"TorchCodec NVDEC row skipped: {exc}", file=sys.stderr)
+            runs = [run for run in runs if run[2] != "cuda"]
+    common = {"fps": args.fps, "batch_size": args.batch_size, "device": str(device), "precision": "bf16"}
+    options = {
+        name: ExtractOptions(**common, decoder=decoder, decode_device=where, progress=False)
+        for name, decoder, where in runs
+    }
+    measured: dict[str, list[tuple[float, int]]] = {name: [] for name in options}
+    floors = []
+    with tempfile.TemporaryDirectory(prefix="plstitch-gpu-stores-") as tmp:
+        first = [adapter.videos()[0].name]
+        for index, option in enumerate(
+            options.values()
+        ):  # first-call costs (cuDNN, NVDEC) are not throughput
+            warm = ExtractOptions(**{**vars(option), "videos": first})
+            timed_extraction(adapter, encoder, Path(tmp) / f"warm-{index}", warm)
+        for repeat in range(args.repeats):
+            for index, (name, option) in enumerate(options.items()):
+                out = Path(tmp) / f"run-{repeat}-{index}"
+                measured[name].append(timed_extraction(adapter, encoder, out, option))
+            frames = max(4 * args.batch_size, measured[runs[0][0]][-1][1])
+            floors.append(forward_floor(encoder, args.batch_size, frames, device))
+    floor = float(np.median(floors))
+    rows = []
+    for name, decoder, where in runs:
+        rates = [frames / seconds for seconds, frames in measured[name]]
+        rate = float(np.median(rates))
+        rows.append(
+            {
+                "decoding": name,
+                "decoder": decoder,
+                "decode_device": where,
+                "frames": measured[name][0][1],
+                "frames_per_second": rate,
+                "of_forward_floor": rate / floor,
+                "all_frames_per_second": rates,
+            }
+        )
+    return {"forward_floor_frames_per_second": floor, "rows": rows, **notes}
+
+
+def print_extraction(result: dict, args: argparse.Namespace) -> None:
+    print(
+        f"extraction: ViT-B/16 bf16, batch {args.batch_size}, {args.videos} x {args.seconds} s 854x480 H.264 "
+        f"at 25 fps sampled at {args.fps:g} fps, {available_cores()} CPU cores, median of {args.repeats} "
+        "rounds"
+    )
+    print(f"{'decoding':<22} {'frames':>7} {'frames/s':>9} {'of floor':>8}  rounds (frames/s)")
+    for row in result["rows"]:
+        runs = ", ".join(f"{x:.0f}" for x in row["all_frames_per_second"])
+        print(
+            f"{row['decoding']:<22} {row['frames']:>7} {row['frames_per_second']:>9.1f} "
+            f"{row['of_forward_floor']:>8.2f}  ({runs})"
+        )
+    print(f"{'forward-only floor':<22} {'':>7} {result['forward_floor_frames_per_second']:>9.1f} {1.0:>8.2f}")
+    if "nvdec" in result:
+        print(f"NVDEC: {result['nvdec']}")
+
+
+# --------------------------------------------------------------------------------------------- training
+
+
+def peak_flops(device: torch.device, override_tflops: float | None) -> float | None:
+    """The GPU's peak dense bf16 FLOP/s: `--peak-tflops`, else by its name (None when unknown)."""
+    if override_tflops:
+        return override_tflops * 1e12
+    name = torch.cuda.get_device_name(device)
+    return next((tflops * 1e12 for key, tflops in PEAK_BF16_TFLOPS if key in name), None)
+
+
+def training_row(args: argparse.Namespace, device: torch.device) -> dict:
+    """Part 2: the paper-vitb16 step on one GPU, batches already there."""
+    from itertools import islice
+
+    from plstitch_train.model import PLStitchModel
+    from plstitch_train.presets import get_preset
+
+    steps_bench = sibling("train_step")
+    config = get_preset("paper-vitb16").replace(
+        data="-", batch_size=args.train_batch_size, num_workers=2, device=str(device), precision="bf16"
+    )
+    torch.manual_seed(0)
+    model = PLStitchModel(config).train()
+    n_videos = max(4, -(-3 * args.train_batch_size // min(config.clips_per_video)))  # three batches of clips
+    store = steps_bench.synthetic_store(n_videos=n_videos, n_frames=160, size=config.frame_size)
+    loader = steps_bench.make_loader(config, store, model)  # its workers fork before CUDA starts
+    batches = [{k: v.to(device, non_blocking=True) for k, v in b.items()} for b in islice(loader, 3)]
+    model = model.to(device)
+    params = [p for group in model.param_groups() for p in group["params"]]
+    optimizer = torch.optim.AdamW(params, lr=1e-4)
+    epoch = int(config.jigsaw_start_epoch + config.jigsaw_ramp_epochs) + 1  # every branch on at full weight
+
+    def step(batch: dict[str, torch.Tensor]) -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(batch, epoch, config.lambda_jigsaw)["loss"]
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        model.update_teacher(config.momentum_teacher)
+
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        flops = steps_bench.step_flops(model, batches[0])
+    for i in range(3):
+        step(batches[i % len(batches)])
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    for i in range(args.train_steps):
+        step(batches[i % len(batches)])
+    torch.cuda.synchronize(device)
+    s_per_step = (time.perf_counter() - start) / args.train_steps
+    images = sum(batches[0][key].shape[1] for key in ("clip", "crops", "context") if key in batches[0])
+    peak = peak_flops(device, args.peak_tflops)
+    return {
+        "batch_size": args.train_batch_size,
+        "images_per_item": images,
+        "s_per_step": s_per_step,
+        "images_per_second": args.train_batch_size * images / s_per_step,
+        "peak_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30,
+        "tflops_per_step": flops / 1e12,
+        "achieved_tflops": flops / s_per_step / 1e12,
+        "mfu": None if peak is None else flops / s_per_step / peak,
+        "peak_tflops": None if peak is None else peak / 1e12,
+    }
+
+
+def print_training(row: dict) -> None:
+    mfu = "unknown GPU: pass --peak-tflops" if row["mfu"] is None else f"{100 * row['mfu']:.1f} %"
+    print(
+        f"paper-vitb16 step, batch {row['batch_size']} ({row['images_per_item']} images per item), bf16: "
+        f"{row['s_per_step']:.3f} s/step, {row['images_per_second']:.0f} images/s, peak memory "
+        f"{row['peak_memory_gib']:.1f} GiB, {row['tflops_per_step']:.2f} TFLOP/step, "
+        f"{row['achieved_tflops']:.0f} TFLOP/s, MFU {mfu}"
+    )
+
+
+# --------------------------------------------------------------------------------------------------- k-NN
+
+
+def knn_rows(args: argparse.Namespace, device: torch.device) -> dict:
+    """Part 3: `knn_predict` on CUDA against its GEMM (features on the GPU) and GEMM + copy."""
+    knn_bench = sibling("knn")
+    rng = np.random.default_rng(0)
+    train = rng.normal(size=(args.knn_train, args.knn_dim)).astype(np.float32)
+    labels = rng.integers(0, 48, args.knn_train)
+    queries = rng.normal(size=(args.knn_queries, args.knn_dim)).astype(np.float32)
+    train_n = train / np.linalg.norm(train, axis=1, keepdims=True)
+    queries_n = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    config = KnnConfig(k=20, device=str(device))
+    rows = block_rows(args.knn_train, config.chunk_size)
+    bank_t = torch.from_numpy(train_n).to(device).T
+    on_gpu = torch.from_numpy(queries_n).to(device)
+
+    def gemm(bank_t: torch.Tensor, queries: torch.Tensor) -> None:
+        buf = torch.empty((min(rows, len(queries)), bank_t.shape[1]), device=device)
+        for start in range(0, len(queries), rows):
+            block = queries[start : start + rows]
+            torch.mm(block, bank_t, out=buf[: len(block)])
+        torch.cuda.synchronize(device)
+
+    def gemm_with_copy() -> None:
+        gemm(torch.from_numpy(train_n).to(device).T, torch.from_numpy(queries_n).to(device))
+
+    runs = {
+        "gemm": (gemm, (bank_t, on_gpu)),
+        "gemm+copy": (gemm_with_copy, ()),
+        "knn_predict": (knn_predict, (train, labels, queries, config)),
+    }
+    knn_predict(train[:1000], labels[:1000], queries[:100], config)  # CUDA context and kernels warm
+    best = knn_bench.interleaved_best(args.repeats, runs)
+    seconds = {name: wall for name, (_, wall, _) in best.items()}
+    return {"rows_per_block": rows, "seconds": seconds,
+            "knn_over_gemm": seconds["knn_predict"] / seconds["gemm"],
+            "knn_over_gemm_with_copy": seconds["knn_predict"] / seconds["gemm+copy"]}  # fmt: skip
+
+
+def print_knn(result: dict, args: argparse.Namespace) -> None:
+    s = result["seconds"]
+    print(
+        f"k-NN on GPU: {args.knn_train} x {args.knn_dim} train, {args.knn_queries} queries, k=20, blocks of "
+        f"{result['rows_per_block']}, best of {args.repeats}: GEMM {s['gemm']:.3f} s, GEMM + copy "
+        f"{s['gemm+copy']:.3f} s, knn_predict {s['knn_predict']:.3f} s = {result['knn_over_gemm']:.2f}x the "
+        f"GEMM, {result['knn_over_gemm_with_copy']:.2f}x GEMM + copy"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    device = require_cuda(args.device)
+    report: dict[str, Any] = {
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "gpu": torch.cuda.get_device_name(device),
+        "torch": torch.__version__,
+    }
+    print(f"GPU: {report['gpu']}, torch {torch.__version__}, {available_cores()} CPU cores")
+    if "extract" in args.parts:
+        with tempfile.TemporaryDirectory(prefix="plstitch-gpu-") as tmp:
+            start = time.perf_counter()
+            root = generate_videos(Path(tmp) / "cholec80", args.videos, args.seconds)
+            print(f"videos generated in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+            report["extract"] = extraction_rows(root, vit_b16(device), args, device)
+        print_extraction(report["extract"], args)
+    if "train" in args.parts:
+        report["train"] = training_row(args, device)
+        print_training(report["train"])
+    if "knn" in args.parts:
+        report["knn"] = knn_rows(args, device)
+        print_knn(report["knn"], args)
+    if args.out is not None:
+        args.out.write_text(json.dumps(report, indent=2))
+        print(f"figures written to {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Options several commands share, declared once as typed aliases, and `given()` for "not given" defaults.
+
+Why: an option's name, flags and help live in one place; a setting left unset (None) is dropped by `given`,
+so the config dataclass's own default wins (change `KnnConfig.temperature` and every command follows).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+FeaturesOpt = Annotated[
+    Path, typer.Option("--features", "-f", help="Feature store folder (plstitch extract).")
+]
+JsonOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--json",
+        help="Write the results JSON to this file (atomically); - prints it on stdout.",
+        dir_okay=False,
+    ),
+]
+DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu or cuda[:N].")]
+SchemeOpt = Annotated[
+    str | None, typer.Option("--split-scheme", help="Split scheme in the manifest (default: the first).")
+]
+RelaxedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--relaxed",
+        help="Also report the Cholec80/M2CAI16 challenge relaxed metrics (10 s boundary tolerance, known "
+        "script bugs fixed; docs/metrics.md) in a `relaxed` block beside the strict metrics.",
+    ),
+]
+ValFractionOpt = Annotated[
+    float, typer.Option("--val-fraction", help="Training videos held out (by video) when no val split.")
+]
+SaveProbeOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--save",
+        help="Save the trained head as a probe folder (probe.json + probe.safetensors; docs/probes.md).",
+        file_okay=False,
+    ),
+]
+OverwriteProbeOpt = Annotated[
+    bool, typer.Option("--overwrite", help="Replace an existing --save probe folder.")
+]
+
+
+def given(**values: Any) -> dict[str, Any]:
+    """The settings that were given: None (not given) dropped, so the config's default applies."""
+    return {name: value for name, value in values.items() if value is not None}

@@ -1,0 +1,209 @@
+"""What `plstitch reproduce` can be asked for: the ablation rows, the presets, one reproduction's settings and
+where it writes (`ReproduceLayout`). Light to import: the CLI lists rows and presets without the trainer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from plstitch_eval.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class AblationRow:
+    """One row: a slug (run folder prefix), its label in the tables and the training settings it changes."""
+
+    name: str
+    label: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+ROWS: dict[str, AblationRow] = {
+    row.name: row
+    for row in (
+        AblationRow("mim", "MIM only", {"lambda_vid": 0.0, "lambda_jigsaw": 0.0}),
+        AblationRow("mim-vid", "MIM + L_vid", {"lambda_jigsaw": 0.0}),
+        AblationRow("mim-jigsaw", "MIM + L_jigsaw", {"lambda_vid": 0.0}),
+        AblationRow("pl", "MIM + L_vid + L_jigsaw (PL-Stitch)", {}),
+        AblationRow("pairwise", "pairwise hinge (margin 1)", {"objective": "pairwise"}),
+        AblationRow("permutation", "permutation classification", {"objective": "permutation"}),
+    )
+}
+
+
+@dataclass(frozen=True)
+class ReproducePreset:
+    """What `--preset` fixes: the training preset and its overrides, data, seeds, budget and evaluation."""
+
+    name: str
+    train_preset: str = "tiny-cpu"
+    train_overrides: dict[str, Any] = field(default_factory=dict)
+    dataset: str = "synthetic"
+    train_split: str = "train"
+    seeds: int = 2
+    steps: int | None = None  # None: the training preset's epochs
+    eval_fps: float = 1.0
+    knn_k: int = 20
+    linear_epochs: int = 20
+    awareness_rows: tuple[str, ...] = ("pl",)  # trained again on time-reversed videos, every seed
+    shared_init: bool = True  # every trained run starts from the seed-0 random-init backbone
+    heldout_batches: int = 8  # batches of the test split scored by the held-out jigsaw loss
+    order_clip_len: int = 8  # frames per clip of the Kendall tau measure
+    jobs: int = 1  # runs trained at once (`--jobs` overrides)
+
+
+# The synthetic procedure lasts 40-90 s where a surgery lasts 30-90 min, so its time scale is ~40x shorter.
+# Clip steps are scaled with it: 4-frame clips at 2 fps with 10-40 frames (5-20 s) between frames span 15-60 s
+# of a video, enough for its irreversible changes to show; with the paper's 1-20 frame steps L_vid stays at
+# chance within a CPU budget (measured, docs/reproduce.md). Higher lr, short warm-ups and a fast teacher fit
+# runs of a few hundred steps (an epoch is every training frame once: ~130 steps of 16).
+SYNTHETIC_TRAINING = {
+    "base_lr": 1.6e-2,
+    "momentum_teacher": 0.99,
+    "min_step": 10,
+    "max_step": 40,
+    "num_workers": 1,
+    "frame_store": "raw",  # 1.6 k frames of 64 px: the uint8 cache is small and needs no JPEG decoding
+    "warmup_epochs": 0.1,
+    "jigsaw_start_epoch": 0.25,
+    "jigsaw_ramp_epochs": 0.25,
+}
+
+
+SYNTHETIC_EPOCHS = 6
+
+
+REPRODUCE_PRESETS = {
+    "synthetic": ReproducePreset(
+        name="synthetic",
+        train_overrides={**SYNTHETIC_TRAINING, "epochs": SYNTHETIC_EPOCHS},
+        seeds=3,
+        jobs=2,  # two one-thread runs side by side: 1.65x the throughput of one on 2 cores
+    ),
+    "synthetic-smoke": ReproducePreset(  # the pipeline end to end in a minute (tests); numbers mean nothing
+        name="synthetic-smoke",
+        # short clip steps, so that the tests' few-second videos hold a clip
+        train_overrides={
+            **SYNTHETIC_TRAINING,
+            "epochs": 1,
+            "warmup_epochs": 0.03,
+            "min_step": 1,
+            "max_step": 5,
+        },
+        seeds=2,
+        steps=12,
+    ),
+}
+
+
+def get_reproduce_preset(name: str) -> ReproducePreset:
+    """The named reproduction preset, or a ConfigError listing the known ones."""
+    if name not in REPRODUCE_PRESETS:
+        raise ConfigError(f"Unknown reproduce preset {name!r}; choose one of {', '.join(REPRODUCE_PRESETS)}.")
+    return REPRODUCE_PRESETS[name]
+
+
+@dataclass
+class ReproduceConfig:
+    """One reproduction: a preset plus what the command line may change."""
+
+    preset: ReproducePreset
+    out: Path = Path("runs/reproduce")
+    seeds: int | None = None  # None: the preset's
+    steps: int | None = None  # None: the preset's
+    rows: Sequence[str] | None = None  # None: every row
+    awareness: bool = True
+    device: str = "cpu"
+    num_workers: int | None = (
+        None  # decoding workers of the evaluation's extraction (None: extract's default)
+    )
+    dataset_options: dict[str, Any] = field(default_factory=dict)  # tests shrink the synthetic dataset
+    jobs: int | None = None  # runs trained at once (own process, cpu_count // jobs threads); None: preset's
+
+    def __post_init__(self) -> None:
+        if self.jobs is not None and self.jobs < 1:
+            raise ConfigError(f"jobs must be >= 1 (runs trained at once), got {self.jobs}.")
+
+    @property
+    def n_jobs(self) -> int:
+        return self.jobs if self.jobs is not None else self.preset.jobs
+
+    @property
+    def n_seeds(self) -> int:
+        return self.seeds if self.seeds is not None else self.preset.seeds
+
+    @property
+    def n_steps(self) -> int | None:
+        return self.steps if self.steps is not None else self.preset.steps
+
+    def row_names(self) -> list[str]:
+        """Rows to train, validated."""
+        names = list(self.rows) if self.rows else list(ROWS)
+        unknown = [n for n in names if n not in ROWS]
+        if unknown:
+            raise ConfigError(f"Unknown ablation row(s) {unknown}; known: {', '.join(ROWS)}.")
+        return names
+
+
+def run_name(row: str, seed: int, reverse_time: bool = False) -> str:
+    """Run folder name, e.g. `pl-seed0`, `mim-reversed-seed0`."""
+    return f"{row}{'-reversed' if reverse_time else ''}-seed{seed}"
+
+
+@dataclass(frozen=True)
+class ReproduceLayout:
+    """Where a reproduction writes under its `--out` folder: the one place its paths are built.
+
+    Paths are absolute (the folder resolved once), so settings that record them compare alike on every rerun.
+    """
+
+    root: Path
+
+    @classmethod
+    def of(cls, config: ReproduceConfig) -> ReproduceLayout:
+        """The layout of `config.out`, resolved."""
+        return cls(Path(config.out).expanduser().resolve())
+
+    @property
+    def runs(self) -> Path:
+        """`runs/`: one folder per training run (and per seed's random init)."""
+        return self.root / "runs"
+
+    def run(self, row: str, seed: int, reverse_time: bool = False) -> Path:
+        """`runs/<row>[-reversed]-seed<s>/`."""
+        return self.runs / run_name(row, seed, reverse_time)
+
+    @property
+    def frame_cache(self) -> Path:
+        """Decoded training frames, shared by every run."""
+        return self.root / "frame_cache"
+
+    @property
+    def references(self) -> Path:
+        """`references/<name>/`: raw pixels and the t/T oracle."""
+        return self.root / "references"
+
+    @property
+    def figures(self) -> Path:
+        return self.root / "figures"
+
+    @property
+    def summary_json(self) -> Path:
+        return self.root / "ablation.json"
+
+    @property
+    def summary_md(self) -> Path:
+        return self.root / "ablation.md"
+
+    @staticmethod
+    def features(run_dir: Path) -> Path:
+        """A run's (or reference's) frozen feature store."""
+        return run_dir / "features"
+
+    @staticmethod
+    def eval_dir(run_dir: Path) -> Path:
+        """A run's results JSON (`knn.json`, `linear.json`, `order.json`)."""
+        return run_dir / "eval"
