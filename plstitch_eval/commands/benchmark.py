@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from plstitch_eval.commands.decoder_options import DecodeDeviceOpt, DecoderOpt
+from plstitch_eval.commands.options import DecodeDeviceOpt, DecoderOpt
 
 
 def benchmark(

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from plstitch_eval.commands.decoder_options import DecodeDeviceOpt, DecoderOpt
+from plstitch_eval.commands.options import DecodeDeviceOpt, DecoderOpt
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import console, print_error, result_console
 from plstitch_eval.utils.io import write_json_output

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from plstitch_eval.commands.decoder_options import TrainDecoderOpt
+from plstitch_eval.commands.options import TrainDecoderOpt
 from plstitch_eval.utils.io import write_json_output
 
 

@@ -50,6 +50,35 @@ OverwriteProbeOpt = Annotated[
 ]
 
 
+# the video decoder (help texts hold no square brackets: the app renders help as rich markup)
+DECODER_HELP = (
+    "Video decoder: pyav (default), torchcodec (CPU, or NVDEC on CUDA; needs the torchcodec extra and a "
+    "system FFmpeg) or auto (torchcodec when it loads and opens the first video, else pyav). Frame folders "
+    "are read as images whatever the decoder."
+)
+DecoderOpt = Annotated[str, typer.Option("--decoder", help=DECODER_HELP)]
+DecodeDeviceOpt = Annotated[
+    str,
+    typer.Option(
+        "--decode-device",
+        help="Where torchcodec decodes: auto (the model's device: NVDEC on CUDA), cpu, cuda or cuda:N; "
+        "pyav decodes on the CPU.",
+    ),
+]
+ProbeDecoderOpt = Annotated[
+    str | None,
+    typer.Option("--decoder", help=f"{DECODER_HELP} Default: the decoder of the probe's features."),
+]
+TrainDecoderOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--decoder",
+        help="Video decoder of the frame caches, on the CPU: pyav (the presets'), torchcodec (needs the "
+        "torchcodec extra and a system FFmpeg) or auto.",
+    ),
+]
+
+
 def given(**values: Any) -> dict[str, Any]:
     """The settings that were given: None (not given) dropped, so the config's default applies."""
     return {name: value for name, value in values.items() if value is not None}

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from plstitch_eval.commands.decoder_options import TrainDecoderOpt
+from plstitch_eval.commands.options import TrainDecoderOpt
 from plstitch_eval.utils.console import console, print_error
 from plstitch_train.presets import OBJECTIVES, PRESETS
 
