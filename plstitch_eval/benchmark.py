@@ -49,11 +49,12 @@ from plstitch_eval.knn import KnnConfig
 from plstitch_eval.linear import LinearConfig
 from plstitch_eval.protocols import CV_PROTOCOLS, run_cv, run_knn, run_linear
 from plstitch_eval.resources import load_paper_results
-from plstitch_eval.results_json import TASK_LABELS, write_results
+from plstitch_eval.results_json import TASK_LABELS, TOOLS_TASK, write_results
 from plstitch_eval.scoring import default_metrics
 from plstitch_eval.tables import METRIC_LABELS
 from plstitch_eval.temporal.fit import TemporalConfig
 from plstitch_eval.temporal_protocol import run_temporal
+from plstitch_eval.tool_presence import MAP, run_tool_linear
 from plstitch_eval.utils.console import console, error_console, logger, progress_bar
 from plstitch_eval.utils.device import resolve_device
 from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
@@ -61,7 +62,7 @@ from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
 
 SCHEMA = "plstitch.benchmark/v1"
 CELL_SCHEMA = "plstitch.benchmark-cell/v1"
-PROTOCOLS = ("knn", "linear", "temporal", "cv")
+PROTOCOLS = ("knn", "linear", "temporal", "cv", TOOLS_TASK)
 PROTOCOL_LABELS = TASK_LABELS
 TABLE_MD, TABLE_JSON = "table.md", "table.json"
 FEATURES_DIR, RESULTS_DIR = "features", "results"
@@ -485,8 +486,11 @@ class BenchmarkConfig:
         """The table's name of a protocol: `cv` becomes `cv-knn` / `cv-linear`."""
         return f"cv-{self.cv_protocol}" if protocol == "cv" else protocol
 
-    def table_metrics(self, dataset: DatasetSpec) -> tuple[str, ...]:
-        """The metric columns of `dataset`: `metrics` if set, else its headline metrics."""
+    def table_metrics(self, dataset: DatasetSpec, protocol: str | None = None) -> tuple[str, ...]:
+        """The metric columns of `dataset`: `metrics` if set, else its headline metrics; the tool task's
+        column is its mAP whatever `metrics` says (its results have no phase metrics)."""
+        if protocol == TOOLS_TASK:
+            return (MAP,)
         return tuple(self.metrics or default_metrics(dataset.adapter))
 
     def settings(self, model: str, dataset: DatasetSpec, protocol: str) -> dict[str, Any]:
@@ -499,6 +503,8 @@ class BenchmarkConfig:
             proto: dict[str, Any] = {"knn": knn}
         elif protocol in ("linear", "temporal"):
             proto = {protocol: inners[protocol], "val_fraction": self.val_fraction}
+        elif protocol == TOOLS_TASK:  # the linear grid, class-balanced per tool
+            proto = {"linear": {**linear, "balance_classes": True}, "val_fraction": self.val_fraction}
         else:
             inner = {self.cv_protocol: inners[self.cv_protocol]}
             proto = {"folds": self.cv_folds, "inner": self.cv_protocol, "seed": self.cv_seed, **inner}
@@ -512,6 +518,8 @@ class BenchmarkConfig:
         }
         if self.extract.decoder != "pyav":  # cells made before decoders were recorded stay valid
             extract["decoder"] = self.extract.decoder
+        if self.extract.crop_black_margin:  # likewise cells made before the crop existed
+            extract["crop_black_margin"] = True
         settings = {
             "model": model,
             "dataset": dataset.settings(),
@@ -868,6 +876,9 @@ class _Runner:
             return run_knn(cell.store, config.knn, scheme=scheme)
         if cell.protocol == "linear":
             return run_linear(cell.store, config.linear, scheme=scheme, val_fraction=config.val_fraction)
+        if cell.protocol == TOOLS_TASK:
+            balanced = dataclasses.replace(config.linear, balance_classes=True)
+            return run_tool_linear(cell.store, balanced, scheme=scheme, val_fraction=config.val_fraction)
         if cell.protocol == "temporal":
             return run_temporal(
                 cell.store, config.temporal, scheme=scheme, val_fraction=config.val_fraction, progress=False
@@ -908,7 +919,7 @@ class _Runner:
             text = f"{prefix} failed   {cell.name}: {cell.error}"
             target.print(text, style="red", highlight=False, soft_wrap=True)
         else:
-            metrics = self.config.table_metrics(cell.dataset)
+            metrics = self.config.table_metrics(cell.dataset, cell.protocol)
             numbers = ", ".join(f"{METRIC_LABELS.get(m, m)} {_fmt(cell.metrics.get(m))}" for m in metrics)
             how = "(finished earlier)" if cell.resumed else f"({cell.seconds:.1f} s)"
             label = "skipped" if cell.resumed else "done   "
@@ -992,7 +1003,7 @@ def benchmark_table(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str,
         }
         for dataset in config.datasets
         for protocol in config.protocols
-        for metric in config.table_metrics(dataset)
+        for metric in config.table_metrics(dataset, protocol)
     ]
     records = []
     for cell in cells:

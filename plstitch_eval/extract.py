@@ -7,6 +7,9 @@ written atomically as soon as its last frame is encoded, so a killed run leaves 
 rerun resumes. A clip encoder (`Encoder.clip`) gets, for each sampled frame, the window of frames around it,
 built from the same single decoding pass (`plstitch_eval.data.video.read_clips`); the store still holds one
 feature per sampled frame and its manifest records the window.
+With `crop_black_margin` (`--crop-black-margin`), each video's black border is found first, on its first 64 s
+(`plstitch_eval.data.margin`), and cut before the model's resize; the manifest records each box under
+`black_margins`.
 Videos are decoded by PyAV, or by TorchCodec (`--decoder`, `plstitch_eval.data.decoders`: the same frames);
 TorchCodec on CUDA (NVDEC) decodes in the main process and the frames are resized and cropped on the GPU,
 never copied to the host. The manifest's preprocessing records a decoder other than PyAV.
@@ -27,8 +30,9 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +45,7 @@ from rich.text import Text
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from plstitch_eval import __version__
-from plstitch_eval.data.datasets import DatasetAdapter, VideoRecord, get_dataset, labels_at
+from plstitch_eval.data.datasets import DatasetAdapter, VideoRecord, get_dataset, labels_at, tools_at
 from plstitch_eval.data.decoders import (
     PYAV,
     Decoding,
@@ -52,8 +56,10 @@ from plstitch_eval.data.decoders import (
     read_frames,
     resolve_decoding,
 )
+from plstitch_eval.data.margin import detect_video_margin, detection_record
 from plstitch_eval.errors import ConfigError, DecodeError, FeatureStoreError
 from plstitch_eval.features import (
+    BLACK_MARGINS,
     LOCK_DIR,
     MANIFEST,
     VIDEO_FRAMES,
@@ -148,7 +154,8 @@ class ExtractSummary:
 class FrameChunk:
     """Up to `batch_size` consecutive frames of one video, or the error that stopped its decoding, or (no
     frames) word that another run holds the video (`waiting`; more chunks follow) or wrote it
-    (`elsewhere`)."""
+    (`elsewhere`). A video's last chunk carries its black-margin box (`MarginBox.to_dict`) when the plan
+    crops margins."""
 
     video_index: int
     images: torch.Tensor  # [n, 3, H, W] uint8 frames, or [n, T, 3, H, W] windows for a clip encoder
@@ -157,6 +164,7 @@ class FrameChunk:
     error: str | None = None
     waiting: bool = False
     elsewhere: bool = False
+    margin: dict[str, float] | None = None
 
     def pin_memory(self) -> FrameChunk:
         """Called by the DataLoader's pinning thread so the host-to-device copy can be asynchronous."""
@@ -223,6 +231,10 @@ def iter_video_chunks(
 ) -> Iterator[FrameChunk]:
     """Decode one video sequentially (`threads` FFmpeg threads, 0 = default) into uint8 [n,3,H,W] chunks; an
     error ends it with an error chunk. A video file decoded on CUDA goes to `iter_device_chunks`."""
+    if plan.crop_black_margin and plan.margin is None:
+        again = partial(iter_video_chunks, job, batch_size=batch_size, threads=threads, decoding=decoding)
+        yield from _with_video_margin(job, plan, threads, decoding, again)
+        return
     if decoding.on_cuda and job.source.is_file():
         yield from iter_device_chunks(job, plan, batch_size, decoding)
         return
@@ -245,6 +257,10 @@ def iter_device_chunks(
 ) -> Iterator[FrameChunk]:
     """Decode one video file on the decoding's device (NVDEC) into uint8 [n,3,H,W] chunks there: frames are
     resized and cropped where they were decoded, a batch at a time, never copied to the host."""
+    if plan.crop_black_margin and plan.margin is None:
+        again = partial(iter_device_chunks, job, batch_size=batch_size, decoding=decoding)
+        yield from _with_video_margin(job, plan, 0, decoding, again)
+        return
     size = plan.resize if plan.resize_on_decode else None
 
     def crops() -> Iterator[tuple[float, torch.Tensor]]:  # opened inside the chunker's error handling
@@ -266,6 +282,10 @@ def iter_clip_chunks(
     frames."""
     if plan.clip is None:
         raise ConfigError("iter_clip_chunks needs a plan with a clip window (FramePlan.clip).")
+    if plan.crop_black_margin and plan.margin is None:
+        again = partial(iter_clip_chunks, job, batch_size=batch_size, threads=threads, decoding=decoding)
+        yield from _with_video_margin(job, plan, threads, decoding, again)
+        return
     size = plan.resize if plan.resize_on_decode else None
     windows = read_clips(
         job.source,
@@ -284,6 +304,28 @@ def iter_clip_chunks(
 
     items = ((window.time, window.frames) for window in windows)
     yield from _batched_chunks(job, items, (plan.clip.num_frames, 3, *plan.crop), batch_size, fill)
+
+
+def _with_video_margin(
+    job: VideoJob,
+    plan: FramePlan,
+    threads: int,
+    decoding: Decoding,
+    chunks: Callable[[FramePlan], Iterator[FrameChunk]],
+) -> Iterator[FrameChunk]:
+    """`chunks` of one video under its own plan: the video's black-margin box is found first
+    (`detect_video_margin`, per video: borders differ between recordings) and its last chunk reports it; a
+    video whose box cannot be found ends with an error chunk, as a decoding failure does."""
+    try:
+        box = detect_video_margin(job.source, folder_fps=job.folder_fps, threads=threads, decoding=decoding)
+    except Exception as exc:  # any decoder failure becomes a per-video error naming the file
+        empty, times = torch.empty(0, dtype=torch.uint8), torch.empty(0, dtype=torch.float64)
+        yield FrameChunk(job.index, empty, times, True, _decode_error_message(job.source, exc))
+        return
+    for chunk in chunks(replace(plan, margin=box)):
+        if chunk.last and chunk.error is None:
+            chunk.margin = box.to_dict()
+        yield chunk
 
 
 class VideoFrameStream(IterableDataset):
@@ -507,13 +549,16 @@ def dataset_splits(adapter: DatasetAdapter) -> tuple[str, dict[str, dict[str, li
 
 def preprocessing_record(data_config: Any, plan: FramePlan, decoding: Decoding = PYAV) -> dict[str, Any]:
     """The manifest's `preprocessing`: the model's DataConfig (+ `resize_on_decode` when that mode is on, + a
-    clip encoder's window, so stores made with other windows never mix, + a decoder other than PyAV and a CUDA
-    decoding device: `Decoding.record`, absent from stores made before, which read as PyAV's)."""
+    clip encoder's window, so stores made with other windows never mix, + the black-margin detection when it
+    is on, + a decoder other than PyAV and a CUDA decoding device: `Decoding.record`, absent from stores made
+    before, which read as PyAV's)."""
     record = data_config.to_dict() if hasattr(data_config, "to_dict") else _jsonable(data_config)
     if plan.resize_on_decode:
         record["resize_on_decode"] = True
     if plan.clip is not None:
         record["clip"] = plan.clip.to_dict()
+    if plan.crop_black_margin:
+        record["crop_black_margin"] = detection_record()
     record.update(decoding.record())
     return record
 
@@ -530,6 +575,7 @@ def build_manifest(
         "dataset_root": str(getattr(adapter, "root", "") or ""),
         "class_names": list(adapter.class_names),
         "background_classes": list(getattr(adapter, "background_classes", []) or []),
+        "tool_names": list(getattr(adapter, "tool_names", []) or []),
         "native_fps": getattr(adapter, "native_fps", None),
         "splits": schemes[default_scheme],
         "split_scheme": default_scheme,
@@ -596,6 +642,7 @@ class ExtractOptions:
     split: str | None = None  # None: every video of the dataset
     split_scheme: str | None = None
     resize_on_decode: bool = False
+    crop_black_margin: bool = False  # cut each video's black border first (plstitch_eval.data.margin)
     progress: bool = True
     decoder: str = "pyav"  # pyav | torchcodec | auto (plstitch_eval.data.decoders)
     decode_device: str = "auto"  # auto = the model's device for torchcodec, the CPU for pyav | cpu | cuda[:N]
@@ -703,7 +750,8 @@ def _extract(
 ) -> ExtractSummary:
     """The run itself: open the store, shard, decode in workers, encode in batches, write per video."""
     fps = float(options.fps) if options.fps is not None else float(adapter.eval_fps)
-    plan = frame_plan(encoder.data_config, fps, options.resize_on_decode, getattr(encoder, "clip", None))
+    clip = getattr(encoder, "clip", None)
+    plan = frame_plan(encoder.data_config, fps, options.resize_on_decode, clip, options.crop_black_margin)
     sources = [r.source for r in records]
     decoding = run_decoding(
         options.decoder, options.decode_device, device, plan, sources, dist_info.rank == 0
@@ -856,6 +904,8 @@ class _EncodeLoop:
                 self.frames += len(chunk.images)
             if chunk.last:
                 pending.pop(chunk.video_index)
+                if chunk.margin is not None:  # recorded before its features: a written video has its box
+                    self.store.record_per_video(BLACK_MARGINS, {record.name: chunk.margin})
                 result = self.write(record, feats, times, started)
                 stream.mark_written(chunk.video_index)
                 yield result
@@ -880,7 +930,8 @@ class _EncodeLoop:
         labels, _ = labels_at(record, frame_times)
         keep = len(labels)
         features = torch.cat(feats)[:keep].cpu().numpy()
-        self.store.write(VideoFeatures(record.name, features, labels, frame_times[:keep]))
+        tools = tools_at(record, frame_times[:keep])
+        self.store.write(VideoFeatures(record.name, features, labels, frame_times[:keep], tools))
         return VideoResult(record.name, "done", frames=keep, seconds=time.perf_counter() - started)
 
 

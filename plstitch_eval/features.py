@@ -4,6 +4,7 @@ Layout of a store folder::
 
     manifest.json            dataset, splits, class names, model spec + provenance, preprocessing, fps, ...,
                              and `video_frames`: the frame count of every video written so far
+                             (`black_margins`: each video's picture box, with `--crop-black-margin`)
     <video>.safetensors      features [T, D] float32, labels [T] int64, frame_times [T] float64 (seconds)
     .locks/                  lock files of concurrent writers (see below); not part of the features
 
@@ -25,7 +26,7 @@ import os
 import shutil
 import struct
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,21 +47,26 @@ MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
 COMPAT_FIELDS = ("dataset", "model_spec", "weights_sha256", "preprocessing", "fps")
 VIDEO_FRAMES = "video_frames"  # manifest key: {video: frames written}, kept by the store itself
+BLACK_MARGINS = "black_margins"  # manifest key: {video: picture box} of a `--crop-black-margin` extraction
+PER_VIDEO_KEYS = (VIDEO_FRAMES, BLACK_MARGINS)  # {video: ...} records a resumed store keeps
 LOCK_DIR = ".locks"
 STORE_LOCK = "store.lock"
 TENSORS = {"features": ("F32", 2), "labels": ("I64", 1), "frame_times": ("F64", 1)}  # name: (dtype, ndim)
-DTYPE_BYTES = {"F32": 4, "I64": 8, "F64": 8}
+OPTIONAL_TENSORS = {"tools": ("I8", 2)}  # tool presence, in stores of datasets with tool annotations
+DTYPE_BYTES = {"F32": 4, "I64": 8, "F64": 8, "I8": 1}
 MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
 
 
 @dataclass
 class VideoFeatures:
-    """Per-frame features of one video with their labels and presentation times."""
+    """Per-frame features of one video with their labels and presentation times (and, for datasets with
+    instrument annotations, tool presence per frame: the manifest's `tool_names`)."""
 
     video: str
     features: np.ndarray  # [T, D] float32
     labels: np.ndarray  # [T] int64 class ids (-1 = unlabelled)
     frame_times: np.ndarray  # [T] float64 seconds
+    tools: np.ndarray | None = None  # [T, K] int8 0/1 (-1 = not annotated); None: no tool labels
 
     def __post_init__(self) -> None:
         n = len(self.features)
@@ -72,6 +78,11 @@ class VideoFeatures:
             raise FeatureStoreError(
                 f"Video {self.video!r}: {n} feature rows but {len(self.labels)} labels and "
                 f"{len(self.frame_times)} frame times; all three must have one entry per frame."
+            )
+        if self.tools is not None and (self.tools.ndim != 2 or len(self.tools) != n):
+            raise FeatureStoreError(
+                f"Video {self.video!r}: tool labels must be [T, K] with one row per frame, got "
+                f"{self.tools.shape} for {n} frames."
             )
 
 
@@ -261,7 +272,7 @@ def read_shapes(path: str | os.PathLike) -> tuple[int, int]:
             dtype, shape, (begin, stop) = info["dtype"], [int(d) for d in info["shape"]], info["data_offsets"]
         except (TypeError, KeyError, ValueError):
             raise FeatureStoreError(f"header entry of {name!r} is malformed") from None
-        want_dtype, want_ndim = TENSORS.get(name, (dtype, len(shape)))
+        want_dtype, want_ndim = {**TENSORS, **OPTIONAL_TENSORS}.get(name, (dtype, len(shape)))
         if dtype != want_dtype or len(shape) != want_ndim:
             raise FeatureStoreError(f"{name} is {dtype} {shape}, expected {want_dtype} with {want_ndim} dims")
         if dtype in DTYPE_BYTES and stop - begin != int(np.prod(shape, dtype=np.int64)) * DTYPE_BYTES[dtype]:
@@ -276,6 +287,8 @@ def read_shapes(path: str | os.PathLike) -> tuple[int, int]:
     labels, times = shapes["labels"][0], shapes["frame_times"][0]
     if labels != frames or times != frames:
         raise FeatureStoreError(f"features have {frames} rows, labels {labels}, frame_times {times}")
+    if "tools" in shapes and shapes["tools"][0] != frames:
+        raise FeatureStoreError(f"features have {frames} rows, tools {shapes['tools'][0]}")
     return frames, dim
 
 
@@ -298,12 +311,13 @@ class FeatureStore:
     ) -> FeatureStore:
         """Open `root` for writing with `manifest`; refuse to mix with an incompatible existing store (the
         compatibility key and the top-level fields `also_compare` must agree) unless `overwrite`, which
-        deletes its features. Resuming keeps the creation time and the record of the videos written."""
+        deletes its features. Resuming keeps the creation time and the records of the videos written
+        (`PER_VIDEO_KEYS`)."""
         store = cls(root)
         store.root.mkdir(parents=True, exist_ok=True)
         with store_lock(store.root):
-            manifest = {k: v for k, v in manifest.items() if k not in ("format_version", VIDEO_FRAMES)}
-            recorded: dict[str, int] = {}
+            manifest = {k: v for k, v in manifest.items() if k not in ("format_version", *PER_VIDEO_KEYS)}
+            recorded: dict[str, Any] = {VIDEO_FRAMES: {}}
             if (store.root / MANIFEST).exists():
                 old = store.manifest
                 differences = manifest_differences(old, manifest, also_compare)
@@ -316,10 +330,10 @@ class FeatureStore:
                 if differences:
                     store._clear()
                 else:
-                    recorded = dict(old.get(VIDEO_FRAMES) or {})
+                    recorded.update({key: dict(old[key] or {}) for key in PER_VIDEO_KEYS if key in old})
                     if "created" in old:
                         manifest["created"] = old["created"]
-            store.write_manifest({**manifest, VIDEO_FRAMES: recorded})
+            store.write_manifest({**manifest, **recorded})
         return store
 
     def _clear(self) -> None:
@@ -350,14 +364,18 @@ class FeatureStore:
         write_json_atomic(self.root / MANIFEST, {"format_version": FORMAT_VERSION, **manifest})
 
     def record_frames(self, frames: dict[str, int]) -> None:
-        """Add `{video: frames}` to the manifest's `video_frames` under the store lock, so that concurrent
-        writers keep each other's entries (a store without a manifest records nothing)."""
-        if not frames or not (self.root / MANIFEST).exists():
+        """Add `{video: frames}` to the manifest's `video_frames` (see `record_per_video`)."""
+        self.record_per_video(VIDEO_FRAMES, {k: int(v) for k, v in frames.items()})
+
+    def record_per_video(self, key: str, values: Mapping[str, Any]) -> None:
+        """Merge `{video: value}` into the manifest's `key` under the store lock, so that concurrent writers
+        keep each other's entries (a store without a manifest records nothing)."""
+        if not values or not (self.root / MANIFEST).exists():
             return
         with store_lock(self.root):
             manifest = self.manifest
-            recorded = {**(manifest.get(VIDEO_FRAMES) or {}), **{k: int(v) for k, v in frames.items()}}
-            manifest[VIDEO_FRAMES] = dict(sorted(recorded.items()))
+            recorded = {**(manifest.get(key) or {}), **values}
+            manifest[key] = dict(sorted(recorded.items()))
             self.write_manifest(manifest)
 
     @property
@@ -411,6 +429,8 @@ class FeatureStore:
             "labels": np.ascontiguousarray(item.labels, dtype=np.int64),
             "frame_times": np.ascontiguousarray(item.frame_times, dtype=np.float64),
         }
+        if item.tools is not None:
+            tensors["tools"] = np.ascontiguousarray(item.tools, dtype=np.int8)
         with atomic_path(self.path(item.video)) as tmp:
             save_file(tensors, str(tmp), metadata={"video": item.video})
         self.record_frames({item.video: len(item.features)})
@@ -433,7 +453,8 @@ class FeatureStore:
                 f"{path} lacks tensors {sorted(missing)}; rerun the `plstitch extract` command that made "
                 f"this store (--videos {video} for this video alone) to extract it again."
             )
-        return VideoFeatures(video, tensors["features"], tensors["labels"], tensors["frame_times"])
+        tools = tensors.get("tools")
+        return VideoFeatures(video, tensors["features"], tensors["labels"], tensors["frame_times"], tools)
 
     def read_many(self, videos: Iterable[str]) -> list[VideoFeatures]:
         """Read several videos in the given order."""

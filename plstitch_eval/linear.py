@@ -191,14 +191,14 @@ def _train_grid(
             g_w = (x.T @ grad.flatten(1)).view(dim, n_heads, num_classes)
             g_b = grad.sum(0)
             lr = lr0 * 0.5 * (1.0 + math.cos(math.pi * step / total))
-            _step(config, weight, g_w, state_w, lr, wd, step)
-            _step(config, bias, g_b, state_b, lr[0], wd[0] * 0.0, step)  # no weight decay on biases
+            step_heads(config, weight, g_w, state_w, lr, wd, step)
+            step_heads(config, bias, g_b, state_b, lr[0], wd[0] * 0.0, step)  # no weight decay on biases
             step += 1
     losses = (epoch_loss / steps_per_epoch).cpu().tolist()
     return LinearGrid(weight, bias, mean, std, heads, losses)
 
 
-def _step(
+def step_heads(
     config: LinearConfig,
     param: torch.Tensor,
     grad: torch.Tensor,

@@ -5,7 +5,8 @@ record, fps); `load_probe_encoder` loads that encoder, rebuilds the frame plan a
 `probes.check_probe_matches`) an encoder or preprocessing that differs. Offline, the videos go through
 extraction's own decoding pipeline (`extract.make_loader`: the same frame sampling, uint8 crops, batches,
 pinned host memory and on-device normalisation, `encode_crops` the same precision), so a video's features
-equal the ones `plstitch extract` stores for it, and the probe's outputs equal the evaluation path's. Each
+equal the ones `plstitch extract` stores for it, and the probe's outputs equal the evaluation path's (a probe
+of `--crop-black-margin` features gets each new video's own black border found and cut the same way). Each
 video gets `<video>.csv` (time, frame, predicted class, one probability column per class, and a
 `progression` column when the encoder carries a PL-Stitch temporal head) and a timeline `<video>.png`.
 
@@ -21,7 +22,7 @@ import csv
 import io
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,6 +45,7 @@ from plstitch_eval.data.decoders import (
     read_frames,
     recorded_decoder,
 )
+from plstitch_eval.data.margin import detect_video_margin
 from plstitch_eval.data.media import VIDEO_EXTENSIONS, is_video_file
 from plstitch_eval.data.video import (
     DEFAULT_VIDEO_FPS,
@@ -471,7 +473,8 @@ def load_probe_encoder(probe: Probe, options: PredictOptions) -> ProbeEncoder:
     transform = _transform_for(encoder.data_config, wanted)
     if transform is not None:
         encoder = load_encoder(spec, transform=transform, **load)
-    plan = frame_plan(encoder.data_config, probe.fps, bool(wanted.get("resize_on_decode")), encoder.clip)
+    resize_on_decode, crop_black_margin = bool(wanted.get("resize_on_decode")), "crop_black_margin" in wanted
+    plan = frame_plan(encoder.data_config, probe.fps, resize_on_decode, encoder.clip, crop_black_margin)
     record = preprocessing_record(encoder.data_config, plan)
     # the decoder is not held against a probe: decoders give the same frames, pixels within rounding
     record.update({key: wanted[key] for key in DECODER_FIELDS if key in wanted})
@@ -756,6 +759,20 @@ class _OnlineState:
         self.predicted.append(int(logits[-1].argmax()))
 
 
+def online_plan(plan: FramePlan, source: VideoSource, decoding: Decoding = PYAV) -> FramePlan:
+    """The frame plan of one video followed online: with the probe's black-margin crop, the video's own box,
+    found on its first 64 s before the first frame is encoded (a pipe cannot be read ahead: refused)."""
+    if not plan.crop_black_margin:
+        return plan
+    if source.source is None:
+        raise ConfigError(
+            "the probe's features were made with --crop-black-margin, whose box is found on a video's first "
+            "64 s before its first frame: a pipe cannot be read ahead; save the stream to a file first."
+        )
+    box = detect_video_margin(source.source, folder_fps=source.folder_fps, threads=1, decoding=decoding)
+    return replace(plan, margin=box)
+
+
 def predict_online(
     probe: Probe,
     model: ProbeEncoder,
@@ -777,7 +794,8 @@ def predict_online(
             f"{model.spec} is a clip encoder: its window around a frame reaches into later frames, so it "
             "cannot run --online; drop --online."
         )
-    size = model.plan.resize if model.plan.resize_on_decode else None
+    plan = online_plan(model.plan, source, decoding)
+    size = plan.resize if plan.resize_on_decode else None
     if source.source is None:
         frames = read_stream(stream if stream is not None else stdin_binary(), probe.fps, size)
     else:
@@ -796,7 +814,7 @@ def predict_online(
     pin = model.device.type == "cuda"
     for frame in frames:
         decoded_at = time.perf_counter()
-        crop = prepare_frame(frame.image, model.plan)[None]
+        crop = prepare_frame(frame.image, plan)[None]
         feature = model.encode(crop.pin_memory() if pin else crop)[0].cpu().numpy()
         state.push(feature)
         times.append(frame.time)
@@ -867,6 +885,7 @@ __all__ = [
     "csv_text",
     "encode_crops",
     "load_probe_encoder",
+    "online_plan",
     "plot_prediction",
     "predict_decoding",
     "predict_online",

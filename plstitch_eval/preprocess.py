@@ -20,6 +20,7 @@ from PIL import Image
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as tvf
 
+from plstitch_eval.data.margin import MarginBox, crop_margin
 from plstitch_eval.data.video import ClipSampling
 from plstitch_eval.errors import ConfigError, DataError, DecodeError
 
@@ -159,6 +160,9 @@ class FramePlan:
     """How frames reach the model: sample at `fps`, resize shorter side to `resize`, centre crop `crop`
     (`squash`: resize the whole frame to `crop` instead).
 
+        `crop_black_margin`: each video's black border is found first (`plstitch_eval.data.margin`) and cut
+        before the resize; `margin` is the box of the video at hand (a per-video plan, `dataclasses.replace`).
+
         `resize_on_decode=False` (default) decodes at full size and resizes with the model's own interpolation
         (torchvision, uint8, antialiased), so pixels equal `EvalTransform`'s exactly; True lets FFmpeg/PIL
         resize while decoding (bilinear: faster on large videos, slightly different pixels).
@@ -173,6 +177,8 @@ class FramePlan:
     resize_on_decode: bool = False
     squash: bool = False
     clip: ClipSampling | None = None  # a clip encoder's window around each sampled frame; None: single frames
+    crop_black_margin: bool = False
+    margin: MarginBox | None = None  # the video's picture box (crop_black_margin); None: not found yet
 
 
 def frame_plan(
@@ -180,9 +186,11 @@ def frame_plan(
     fps: float | None = None,
     resize_on_decode: bool = False,
     clip: ClipSampling | None = None,
+    crop_black_margin: bool = False,
 ) -> FramePlan:
-    """The resize/crop/normalise plan of a model's `DataConfig` (`fps`, `resize_on_decode`: extraction's;
-    `clip`: a clip encoder's window, every frame of it prepared the same way)."""
+    """The resize/crop/normalise plan of a model's `DataConfig` (`fps`, `resize_on_decode`,
+    `crop_black_margin`: extraction's; `clip`: a clip encoder's window, every frame of it prepared the same
+    way)."""
     return FramePlan(
         fps=fps,
         resize=int(config.resize_size),
@@ -193,6 +201,7 @@ def frame_plan(
         resize_on_decode=resize_on_decode,
         squash=config.crop_mode == "squash",
         clip=clip,
+        crop_black_margin=crop_black_margin,
     )
 
 
@@ -213,18 +222,22 @@ def to_uint8_chw(image: Image.Image | np.ndarray) -> torch.Tensor:
 
 
 def resize_and_crop(images: torch.Tensor, plan: FramePlan) -> torch.Tensor:
-    """uint8 [..., 3, H, W] -> uint8 [..., 3, h, w]: resize shorter side (unless done on decode), centre crop;
-    with `plan.squash` the whole frame is resized to (h, w) instead.
+    """uint8 [..., 3, H, W] -> uint8 [..., 3, h, w]: cut the plan's black-margin box (if any), resize shorter
+    side (unless done on decode and no margin was cut), centre crop; with `plan.squash` the whole frame is
+    resized to (h, w) instead.
 
     On CPU the uint8 resize is exact and the same per image or per batch; on CUDA torchvision resizes in float
     and rounds to uint8 levels (within 1 grey level of CPU).
     """
+    cut = plan.margin is not None and not plan.margin.is_full
+    if plan.margin is not None:  # the picture inside the video's black margin, before any resize
+        images = crop_margin(images, plan.margin)
     if plan.squash:  # whole frame to the input size (after the decoder's shorter-side resize, if any)
         if tuple(images.shape[-2:]) != plan.crop:
             mode = INTERPOLATIONS[plan.interpolation]
             images = tvf.resize(images, list(plan.crop), interpolation=mode, antialias=True)
         return images
-    if not plan.resize_on_decode and min(images.shape[-2:]) != plan.resize:
+    if (cut or not plan.resize_on_decode) and min(images.shape[-2:]) != plan.resize:
         mode = INTERPOLATIONS[plan.interpolation]
         images = tvf.resize(images, [plan.resize], interpolation=mode, antialias=True)
     height, width = images.shape[-2:]

@@ -19,9 +19,11 @@ from plstitch_eval.utils.io import write_json_output
 
 SCHEMA = "plstitch.results/v1"
 # what a results `task` is called: short labels for table columns, titles for model-card metric names
+TOOLS_TASK = "linear-tools"  # tool presence (multi-label linear probe, AP / mAP): plstitch_eval.tool_presence
 TASK_LABELS = {
     "knn": "k-NN",
     "linear": "linear",
+    TOOLS_TASK: "linear (tools)",
     "temporal": "MS-TCN",
     "cv-knn": "CV k-NN",
     "cv-linear": "CV linear",
@@ -30,6 +32,7 @@ TASK_LABELS = {
 TASK_TITLES = {
     "knn": "k-NN",
     "linear": "Linear probe",
+    TOOLS_TASK: "Tool presence (linear probe, AP)",
     "temporal": "MS-TCN on frozen features",
     "cv": "Cross-validated linear probe",
     "score": "Scored",
@@ -48,7 +51,35 @@ def build_results(
     scored: dict[str, Any],
     predictions: dict[str, np.ndarray],
 ) -> dict[str, Any]:
-    """Assemble a ``plstitch.results/v1`` dict (see docs/results-json.md)."""
+    """Assemble a ``plstitch.results/v1`` dict of a phase task (see docs/results-json.md)."""
+    return results_record(
+        task,
+        manifest,
+        features,
+        protocol,
+        splits,
+        class_names,
+        headline=default_metrics(manifest.get("dataset")),
+        metrics={k: float(v) for k, v in scored["metrics"].items()},
+        per_video=scored["per_video"],
+        predictions={v: np.asarray(p).astype(int).tolist() for v, p in predictions.items()},
+    )
+
+
+def results_record(
+    task: str,
+    manifest: dict[str, Any],
+    features: str | Path | None,
+    protocol: dict[str, Any],
+    splits: dict[str, Any],
+    class_names: Sequence[str],
+    *,
+    headline: Sequence[str],
+    metrics: dict[str, Any],
+    per_video: dict[str, Any],
+    predictions: dict[str, Any],
+) -> dict[str, Any]:
+    """The schema's fields in order, for any task (phases: `build_results`; tools: `tool_presence`)."""
     model = manifest.get("model") or {}
     return {
         "schema": SCHEMA,
@@ -59,10 +90,10 @@ def build_results(
         "protocol": protocol,
         "splits": splits,
         "class_names": list(class_names),
-        "headline_metrics": list(default_metrics(manifest.get("dataset"))),
-        "metrics": {k: float(v) for k, v in scored["metrics"].items()},
-        "per_video": scored["per_video"],
-        "predictions": {v: np.asarray(p).astype(int).tolist() for v, p in predictions.items()},
+        "headline_metrics": list(headline),
+        "metrics": metrics,
+        "per_video": per_video,
+        "predictions": predictions,
         "plstitch_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
     }

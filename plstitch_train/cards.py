@@ -181,6 +181,28 @@ def reported_table(rows: Sequence[dict[str, Any]]) -> str:
     )
 
 
+def card_licence(chosen: str | None, init: str | None) -> tuple[str, str]:
+    """(licence, where it is stated) of a trained model's card: weights trained from a registry model under a
+    non-commercial licence keep that licence (a `chosen` other one is refused with a warning); otherwise
+    `chosen`, MIT when none was given (plstitch's own)."""
+    from plstitch_eval.hub.registry import MODELS
+    from plstitch_eval.utils.console import logger
+
+    entry = MODELS.get(init) if init else None
+    if entry is None or not entry.non_commercial:
+        return (chosen or "mit"), ""
+    inherited = entry.license.lower()
+    if chosen is not None and chosen.lower() != inherited:
+        logger.warning(
+            "--license %s ignored: the run started from %s, whose weights are under %s (non-commercial); "
+            "the card keeps that licence",
+            chosen,
+            init,
+            entry.license,
+        )
+    return inherited, f"inherited from the initial weights {init}: {entry.license_source or entry.license}"
+
+
 def render_card(info: CardInfo, template_path: str | Path = TEMPLATE_PATH) -> ModelCard:
     """Fill `model_cards/modelcard_template.md` with `info`; `model-index` metadata from `eval_results`."""
     paper = load_paper_results()["paper"]

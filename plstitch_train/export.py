@@ -69,7 +69,13 @@ from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.tables import load_results
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import temp_dir_beside, write_json_atomic, write_text_atomic
-from plstitch_train.cards import CardInfo, architecture_text, eval_results_from_results, render_card
+from plstitch_train.cards import (
+    CardInfo,
+    architecture_text,
+    card_licence,
+    eval_results_from_results,
+    render_card,
+)
 from plstitch_train.model import build_vit
 from plstitch_train.presets import TrainConfig
 
@@ -84,7 +90,7 @@ class ExportOptions:
     """What the card says about the export; `repo_id` only fills the usage snippet."""
 
     model_name: str | None = None
-    license: str = "mit"
+    license: str | None = None  # None: MIT, or the non-commercial licence of the initial weights
     repo_id: str | None = None
     description: str = ""
     tags: list[str] = field(default_factory=list)
@@ -371,6 +377,7 @@ def _card_info(
     config = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
     cfg = config["pretrained_cfg"]
     name = options.model_name or (options.repo_id.split("/")[-1] if options.repo_id else final_name)
+    licence, licence_source = card_licence(options.license, train_config.get("init"))
     spec = f"hf-hub:{options.repo_id}" if options.repo_id else f"local-dir:{final_name}"
     usage = (
         "import timm\n"
@@ -400,7 +407,8 @@ def _card_info(
         feature=f"{config.get('num_features')}-d CLS token after the final norm",
         preprocessing=DataConfig.from_pretrained_cfg(cfg).describe(),
         usage=usage,
-        license=options.license,
+        license=licence,
+        license_source=licence_source,
         pretraining_data=str(
             summary.get("dataset") or summary.get("data") or "see the training configuration"
         ),

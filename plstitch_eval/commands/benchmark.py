@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from plstitch_eval.commands.options import DecodeDeviceOpt, DecoderOpt
+from plstitch_eval.commands.options import CropMarginOpt, DecodeDeviceOpt, DecoderOpt
 
 
 def benchmark(
@@ -33,7 +33,12 @@ def benchmark(
         Path, typer.Option("--out", "-o", help="Output folder: features/, results/, table.md, table.json.")
     ],
     protocols: Annotated[
-        str, typer.Option("--protocols", "-p", help="knn, linear, temporal (MS-TCN) and/or cv.")
+        str,
+        typer.Option(
+            "--protocols",
+            "-p",
+            help="knn, linear, temporal (MS-TCN), cv and/or linear-tools (tool presence, mAP).",
+        ),
     ] = "knn,linear",
     metrics: Annotated[
         str | None,
@@ -73,6 +78,7 @@ def benchmark(
         ),
     ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    crop_black_margin: CropMarginOpt = False,
     decoder: DecoderOpt = "pyav",
     decode_device: DecodeDeviceOpt = "auto",
     precision: Annotated[
@@ -124,6 +130,7 @@ def benchmark(
             num_workers=num_workers,
             device=device,
             precision=precision,
+            crop_black_margin=crop_black_margin,
             decoder=decoder,
             decode_device=decode_device,
         ),

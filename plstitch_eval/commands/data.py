@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from plstitch_eval.commands.options import DecodeDeviceOpt, DecoderOpt
+from plstitch_eval.commands.options import CropMarginOpt, DecodeDeviceOpt, DecoderOpt
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import console, print_error, result_console
 from plstitch_eval.utils.io import write_json_output
@@ -105,6 +105,7 @@ def extract(
             help="Let FFmpeg/PIL resize while decoding (faster, bilinear; pixels differ from the model's).",
         ),
     ] = False,
+    crop_black_margin: CropMarginOpt = False,
     decoder: DecoderOpt = "pyav",
     decode_device: DecodeDeviceOpt = "auto",
     overwrite: Annotated[
@@ -162,6 +163,7 @@ def extract(
         split=split,
         split_scheme=split_scheme,
         resize_on_decode=resize_on_decode,
+        crop_black_margin=crop_black_margin,
         decoder=decoder,
         decode_device=decode_device,
     )

@@ -21,6 +21,8 @@ from plstitch_eval.commands.options import (
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import is_quiet
 
+LINEAR_TASKS = ("phases", "tools")
+
 
 def _finish(results: dict[str, Any], json_path: Path | None, title: str) -> None:
     """Print the metrics table (and the relaxed one, if any) on stdout and write the results JSON if asked.
@@ -117,6 +119,13 @@ def linear(
     select_metric: Annotated[
         str | None, typer.Option(help="Validation metric: accuracy (default) or macro_f1.")
     ] = None,
+    task: Annotated[
+        str,
+        typer.Option(
+            help="phases (default), or tools: tool presence (Cholec80's tool annotations; a class-balanced "
+            "logistic per tool, AP per tool and mAP)."
+        ),
+    ] = "phases",
     val_fraction: ValFractionOpt = 0.2,
     seed: Annotated[
         int | None, typer.Option(help="Seed of init, shuffling and hold-out (default 0).")
@@ -133,6 +142,14 @@ def linear(
     from plstitch_eval.protocols import fit_linear_protocol
     from plstitch_eval.utils.console import console
 
+    if task not in LINEAR_TASKS:
+        raise ConfigError(f"--task must be one of {', '.join(LINEAR_TASKS)}, got {task!r}.")
+    if task == "tools":
+        _tool_linear(
+            features, lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed,
+            device, split_scheme, val_fraction, relaxed, json_path, save,
+        )  # fmt: skip
+        return
     if save is not None:
         check_probe_target(save, overwrite)  # refuse before training, not after
     config = _linear_config(
@@ -244,6 +261,28 @@ def table(
         raise ConfigError(f"--format must be markdown, latex or rich, got {fmt!r}.")
     if out is not None:
         write_text_atomic(out, text)
+
+
+def _tool_linear(
+    features, lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed, device,
+    split_scheme, val_fraction, relaxed, json_path, save,
+) -> None:  # fmt: skip
+    """`linear --task tools`: the multi-label probe (balanced unless --no-balance), AP per tool and mAP."""
+    from plstitch_eval.tool_presence import run_tool_linear
+
+    refused = {"--save": save is not None, "--relaxed": relaxed, "--select-metric": select_metric is not None}
+    named = [option for option, used in refused.items() if used]
+    if named:
+        raise ConfigError(
+            f"{', '.join(named)}: only with --task phases (the tool probe is chosen on validation mAP and "
+            f"not saved); drop {'them' if len(named) > 1 else 'it'}."
+        )
+    balance = True if balance is None else balance
+    config = _linear_config(lr, wd, optimizer, epochs, batch_size, standardize, balance, None, seed, device)
+    results = run_tool_linear(features, config, scheme=split_scheme, val_fraction=val_fraction)
+    proto = results["protocol"]
+    title = f"tool presence (linear, lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g})"
+    _finish(results, json_path, title)
 
 
 def _linear_config(lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed, device):

@@ -48,6 +48,13 @@ SaveProbeOpt = Annotated[
 OverwriteProbeOpt = Annotated[
     bool, typer.Option("--overwrite", help="Replace an existing --save probe folder.")
 ]
+CropMarginOpt = Annotated[
+    bool,
+    typer.Option(
+        "--crop-black-margin",
+        help="Cut each video's black border (grey <= 15, found on its first 64 s) before the model's resize.",
+    ),
+]
 
 
 # the video decoder (help texts hold no square brackets: the app renders help as rich markup)

@@ -29,7 +29,14 @@ def export(
     model_name: Annotated[
         str | None, typer.Option(help="Name in the card (default: the --out folder name).")
     ] = None,
-    card_license: Annotated[str, typer.Option("--license", help="License id for the card metadata.")] = "mit",
+    card_license: Annotated[
+        str | None,
+        typer.Option(
+            "--license",
+            help="Licence id for the card (default mit; weights trained from a non-commercial model keep its "
+            "licence).",
+        ),
+    ] = None,
     repo_id: Annotated[str | None, typer.Option(help="ORG/NAME used in the card's usage snippet.")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
 ) -> None:

@@ -7,9 +7,10 @@ freed, bagged and pulled out), so the order of frames is learnable; phases 1 and
 from the same sides and tools come and go, so single frames can look alike across phases; the camera pans by
 at most ~3 px per 64, so frames 1.5-2.5 s apart show the same scene. docs/synthetic.md lists every cue and
 the objective it exercises. Rendering is `synthetic_scene.Scene` (vectorised numpy); frames are encoded
-with libx264 (mpeg4 if unavailable) at 25 fps and cached in ``$PLSTITCH_CACHE`` (else
-``$XDG_CACHE_HOME/plstitch``, else ``~/.cache/plstitch``) under ``synthetic-v3-<hash of parameters>``,
-written to a temporary folder then renamed.
+with libx264 (mpeg4 if unavailable) at 25 fps, annotated with phases (every frame) and with the instruments
+each frame shows (`tool_annotations/`, Cholec80's seven tools at 1 fps: the truth, as they are drawn), and
+cached in ``$PLSTITCH_CACHE`` (else ``$XDG_CACHE_HOME/plstitch``, else ``~/.cache/plstitch``) under
+``synthetic-v3-<hash of parameters>``, written to a temporary folder then renamed.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from pathlib import Path
 import av
 import numpy as np
 
-from plstitch_eval.data.datasets.cholec80 import CHOLEC80_PHASES
-from plstitch_eval.data.synthetic_scene import Scene
+from plstitch_eval.data.datasets.cholec80 import CHOLEC80_PHASES, TOOL_DIR, TOOL_SUFFIX
+from plstitch_eval.data.synthetic_scene import TOOL_COLUMNS, Scene
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import temp_dir_beside
@@ -82,7 +83,9 @@ def generate_synthetic(
     the output does not depend on it.
 
     `root=None` caches it under `cache_root()/synthetic-v3-<hash>`; an existing complete folder with the same
-    parameters is reused. Layout: `videos/videoNN.mp4`, `phase_annotations/videoNN-phase.txt`, `params.json`.
+    parameters is reused (a copy made before tool labels existed gets its `tool_annotations/` added). Layout:
+    `videos/videoNN.mp4`, `phase_annotations/videoNN-phase.txt`, `tool_annotations/videoNN-tool.txt`,
+    `params.json`.
     """
     config = SyntheticConfig(n_videos, size, seed, fps, float(min_seconds), float(max_seconds))
     _validate(config)
@@ -97,6 +100,8 @@ def generate_synthetic(
             raise ConfigError(
                 f"{target}: holds a synthetic dataset with other parameters; choose another --root"
             )
+        if not (target / TOOL_DIR).is_dir():
+            _add_tool_annotations(target, config)
         return target
     if target.exists() and any(target.iterdir()):
         raise ConfigError(f"{target}: exists and is not a synthetic dataset; choose an empty or new folder")
@@ -129,6 +134,7 @@ def _write_dataset(folder: Path, config: SyntheticConfig, workers: int | None) -
     """Render, encode and annotate every video into `folder`, in worker processes when there are several."""
     (folder / "videos").mkdir()
     (folder / "phase_annotations").mkdir()
+    (folder / TOOL_DIR).mkdir()
     n_frames = config.n_videos * config.fps * (config.min_seconds + config.max_seconds) / 2
     default = min(4, os.cpu_count() or 1) if n_frames > PARALLEL_FROM_FRAMES else 1
     n_workers = min(workers or default, config.n_videos)
@@ -153,6 +159,36 @@ def _write_video(folder: Path, config: SyntheticConfig, v: int) -> None:
             encoder.write(scene.render(np.arange(start, min(start + CHUNK, len(phases)))))
     rows = "".join(f"{i}\t{PHASES[p]}\n" for i, p in enumerate(phases))
     (folder / "phase_annotations" / f"{name}-phase.txt").write_text("Frame\tPhase\n" + rows)
+    _write_tool_file(folder / TOOL_DIR / f"{name}{TOOL_SUFFIX}", scene, len(phases), config.fps)
+
+
+def _write_tool_file(path: Path, scene: Scene, n_frames: int, fps: int) -> None:
+    """One video's Cholec80 tool file: `Frame` and the seven tools, a row per second (every `fps` frames)."""
+    frames = np.arange(0, n_frames, fps)
+    presence = scene.tool_presence(frames)
+    rows = "".join(
+        f"{f}\t" + "\t".join(str(int(v)) for v in row) + "\n" for f, row in zip(frames, presence, strict=True)
+    )
+    path.write_text("Frame\t" + "\t".join(TOOL_COLUMNS) + "\n" + rows)
+
+
+def _add_tool_annotations(target: Path, config: SyntheticConfig) -> None:
+    """Write the tool files of a dataset generated before they existed: each video's scene is rebuilt from its
+    seed (no rendering; the videos are unchanged), into a temporary folder renamed into place."""
+    tmp = temp_dir_beside(target / TOOL_DIR)
+    try:
+        for v in range(config.n_videos):
+            rng = np.random.default_rng([config.seed, v])
+            phases = phase_timeline(rng, config)
+            scene = Scene(rng, config.size, phases, float(config.fps))
+            _write_tool_file(tmp / f"video{v + 1:02d}{TOOL_SUFFIX}", scene, len(phases), config.fps)
+        try:
+            os.rename(tmp, target / TOOL_DIR)
+        except OSError:
+            if not (target / TOOL_DIR).is_dir():  # else a concurrent run added them first
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def phase_timeline(rng: np.random.Generator, config: SyntheticConfig) -> np.ndarray:

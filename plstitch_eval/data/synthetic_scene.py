@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from plstitch_eval.data.datasets.cholec80 import CHOLEC80_TOOLS
+
 N_PHASES = 7
 N_CLIPS = 3
 N_BURNS = 24
@@ -20,6 +22,11 @@ TOOLS = {
     "clipper": ((150, 150, 160), 0.06, "clip", (200, 200, 60)),
     "irrigator": ((40, 40, 48), 0.055, "flat", (40, 40, 48)),
 }
+# instrument-presence labels in Cholec80's tool order; the drawn tools map to their Cholec80 namesakes, the
+# bag is "SpecimenBag" while it covers part of the field of view, bipolar and scissors are never drawn
+TOOL_COLUMNS = tuple(CHOLEC80_TOOLS)
+TOOL_COLUMN_OF = {"grasper": "Grasper", "hook": "Hook", "clipper": "Clipper", "irrigator": "Irrigator"}
+BAG_VISIBLE = 0.02  # share of the field of view the bag must cover to count as present
 # per phase: (tool, mean entry angle in degrees from the frame centre - 0 = right, 90 = bottom -, presence)
 PHASE_TOOLS = (
     (("grasper", 215, 0.35),),
@@ -294,6 +301,27 @@ class Scene:
         image *= self.gain
         image *= self.lens
         return image
+
+    def tool_presence(self, ids: np.ndarray) -> np.ndarray:
+        """What the frames `ids` show, as uint8 [B, 7] in `TOOL_COLUMNS` order: a drawn tool is present when
+        `_draw_tools` draws it; the bag when it covers `BAG_VISIBLE` of the field of view, as rendered.
+        """
+        keys = ids - ids % self.hold  # the content frame `render` draws
+        phases = self.phases[keys]
+        out = np.zeros((len(ids), len(TOOL_COLUMNS)), np.uint8)
+        for phase, kind, _base, _tips, present in self.tools:
+            column = TOOL_COLUMNS.index(TOOL_COLUMN_OF[kind])
+            out[:, column] |= ((phases == phase) & present[keys]).astype(np.uint8)
+        bagged = np.flatnonzero(phases >= 4)
+        if len(bagged):
+            s = float(self.size)
+            pan = self.pan[keys[bagged]]
+            x = self.xx[None] + pan[:, 0, None, None]
+            y = self.yy[None] + pan[:, 1, None, None]
+            centre = self.bag_home + self.state["bag_out"][keys[bagged], None] * np.array([0.45, 0.35]) * s
+            cover = (disc(x, y, centre, 0.13 * s) * self.fov[..., 0]).sum(axis=(1, 2))
+            out[bagged, TOOL_COLUMNS.index("SpecimenBag")] = cover > BAG_VISIBLE * self.fov.sum()
+        return out
 
     def _draw_tools(self, image: np.ndarray, ids: np.ndarray, phases: np.ndarray, pan: np.ndarray) -> None:
         """Instruments enter from the scope's edge (fixed in the frame); their tips follow the scene."""

@@ -420,3 +420,21 @@ def test_temporal_protocol_runs_inside_the_benchmark(tmp_path: Path) -> None:
     assert cell["metrics"] == json.loads(single.read_text(encoding="utf-8"))["metrics"]
     cv = json.loads(Path(table["cells"][1]["results"]).read_text(encoding="utf-8"))
     assert cv["protocol"]["inner"] == "temporal" and cv["protocol"]["epochs"] == 3
+
+
+def test_tool_presence_cells(tmp_path: Path) -> None:
+    """`--protocols linear-tools`: a tool-presence cell per pair, its mAP the table's column for it."""
+    out = tmp_path / "out"
+    datasets = str(tmp_path / "small.toml")
+    Path(datasets).write_text("[synthetic]\n" + "".join(f"{k} = {v}\n" for k, v in SMALL_DATASET.items()))
+    result = runner.invoke(
+        app, cli_args(out, datasets, models="plstitch-tiny-synthetic", protocols="knn,linear-tools")
+    )
+    assert result.exit_code == 0, result.output
+    table = table_json(out)
+    headers = [c["header"] for c in table["columns"]]
+    assert headers[-1] == "synthetic linear (tools) mAP"
+    (tools,) = [r for r in table["cells"] if r["protocol"] == "linear-tools"]
+    cell = json.loads(Path(tools["results"]).read_text(encoding="utf-8"))
+    assert cell["task"] == "linear-tools" and tools["metrics"]["mAP"] == pytest.approx(cell["metrics"]["mAP"])
+    assert cell["protocol"]["balance_classes"] is True and 0 < cell["metrics"]["mAP"] <= 100

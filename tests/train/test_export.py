@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import timm
 import torch
+from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from timm.models.vision_transformer import VisionTransformer
 from typer.testing import CliRunner
@@ -266,3 +267,25 @@ def test_real_tiny_training_run_exports_loads_and_dry_run_pushes(video_dir, fram
     meta = json.loads((from_run / "plstitch.json").read_text())
     assert meta["training_config"]["clip_len"] == 4 and meta["data_summary"]["fps"] == 4.0
     assert push_to_hub(from_run, "me/tiny", dry_run=True).files
+
+
+def test_card_keeps_a_non_commercial_base_models_licence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run started from a non-commercial model exports a card under its licence, even with --license mit."""
+    from plstitch_eval.hub.registry import MODELS
+
+    nc = next(name for name, entry in MODELS.items() if entry.non_commercial)
+    monkeypatch.setitem(TRAIN_CONFIG, "init", nc)
+    run, _, _ = make_run_dir(tmp_path)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["export", str(run), "--out", str(out), "--license", "mit"])
+    assert result.exit_code == 0, result.output
+    card = ModelCard.load(out / "README.md")
+    assert card.data.license == MODELS[nc].license.lower()
+    assert f"inherited from the initial weights {nc}" in card.text
+    plain = tmp_path / "plain"
+    monkeypatch.setitem(TRAIN_CONFIG, "init", None)
+    run2, _, _ = make_run_dir(tmp_path / "second")
+    assert CliRunner().invoke(app, ["export", str(run2), "--out", str(plain)]).exit_code == 0
+    assert ModelCard.load(plain / "README.md").data.license == "mit"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from plstitch_eval.data.datasets import autolaparo, breakfast, cholec80, folder, gtea, m2cai16, synthetic  # noqa: F401
-from plstitch_eval.data.datasets.base import DatasetAdapter, VideoRecord, decode, labels_at
+from plstitch_eval.data.datasets.base import DatasetAdapter, VideoRecord, decode, labels_at, tools_at
 from plstitch_eval.data.datasets.registry import (
     DatasetFacts,
     dataset_class,
@@ -26,4 +26,5 @@ __all__ = [
     "labels_at",
     "list_datasets",
     "register_dataset",
+    "tools_at",
 ]

@@ -134,3 +134,35 @@ def read_index_label_table(path: Path) -> tuple[np.ndarray, np.ndarray]:
             "frames must be listed once each, in order, without gaps"
         )
     return frame_arr, np.asarray(ids, dtype=np.int64)
+
+
+def read_tool_tsv(path: Path, tool_names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Cholec80-style tool file: header `Frame <tool> ...`, then one row per annotated frame of 0/1 values.
+
+    Returns (frame numbers [M] int64, presence [M, K] int8) with the columns in `tool_names` order (the
+    header must name exactly those tools, in any order).
+    """
+    lines = read_lines(path)
+    header = lines[0].split() if lines else []
+    if not header or header[0] != "Frame" or sorted(header[1:]) != sorted(tool_names):
+        got = lines[0].strip() if lines else "an empty file"
+        raise DataError(
+            f"{path}:1: expected the header 'Frame' and the tools {', '.join(tool_names)} (tab-separated), "
+            f"got '{got}'"
+        )
+    order = [header.index(name) for name in tool_names]
+    frames = np.empty(len(lines) - 1, dtype=np.int64)
+    presence = np.empty((len(lines) - 1, len(tool_names)), dtype=np.int8)
+    for n, line in enumerate(lines[1:], start=2):
+        parts = line.split()
+        if len(parts) != len(header) or not parts[0].isdigit() or any(p not in ("0", "1") for p in parts[1:]):
+            raise DataError(
+                f"{path}:{n}: expected a frame number and {len(tool_names)} values 0 or 1, "
+                f"got '{line.strip()}'"
+            )
+        frames[n - 2] = int(parts[0])
+        presence[n - 2] = [int(parts[i]) for i in order]
+    if len(frames) and (np.diff(frames) <= 0).any():
+        bad = int(np.argmax(np.diff(frames) <= 0)) + 3
+        raise DataError(f"{path}:{bad}: frame numbers must increase from row to row")
+    return frames, presence

@@ -25,7 +25,8 @@ class VideoRecord:
     """One video of a dataset: its source (file or frame folder) and its labels at `label_fps`.
 
     `labels[i]` is the class id of annotation step i, i.e. of time ``i / label_fps`` seconds.
-    `folder_fps` is the frame rate of a frame-folder source (None for video files).
+    `folder_fps` is the frame rate of a frame-folder source (None for video files). Datasets with instrument
+    annotations (Cholec80) add `tools`: presence [M, K] int8 of the adapter's `tool_names` at `tool_times`.
     """
 
     name: str
@@ -33,6 +34,8 @@ class VideoRecord:
     labels: np.ndarray  # [N] int64 class ids
     label_fps: float
     folder_fps: float | None = None
+    tools: np.ndarray | None = None  # [M, K] int8 0/1, one row per annotated time
+    tool_times: np.ndarray | None = None  # [M] float64 seconds of those rows
 
 
 def labels_at(record: VideoRecord, times: np.ndarray | list[float]) -> tuple[np.ndarray, int]:
@@ -58,6 +61,24 @@ def labels_at(record: VideoRecord, times: np.ndarray | list[float]) -> tuple[np.
     return record.labels[steps[:keep]].astype(np.int64), n_dropped
 
 
+def tools_at(record: VideoRecord, times: np.ndarray | list[float]) -> np.ndarray | None:
+    """Tool presence [n, K] int8 at sample `times` (s): the last annotated row at or before each time; -1
+    where no row covers it (before the first row, or over one row spacing past the last); None without tools.
+    """
+    if record.tools is None or record.tool_times is None:
+        return None
+    times = np.asarray(times, dtype=np.float64)
+    row_times = np.asarray(record.tool_times, dtype=np.float64)
+    out = np.full((len(times), record.tools.shape[1]), -1, dtype=np.int8)
+    if not len(row_times):
+        return out
+    spacing = float(np.median(np.diff(row_times))) if len(row_times) > 1 else 1.0
+    rows = np.searchsorted(row_times, times + 1e-6, side="right") - 1
+    covered = (rows >= 0) & (times < row_times[-1] + spacing - 1e-6)
+    out[covered] = record.tools[rows[covered]]
+    return out
+
+
 def decode(
     record: VideoRecord, fps: float | None = None, size: int | None = None, decoding: Decoding = PYAV
 ) -> Iterator[DecodedFrame]:
@@ -79,6 +100,7 @@ class DatasetAdapter:
     native_fps: float = 25.0
     default_eval_fps: float = 1.0
     background_classes: list[str] = []
+    tool_names: ClassVar[list[str]] = []  # instruments annotated per frame (multi-label), if any
     split_schemes: ClassVar[tuple[str, ...]] = ("default",)
 
     def __init__(self, root: str | os.PathLike, fps: float | None = None) -> None:

@@ -1,11 +1,12 @@
-"""Cholec80: `videos/videoNN.mp4` (25 fps) + `phase_annotations/videoNN-phase.txt` (`Frame<TAB>Phase`)."""
+"""Cholec80: `videos/videoNN.mp4` (25 fps) + `phase_annotations/videoNN-phase.txt` (`Frame<TAB>Phase`), and
+when present `tool_annotations/videoNN-tool.txt` (seven instruments, 0/1, one row every 25 frames)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from plstitch_eval.data.datasets.annotations import read_phase_tsv
+from plstitch_eval.data.datasets.annotations import read_phase_tsv, read_tool_tsv
 from plstitch_eval.data.datasets.base import DatasetAdapter, VideoRecord, by_number, find_source
 from plstitch_eval.data.datasets.registry import register_dataset
 from plstitch_eval.errors import DataError
@@ -19,8 +20,11 @@ CHOLEC80_PHASES = [
     "CleaningCoagulation",
     "GallbladderRetraction",
 ]
+CHOLEC80_TOOLS = ["Grasper", "Bipolar", "Hook", "Scissors", "Clipper", "Irrigator", "SpecimenBag"]
 ANNOTATION_DIR = "phase_annotations"
 ANNOTATION_SUFFIX = "-phase.txt"
+TOOL_DIR = "tool_annotations"
+TOOL_SUFFIX = "-tool.txt"
 
 
 @register_dataset("cholec80")
@@ -30,6 +34,7 @@ class Cholec80(DatasetAdapter):
     name = "cholec80"
     display_name = "Cholec80"
     class_names = CHOLEC80_PHASES
+    tool_names = CHOLEC80_TOOLS
     native_fps = 25.0
     default_eval_fps = 1.0
     split_schemes = ("40-40", "32-8-40", "40-8-32")
@@ -48,9 +53,12 @@ class Cholec80(DatasetAdapter):
         records = []
         for ann in sorted(ann_dir.glob(f"*{ANNOTATION_SUFFIX}")):
             stem = ann.name[: -len(ANNOTATION_SUFFIX)]
-            records.append(
-                VideoRecord(stem, self._source(stem), read_phase_tsv(ann, class_index), self.native_fps)
-            )
+            record = VideoRecord(stem, self._source(stem), read_phase_tsv(ann, class_index), self.native_fps)
+            tool_file = self.root / TOOL_DIR / f"{stem}{TOOL_SUFFIX}"
+            if tool_file.is_file():  # tool presence is optional: phase-only copies of Cholec80 are common
+                frames, record.tools = read_tool_tsv(tool_file, self.tool_names)
+                record.tool_times = frames / self.native_fps
+            records.append(record)
         return records
 
     def _source(self, stem: str) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import av
@@ -17,18 +18,36 @@ VIDEO_SECONDS = (3, 2, 4)  # three short videos, different lengths
 FRAME_H, FRAME_W = 40, 56
 
 
-def write_mp4(path: Path, n_frames: int, seed: int, fps: int = NATIVE_FPS) -> None:
-    """A real H.264 MP4 whose frames differ (colour ramps + noise shaped by the frame index)."""
-    rng = np.random.default_rng(seed)
-    base = rng.integers(0, 255, size=(FRAME_H, FRAME_W, 3), dtype=np.uint8)
+def ramp_frames(seed: int, height: int = FRAME_H, width: int = FRAME_W) -> Callable[[int], np.ndarray]:
+    """Frame i of `write_mp4`'s default video: a random picture brightened by 7 i, left i columns halved."""
+    base = np.random.default_rng(seed).integers(0, 255, size=(height, width, 3), dtype=np.uint8)
+
+    def image_at(i: int) -> np.ndarray:
+        image = (base.astype(np.int32) + 7 * i).clip(0, 255).astype(np.uint8)
+        image[:, : (i % width)] //= 2
+        return image
+
+    return image_at
+
+
+def write_mp4(
+    path: Path,
+    n_frames: int,
+    seed: int,
+    fps: int = NATIVE_FPS,
+    image_at: Callable[[int], np.ndarray] | None = None,
+) -> None:
+    """A real H.264 MP4 whose frames differ (colour ramps + noise shaped by the frame index), or whose frame
+    i is `image_at(i)` (uint8 HxWx3, even sides)."""
+    image_at = image_at or ramp_frames(seed)
+    height, width = image_at(0).shape[:2]
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = FRAME_W, FRAME_H, "yuv420p"
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.options = {"crf": "18", "preset": "ultrafast"}
         for i in range(n_frames):
-            image = (base.astype(np.int32) + 7 * i).clip(0, 255).astype(np.uint8)
-            image[:, : (i % FRAME_W)] //= 2
+            image = image_at(i)
             for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
                 container.mux(packet)
         for packet in stream.encode():
