@@ -270,8 +270,8 @@ def _tool_linear(
     """`linear --task tools`: the multi-label probe (balanced unless --no-balance), AP per tool and mAP."""
     from plstitch_eval.tool_presence import run_tool_linear
 
-    refused = {"--save": save is not None, "--relaxed": relaxed, "--select-metric": select_metric is not None}
-    named = [option for option, used in refused.items() if used]
+    refused = {"save": save is not None, "relaxed": relaxed, "select-metric": select_metric is not None}
+    named = [f"--{option}" for option, used in refused.items() if used]
     if named:
         raise ConfigError(
             f"{', '.join(named)}: only with --task phases (the tool probe is chosen on validation mAP and "
