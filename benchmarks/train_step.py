@@ -44,7 +44,7 @@ def synthetic_store(n_videos: int = 4, n_frames: int = 120, size: int = 64) -> F
 def make_loader(config: TrainConfig, store: FrameStore, model: PLStitchModel) -> DataLoader:
     """The trainer's dataset and sampler for `config` (one process) in a plain DataLoader."""
     dataset, sampler = build_training_data(config, store, model.student["backbone"].grid_size)
-    return DataLoader(dataset, batch_sampler=sampler, num_workers=config.num_workers)
+    return DataLoader(dataset, batch_sampler=sampler, num_workers=config.run.num_workers)
 
 
 def step_flops(model: PLStitchModel, batch: dict[str, torch.Tensor]) -> int:
@@ -88,7 +88,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     base = get_preset("tiny-cpu").replace(data="-", batch_size=args.batch_size, num_workers=args.num_workers)
-    store = synthetic_store(size=base.frame_size)
+    store = synthetic_store(size=base.frames.frame_size)
     results = {
         name: measure(base.replace(**changes), store, args.steps) for name, changes in SETTINGS.items()
     }

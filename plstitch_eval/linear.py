@@ -11,7 +11,7 @@ equals that head trained alone (up to float rounding). The best head is chosen o
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -145,57 +145,110 @@ def _train_grid(
     if not np.isfinite(features).all():
         raise EvaluationError("Training features contain NaN or inf; re-extract them.")
     device = resolve_device(config.device)
-    gen = torch.Generator().manual_seed(config.seed)
-    heads = [(float(lr), float(wd)) for lr in config.lrs for wd in config.weight_decays]
-    n_heads, (n, dim) = len(heads), features.shape
-
-    x_all = torch.from_numpy(features)
-    if device.type == "cuda":
-        x_all = x_all.pin_memory()
-    x_all = x_all.to(device, non_blocking=True)
+    run = GridTraining.start(features, num_classes, config, device)
     y_all = torch.from_numpy(labels).to(device)
-    if config.standardize:
-        mean = x_all.mean(0)
-        std = x_all.std(0, unbiased=False).clamp_min(1e-6)
-    else:
-        mean, std = torch.zeros(dim, device=device), torch.ones(dim, device=device)
-    x_all = (x_all - mean) / std
     sample_w = torch.ones(num_classes, device=device, dtype=torch.float32)
     if config.balance_classes:
         sample_w = torch.from_numpy(class_weights(labels, num_classes)).float().to(device)
-
-    weight = (torch.randn(dim, 1, num_classes, generator=gen) * 0.01).repeat(1, n_heads, 1).to(device)
-    bias = torch.zeros(n_heads, num_classes, device=device)
-    lr0 = torch.tensor([h[0] for h in heads], device=device).view(1, n_heads, 1)
-    wd = torch.tensor([h[1] for h in heads], device=device).view(1, n_heads, 1)
-    state_w = [torch.zeros_like(weight), torch.zeros_like(weight)]
-    state_b = [torch.zeros_like(bias), torch.zeros_like(bias)]
-    steps_per_epoch = math.ceil(n / config.batch_size)
-    total = config.epochs * steps_per_epoch
-    step = 0
-    epoch_loss = torch.zeros(n_heads, device=device)
+    epoch_loss = torch.zeros(run.num_heads, device=device)
     for _epoch in range(config.epochs):
-        order = torch.randperm(n, generator=gen).to(device)
         epoch_loss.zero_()
-        for start in range(0, n, config.batch_size):
-            idx = order[start : start + config.batch_size]
-            x, y = x_all[idx], y_all[idx]
+        for idx in run.batches():
+            x, y = run.x[idx], y_all[idx]
             w = sample_w[y]
-            logits = (x @ weight.flatten(1)).view(len(x), n_heads, num_classes) + bias
-            logp = torch.log_softmax(logits, dim=-1)
+            rows = torch.arange(len(x), device=device)
+            logp = torch.log_softmax(run.logits(x), dim=-1)
             grad = logp.exp()
-            grad[torch.arange(len(x), device=device), :, y] -= 1.0
+            grad[rows, :, y] -= 1.0
             norm = w.sum().clamp_min(1e-12)
             grad *= (w / norm).view(-1, 1, 1)
-            epoch_loss -= (logp[torch.arange(len(x), device=device), :, y] * (w / norm).view(-1, 1)).sum(0)
-            g_w = (x.T @ grad.flatten(1)).view(dim, n_heads, num_classes)
-            g_b = grad.sum(0)
-            lr = lr0 * 0.5 * (1.0 + math.cos(math.pi * step / total))
-            step_heads(config, weight, g_w, state_w, lr, wd, step)
-            step_heads(config, bias, g_b, state_b, lr[0], wd[0] * 0.0, step)  # no weight decay on biases
-            step += 1
-    losses = (epoch_loss / steps_per_epoch).cpu().tolist()
-    return LinearGrid(weight, bias, mean, std, heads, losses)
+            epoch_loss -= (logp[rows, :, y] * (w / norm).view(-1, 1)).sum(0)
+            run.update(x, grad)
+    losses = (epoch_loss / run.steps_per_epoch).cpu().tolist()
+    return run.grid(losses)
+
+
+@dataclass
+class GridTraining:
+    """Every (lr, wd) head of a grid training together towards K outputs per head; shared by the phase probe
+    (softmax over classes, above) and the tool probe (one logistic per tool, `tool_presence`).
+
+    Holds the standardised training features on the device, the weights [D, H, K] (one seeded
+    initialisation repeated for every head), the biases [H, K], each head's lr and wd [1, H, 1], the
+    optimiser states and the seeded generator, which then orders the batches.
+    """
+
+    config: LinearConfig
+    heads: list[tuple[float, float]]
+    generator: torch.Generator
+    x: torch.Tensor
+    mean: torch.Tensor
+    std: torch.Tensor
+    weight: torch.Tensor
+    bias: torch.Tensor
+    lr0: torch.Tensor
+    wd: torch.Tensor
+    state_w: list[torch.Tensor]
+    state_b: list[torch.Tensor]
+    step: int = 0
+
+    @classmethod
+    def start(
+        cls, features: np.ndarray, outputs: int, config: LinearConfig, device: torch.device
+    ) -> GridTraining:
+        """Set up the grid of `config` on float32 features [N, D] for `outputs` logits per head."""
+        gen = torch.Generator().manual_seed(config.seed)
+        heads = [(float(lr), float(wd)) for lr in config.lrs for wd in config.weight_decays]
+        n_heads, dim = len(heads), features.shape[1]
+        x = torch.from_numpy(features)
+        if device.type == "cuda":
+            x = x.pin_memory()
+        x = x.to(device, non_blocking=True)
+        if config.standardize:
+            mean, std = x.mean(0), x.std(0, unbiased=False).clamp_min(1e-6)
+        else:
+            mean, std = torch.zeros(dim, device=device), torch.ones(dim, device=device)
+        weight = (torch.randn(dim, 1, outputs, generator=gen) * 0.01).repeat(1, n_heads, 1).to(device)
+        bias = torch.zeros(n_heads, outputs, device=device)
+        lr0 = torch.tensor([h[0] for h in heads], device=device).view(1, n_heads, 1)
+        wd = torch.tensor([h[1] for h in heads], device=device).view(1, n_heads, 1)
+        state_w = [torch.zeros_like(weight), torch.zeros_like(weight)]
+        state_b = [torch.zeros_like(bias), torch.zeros_like(bias)]
+        return cls(config, heads, gen, (x - mean) / std, mean, std, weight, bias, lr0, wd, state_w, state_b)
+
+    @property
+    def num_heads(self) -> int:
+        return len(self.heads)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return math.ceil(len(self.x) / self.config.batch_size)
+
+    def batches(self) -> Iterator[torch.Tensor]:
+        """One epoch's batches of row indices, in a fresh order drawn from the generator."""
+        n, size = len(self.x), self.config.batch_size
+        order = torch.randperm(n, generator=self.generator).to(self.x.device)
+        for start in range(0, n, size):
+            yield order[start : start + size]
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Every head's logits [B, H, K] of standardised rows [B, D]: one matmul for the whole grid."""
+        return (x @ self.weight.flatten(1)).view(len(x), self.num_heads, self.bias.shape[-1]) + self.bias
+
+    def update(self, x: torch.Tensor, grad: torch.Tensor) -> None:
+        """Step every head with its own lr (cosine schedule to 0 over the run) and wd, from the loss gradient
+        with respect to the logits [B, H, K] of the rows `x`; biases are not decayed."""
+        dim, n_heads, k = self.weight.shape
+        g_w = (x.T @ grad.flatten(1)).view(dim, n_heads, k)
+        total = self.config.epochs * self.steps_per_epoch
+        lr = self.lr0 * 0.5 * (1.0 + math.cos(math.pi * self.step / total))
+        step_heads(self.config, self.weight, g_w, self.state_w, lr, self.wd, self.step)
+        step_heads(self.config, self.bias, grad.sum(0), self.state_b, lr[0], self.wd[0] * 0.0, self.step)
+        self.step += 1
+
+    def grid(self, train_loss: Sequence[float] = ()) -> LinearGrid:
+        """The trained heads."""
+        return LinearGrid(self.weight, self.bias, self.mean, self.std, self.heads, list(train_loss))
 
 
 def step_heads(

@@ -3,13 +3,13 @@ average precision and their mean (mAP), as SelfSupSurg, LEMON and SurgeNet repor
 
 The probe is one logistic per tool, class-balanced (positives weighted by negatives / positives of that tool,
 as `BCEWithLogitsLoss(pos_weight=...)`), trained as a grid of learning rates x weight decays in one pass
-like the phase probe (`linear.py`: same standardisation, initialisation, batches, optimiser step and cosine
-schedule); the head with the best validation mAP is reported on the test frames, pooled over videos.
+with the phase probe's `linear.GridTraining` (the same standardisation, initialisation, batches, optimiser
+step and cosine schedule); the head with the best validation mAP is reported on the test frames, pooled over
+videos.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from sklearn.metrics import average_precision_score
 
 from plstitch_eval.errors import EvaluationError
 from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
-from plstitch_eval.linear import LinearConfig, LinearGrid, step_heads
+from plstitch_eval.linear import GridTraining, LinearConfig, LinearGrid
 from plstitch_eval.results_json import TOOLS_TASK, results_record
 from plstitch_eval.splits import holdout_by_video, resolve_splits
 from plstitch_eval.utils.device import resolve_device, torch_threads
@@ -85,40 +85,16 @@ def train_multilabel_grid(
 def _train(
     features: np.ndarray, targets: np.ndarray, config: LinearConfig, device: torch.device
 ) -> LinearGrid:
-    gen = torch.Generator().manual_seed(config.seed)
-    heads = [(float(lr), float(wd)) for lr in config.lrs for wd in config.weight_decays]
-    n_heads, (n, dim), k = len(heads), features.shape, targets.shape[1]
-    x_all = torch.from_numpy(features).to(device)
+    run = GridTraining.start(features, targets.shape[1], config, device)
     y_all = torch.from_numpy(targets).to(device)
-    if config.standardize:
-        mean, std = x_all.mean(0), x_all.std(0, unbiased=False).clamp_min(1e-6)
-    else:
-        mean, std = torch.zeros(dim, device=device), torch.ones(dim, device=device)
-    x_all = (x_all - mean) / std
     pos_weight = torch.from_numpy(positive_weights(targets)).float().to(device)
     if not config.balance_classes:
         pos_weight = torch.ones_like(pos_weight)
-    weight = (torch.randn(dim, 1, k, generator=gen) * 0.01).repeat(1, n_heads, 1).to(device)
-    bias = torch.zeros(n_heads, k, device=device)
-    lr0 = torch.tensor([h[0] for h in heads], device=device).view(1, n_heads, 1)
-    wd = torch.tensor([h[1] for h in heads], device=device).view(1, n_heads, 1)
-    state_w = [torch.zeros_like(weight), torch.zeros_like(weight)]
-    state_b = [torch.zeros_like(bias), torch.zeros_like(bias)]
-    total = config.epochs * math.ceil(n / config.batch_size)
-    step = 0
     for _epoch in range(config.epochs):
-        order = torch.randperm(n, generator=gen).to(device)
-        for start in range(0, n, config.batch_size):
-            idx = order[start : start + config.batch_size]
-            x, y = x_all[idx], y_all[idx]
-            logits = (x @ weight.flatten(1)).view(len(x), n_heads, k) + bias
-            grad = multilabel_grad(logits, y, pos_weight)
-            g_w = (x.T @ grad.flatten(1)).view(dim, n_heads, k)
-            lr = lr0 * 0.5 * (1.0 + math.cos(math.pi * step / total))
-            step_heads(config, weight, g_w, state_w, lr, wd, step)
-            step_heads(config, bias, grad.sum(0), state_b, lr[0], wd[0] * 0.0, step)  # no decay on biases
-            step += 1
-    return LinearGrid(weight, bias, mean, std, heads)
+        for idx in run.batches():
+            x = run.x[idx]
+            run.update(x, multilabel_grad(run.logits(x), y_all[idx], pos_weight))
+    return run.grid()
 
 
 def average_precisions(scores: np.ndarray, targets: np.ndarray) -> list[float | None]:

@@ -18,8 +18,8 @@ from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, backbone_dir, checkpoi
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.distributed import DistInfo
 from plstitch_eval.utils.io import atomic_path, temp_dir_beside
+from plstitch_train.config import ModelConfig, TrainConfig
 from plstitch_train.model import PLStitchModel
-from plstitch_train.presets import TrainConfig
 from plstitch_train.rng import capture_rng, restore_rng
 from plstitch_train.sampling import TrainSampler
 
@@ -108,7 +108,9 @@ def save_checkpoint(
         return
     checkpoint = {
         "format": CHECKPOINT_FORMAT,
-        "config": config.to_dict(),
+        # the flat form: readers outside the trainer (plstitch_eval.hub.temporal_head, which may not import
+        # it) take `temporal_heads` from here; TrainConfig.from_dict reads either form
+        "config": config.to_flat_dict(),
         "step": step,
         "world_size": info.world_size,
         "model": model.state_dict(),
@@ -153,8 +155,9 @@ def restore_checkpoint(
     return int(checkpoint["step"])
 
 
-def export_backbone(model: PLStitchModel, out_dir: Path, config: TrainConfig) -> Path:
-    """Teacher ViT in timm format (+ temporal head) under `out_dir/backbone`, which `load_encoder` reads.
+def export_backbone(model: PLStitchModel, out_dir: Path, settings: ModelConfig) -> Path:
+    """Teacher ViT in timm format (+ temporal head) under `out_dir/backbone`, which `load_encoder` reads;
+    `settings` is the run's `model` section (its `img_size` sets the evaluation preprocessing).
 
     Why atomic (staged folder, then one rename): a run counts as finished exactly when the folder exists.
     """
@@ -165,7 +168,7 @@ def export_backbone(model: PLStitchModel, out_dir: Path, config: TrainConfig) ->
     target = backbone_dir(out_dir)
     staging = temp_dir_beside(target)  # whole folder renamed into place: its presence means "finished"
     try:
-        save_timm_dir(model.teacher["backbone"].vit, staging, DataConfig.for_size(config.img_size))
+        save_timm_dir(model.teacher["backbone"].vit, staging, DataConfig.for_size(settings.img_size))
         if "temporal_head" in model.student:
             save_temporal_head(model.student["temporal_head"], staging)
         if target.exists():

@@ -1,5 +1,5 @@
-"""Training frames: decode every video ONCE (PyAV or TorchCodec, `config.decoder`, on the CPU; frame folders)
-into a frame store; build items.
+"""Training frames: decode every video ONCE (PyAV or TorchCodec, `config.frames.decoder`, on the CPU; frame
+folders) into a frame store; build items. The videos are listed by `plstitch_train.videos`.
 
 `open_frame_store(config, cache_dir)` is the one place a run's frames come from: a frames LMDB given as
 `--data` is read as it is; videos are decoded once into a JPEG LMDB in the authors' layout (`frame_store
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -38,52 +37,29 @@ from plstitch_train.frames_lmdb import (
 from plstitch_train.masking import BlockMaskGenerator
 from plstitch_train.sampling import SampleSpec, TrainSampler
 from plstitch_train.transforms import AugmentationSettings, ItemAugmentation
+from plstitch_train.videos import VideoSource, dataset_videos, discover_videos, select_videos
 
 if TYPE_CHECKING:
-    from plstitch_train.presets import TrainConfig
+    from plstitch_train.config import FramesConfig, OptimConfig, TrainConfig
 
-
-@dataclass(frozen=True)
-class VideoSource:
-    """A training video: a file or a folder of frames (`folder_fps` = its frame rate, None for files)."""
-
-    name: str
-    source: Path
-    folder_fps: float | None = None
-
-
-def discover_videos(folder: str | os.PathLike, folder_fps: float) -> list[VideoSource]:
-    """Every video file and every folder of images under `folder` (searched recursively)."""
-    root = Path(folder)
-    if not root.is_dir():
-        raise DataError(
-            f"--data {root}: not a folder; point it at a folder of videos or frame folders, or a frames LMDB."
-        )
-    found: list[VideoSource] = []
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and is_video_file(path):
-            found.append(VideoSource(str(path.relative_to(root).with_suffix("")), path))
-        elif path.is_dir() and any(p.is_file() and is_image_file(p) for p in path.iterdir()):
-            found.append(VideoSource(str(path.relative_to(root)), path, folder_fps))
-    if not found:
-        raise DataError(
-            f"--data {root}: no video files ({', '.join(VIDEO_EXTENSIONS)}) or frame folders found."
-        )
-    return found
-
-
-def dataset_videos(name: str, root: str | None, split: str | None) -> list[VideoSource]:
-    """The videos of a registered dataset's split (same adapters as extraction)."""
-    from plstitch_eval.data.datasets import get_dataset
-
-    adapter = get_dataset(name, root)
-    records = adapter.videos(split)
-    if not records:
-        raise DataError(f"Dataset {name!r} (root {root}) has no videos in split {split!r}.")
-    native_fps = getattr(adapter, "native_fps", None)
-    return [
-        VideoSource(r.name, Path(r.source), native_fps if Path(r.source).is_dir() else None) for r in records
-    ]
+__all__ = [  # with the videos' names (here before `videos.py`) and the media helpers used through here
+    "VIDEO_EXTENSIONS",
+    "FrameStore",
+    "TrainDataset",
+    "TrainingData",
+    "VideoSource",
+    "build_training_data",
+    "dataset_videos",
+    "decode_video",
+    "discover_videos",
+    "is_image_file",
+    "is_video_file",
+    "micro_batch_size",
+    "open_frame_store",
+    "select_videos",
+    "training_decoding",
+    "with_data_fps",
+]
 
 
 def _source_key(video: VideoSource, fps: float, frame_size: int, decoding: Decoding = PYAV) -> str:
@@ -192,22 +168,6 @@ class FrameStore:
         return np.ascontiguousarray(array[idx])
 
 
-def select_videos(
-    data: str | os.PathLike | None,
-    dataset: str | None,
-    root: str | os.PathLike | None,
-    split: str | None,
-    folder_fps: float,
-) -> tuple[list[VideoSource], str]:
-    """The videos of a folder (`data`) or of a dataset's split, and a line naming where they came from."""
-    if (data is None) == (dataset is None):
-        raise ConfigError("Give exactly one data source: --data DIR, or --dataset NAME with --root.")
-    if data is not None:
-        return discover_videos(data, folder_fps=folder_fps), str(Path(data).resolve())
-    root_text = None if root is None else str(Path(root).resolve())
-    return dataset_videos(dataset, root_text, split), f"{dataset}:{root_text}:{split}"
-
-
 def with_data_fps(config: TrainConfig, fps_given: bool = False) -> TrainConfig:
     """`config` training at the frame rate of the frames LMDB given as `--data` (its record, else the authors'
     1 fps) unless `fps_given`; unchanged for videos. An explicit `--fps` the LMDB does not hold: ConfigError.
@@ -215,60 +175,62 @@ def with_data_fps(config: TrainConfig, fps_given: bool = False) -> TrainConfig:
     Why: a preset's fps is the rate videos are decoded at; an LMDB's keys `<video>_<t>` already count frames
     at its own rate, so that rate is the run's (and the one its train_config.json records).
     """
-    if config.data is None or not is_frames_lmdb(config.data):
+    frames = config.frames
+    if frames.data is None or not is_frames_lmdb(frames.data):
         return config
-    stored = read_layout(config.data)[0].fps
-    if abs(config.fps - stored) <= 1e-9:
+    stored = read_layout(frames.data)[0].fps
+    if abs(frames.fps - stored) <= 1e-9:
         return config
     if fps_given:
         raise ConfigError(
-            f"--fps {config.fps:g}: --data {config.data} holds frames at {stored:g} fps (its keys "
+            f"--fps {frames.fps:g}: --data {frames.data} holds frames at {stored:g} fps (its keys "
             f"<video>_<t> count frames at that rate); leave out --fps to train at {stored:g} fps, or write "
-            f"an LMDB at {config.fps:g} fps with `plstitch write-lmdb --fps {config.fps:g}`."
+            f"an LMDB at {frames.fps:g} fps with `plstitch write-lmdb --fps {frames.fps:g}`."
         )
-    logger.info("--data %s holds frames at %g fps: training at %g fps.", config.data, stored, stored)
-    return config.replace(fps=stored)
+    logger.info("--data %s holds frames at %g fps: training at %g fps.", frames.data, stored, stored)
+    return config.with_changes(frames=frames.replace(fps=stored))
 
 
 def open_frame_store(config: TrainConfig, cache_dir: Path) -> FrameStore | LmdbFrameStore:
-    """The frames of a run: `--data` LMDB as it is, else its videos decoded once into `config.frame_store`.
+    """A run's frames: `--data` LMDB as it is, else its videos decoded once into `config.frames.frame_store`.
 
     Each stage says what it does before doing it (listing, generating, decoding): on a first run this is
     where the time before the first step goes.
     """
-    if config.data is not None and is_frames_lmdb(config.data):
-        logger.info("preparing data: indexing the keys of frames LMDB %s", config.data)
-        return LmdbFrameStore.open(config.data, config.fps, config.clip_len, config.reverse_time)
-    where = config.data or f"dataset {config.dataset} (split {config.split})"
+    frames, clip_len = config.frames, config.sampling.clip_len
+    if frames.data is not None and is_frames_lmdb(frames.data):
+        logger.info("preparing data: indexing the keys of frames LMDB %s", frames.data)
+        return LmdbFrameStore.open(frames.data, frames.fps, clip_len, frames.reverse_time)
+    where = frames.data or f"dataset {frames.dataset} (split {frames.split})"
     logger.info("preparing data: listing the videos of %s", where)
-    videos, source = select_videos(config.data, config.dataset, config.root, config.split, config.fps)
-    decoding = training_decoding(config, videos)
-    if config.frame_store == "raw":
+    videos, source = select_videos(frames.data, frames.dataset, frames.root, frames.split, frames.fps)
+    decoding = training_decoding(frames, videos)
+    if frames.frame_store == "raw":
         return FrameStore.build(
-            videos, config.fps, config.frame_size, cache_dir, config.clip_len, config.reverse_time, decoding
+            videos, frames.fps, frames.frame_size, cache_dir, clip_len, frames.reverse_time, decoding
         )
-    target = cache_dir / _lmdb_cache_name(videos, config, decoding)
+    target = cache_dir / _lmdb_cache_name(videos, frames, decoding)
     write_frames_lmdb(
-        videos, target, config.fps, config.frame_size, config.jpeg_quality, source=source, decoding=decoding
+        videos, target, frames.fps, frames.frame_size, frames.jpeg_quality, source=source, decoding=decoding
     )
-    return LmdbFrameStore.open(target, config.fps, config.clip_len, config.reverse_time)
+    return LmdbFrameStore.open(target, frames.fps, clip_len, frames.reverse_time)
 
 
-def training_decoding(config: TrainConfig, videos: list[VideoSource]) -> Decoding:
-    """The decoder of a run's frame caches (`config.decoder`; on the CPU: caches are written on the host);
+def training_decoding(frames: FramesConfig, videos: list[VideoSource]) -> Decoding:
+    """The decoder of a run's frame caches (`frames.decoder`; on the CPU: caches are written on the host);
     `auto` tries the first video file and says on stderr what it chose."""
     sample = next((video.source for video in videos if video.source.is_file()), None)
-    decoding = resolve_decoding(config.decoder, "cpu", "cpu", sample)
+    decoding = resolve_decoding(frames.decoder, "cpu", "cpu", sample)
     if int(os.environ.get("RANK", "0")) == 0:
-        announce_decoding(config.decoder, decoding)
+        announce_decoding(frames.decoder, decoding)
     return decoding
 
 
-def _lmdb_cache_name(videos: list[VideoSource], config: TrainConfig, decoding: Decoding = PYAV) -> str:
+def _lmdb_cache_name(videos: list[VideoSource], frames: FramesConfig, decoding: Decoding = PYAV) -> str:
     """`frames-<digest>.lmdb`, the digest over every source's path, size and mtime and the decode settings."""
-    digest = hashlib.sha1(f"{config.jpeg_quality}".encode())
+    digest = hashlib.sha1(f"{frames.jpeg_quality}".encode())
     for video in videos:
-        key = _source_key(video, config.fps, config.frame_size, decoding)
+        key = _source_key(video, frames.fps, frames.frame_size, decoding)
         digest.update(f"|{video.name}|{key}".encode())
     return f"frames-{digest.hexdigest()[:16]}.lmdb"
 
@@ -332,16 +294,16 @@ class TrainingData(NamedTuple):
     sampler: TrainSampler
 
 
-def micro_batch_size(config: TrainConfig, world_size: int = 1) -> int:
+def micro_batch_size(optim: OptimConfig, world_size: int = 1) -> int:
     """Items per forward pass on one rank: `batch_size / (world_size * accum_steps)`, an exact division.
 
     Why separate: the trainer checks it before decoding any video, so a bad batch split fails at once.
     """
-    micro_batch, remainder = divmod(config.batch_size, world_size * config.accum_steps)
+    micro_batch, remainder = divmod(optim.batch_size, world_size * optim.accum_steps)
     if remainder or micro_batch < 1:
         raise TrainingError(
-            f"batch_size {config.batch_size} must be a multiple of processes ({world_size}) x "
-            f"accum_steps ({config.accum_steps})."
+            f"batch_size {optim.batch_size} must be a multiple of processes ({world_size}) x "
+            f"accum_steps ({optim.accum_steps})."
         )
     return micro_batch
 
@@ -359,27 +321,23 @@ def build_training_data(
     `grid` is the backbone's patch grid (mask shape). Why one builder: a hand-built copy (a benchmark, a
     tool) silently drifts from what training samples once a setting is added.
     """
+    model, loss, sampling = config.model, config.loss, config.sampling
     dataset = TrainDataset(
         store,
-        config.img_size,
+        model.img_size,
         grid,
-        config.mask_ratio,
-        need_clip=config.lambda_vid > 0,
-        need_mim=config.lambda_mim > 0,
-        need_jigsaw=config.lambda_jigsaw > 0,
-        augmentation=AugmentationSettings(config.img_size, neighbour_colour=config.jigsaw_neighbour_colour),
+        model.mask_ratio,
+        need_clip=loss.lambda_vid > 0,
+        need_mim=loss.lambda_mim > 0,
+        need_jigsaw=loss.lambda_jigsaw > 0,
+        augmentation=AugmentationSettings(model.img_size, neighbour_colour=sampling.jigsaw_neighbour_colour),
     )
-    sampler = TrainSampler(
+    sampler = TrainSampler.from_settings(
+        sampling,
         store.lengths,
-        batch_size=micro_batch_size(config, world_size),
-        clip_len=config.clip_len,
-        min_step=config.min_step,
-        max_step=config.max_step,
-        fps=config.fps,
-        context_seconds=config.context_seconds,
-        length_bounds=config.clip_length_bounds,
-        counts=config.clips_per_video,
-        seed=config.seed,
+        batch_size=micro_batch_size(config.optim, world_size),
+        fps=config.frames.fps,
+        seed=config.run.seed,
         rank=rank,
         world_size=world_size,
     )

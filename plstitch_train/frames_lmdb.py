@@ -36,7 +36,7 @@ from plstitch_eval.utils.io import atomic_path
 if TYPE_CHECKING:
     from plstitch_eval.data.decoders import Decoding
     from plstitch_eval.data.video import DecodedFrame
-    from plstitch_train.data import VideoSource
+    from plstitch_train.videos import VideoSource
 
 LMDB_DATA_FILE = "data.mdb"
 SIDECAR_NAME = "plstitch_frames.json"

@@ -27,6 +27,7 @@ from plstitch_eval.hub.temporal_head import (
     resolve_head_source,
     save_temporal_head,
 )
+from plstitch_train.config import flat_settings
 from plstitch_train.permutations import MAX_PERMUTATION_CLIP_LEN
 
 __all__ = [
@@ -188,7 +189,7 @@ def load_jigsaw_head(
     state, train_config = head_state_from_checkpoint(
         checkpoint, OFFICIAL_JIGSAW_KEY, "jigsaw_head", str(source)
     )
-    heads = n_heads or train_config.get("jigsaw_heads") or None
+    heads = n_heads or flat_settings(train_config).get("jigsaw_heads") or None
     return jigsaw_head_from_state_dict(state, heads, f"{source} (jigsaw head)").to(device).eval()
 
 

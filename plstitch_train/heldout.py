@@ -8,7 +8,6 @@ L_PL / N = log(N!) / N (3.21 for an 8 x 8 grid).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -43,23 +42,23 @@ def heldout_jigsaw_loss(
     The model is rebuilt from the run's `last.ckpt` (strict load) and run in eval mode; samples are drawn by
     the run's own sampler settings with `seed`, in forward time, so every run is scored on the same items.
     """
+    from plstitch_train.checkpoint import load_training_checkpoint
+    from plstitch_train.config import TrainConfig
     from plstitch_train.data import build_training_data, open_frame_store
     from plstitch_train.model import PLStitchModel
-    from plstitch_train.presets import TrainConfig
-    from plstitch_train.trainer import load_training_checkpoint
 
     checkpoint = load_training_checkpoint(run_dir)
     saved = TrainConfig.from_dict(checkpoint["config"])
-    if saved.lambda_jigsaw <= 0:
+    if saved.loss.lambda_jigsaw <= 0:
         return None
     # the weights come from the checkpoint: no --init, forward time, the requested videos and seed
-    config = dataclasses.replace(
-        saved, init=None, reverse_time=False, dataset=dataset, root=root, split=split, data=None, seed=seed
+    config = saved.with_changes(
+        init=None, reverse_time=False, dataset=dataset, root=root, split=split, data=None, seed=seed
     )
     model = PLStitchModel(config)
     model.load_state_dict(checkpoint["model"], strict=True)
     model.eval()
-    cache = Path(cache_dir or config.cache_dir or Path(run_dir) / "frame_cache")
+    cache = Path(cache_dir or config.frames.cache_dir or Path(run_dir) / "frame_cache")
     store = open_frame_store(config, cache)
     grid = model.student["backbone"].grid_size
     data = build_training_data(config, store, grid)

@@ -16,11 +16,13 @@ from typing import Any
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import logger
+from plstitch_train import run_dir
+from plstitch_train.config import TrainConfig, setting_name
 from plstitch_train.data import with_data_fps
-from plstitch_train.presets import TrainConfig, get_preset
-from plstitch_train.trainer import RUNTIME_FIELDS, TrainResult, plan_run, train
+from plstitch_train.presets import get_preset
+from plstitch_train.trainer import RUNTIME_FIELDS, TrainResult, train
 
-ACTIONS = ("new", "resume", "finished", "overwrite")
+ACTIONS = run_dir.PLANS  # "new", "resume", "finished", "overwrite"
 
 
 @dataclass(frozen=True)
@@ -58,13 +60,15 @@ def plan_launch(
 ) -> Launch:
     """Decide what training `config` into `out` (or continuing `resume`) does; reads files, writes none.
 
-    `given` names the TrainConfig fields the user set: with `resume` only its RUNTIME_FIELDS apply, the others
-    are named in a warning; without "fps" in it a frames LMDB as `--data` trains at its own frame rate
-    (`data.with_data_fps`). Conflicting or missing options raise ConfigError; a folder holding a run with
-    other settings raises TrainingError naming `--resume` and `--overwrite` (`trainer.plan_run`).
+    `given` names the TrainConfig settings the user set (flat or `section.name`): with `resume` only its
+    RUNTIME_FIELDS apply, the others are named in a warning; without "fps" in it a frames LMDB as `--data`
+    trains at its own frame rate (`data.with_data_fps`). Conflicting or missing options raise ConfigError; a
+    folder holding a run with other settings raises TrainingError naming `--resume` and `--overwrite`
+    (`run_dir.plan_run`, asked once here: `run_launch` hands its decision to the trainer).
     """
     if resume is not None and overwrite:
         raise ConfigError("--resume continues a run and --overwrite replaces it: give one of them.")
+    given = [setting_name(name) if "." in name else name for name in given]
     if resume is not None:
         ignored = sorted(name for name in given if name not in RUNTIME_FIELDS)
         if ignored and int(os.environ.get("RANK", "0")) == 0:
@@ -74,11 +78,12 @@ def plan_launch(
     if out is None:
         raise ConfigError("--out is required (the run folder), unless --resume is given.")
     config = with_data_fps(config.validate(), fps_given="fps" in given)
-    return Launch(plan_run(config, Path(out), overwrite), Path(out), config)
+    return Launch(run_dir.plan_run(config, Path(out), overwrite), Path(out), config)
 
 
 def run_launch(launch: Launch) -> TrainResult:
-    """Carry out `launch` with `trainer.train` (a finished run returns at once with `already_finished`)."""
+    """Carry out `launch` with `trainer.train`, which takes its decision as it is (a finished run returns at
+    once with `already_finished`)."""
     if launch.resume is not None:
         return train(out_dir=launch.out_dir, resume=launch.resume, runtime=launch.runtime)
-    return train(launch.config, launch.out_dir, overwrite=launch.action == "overwrite")
+    return train(launch.config, launch.out_dir, plan=launch.action)

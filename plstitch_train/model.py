@@ -16,6 +16,7 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import Tensor, nn
 
 from plstitch_eval.errors import ConfigError
+from plstitch_train.config import ModelConfig, TrainConfig
 from plstitch_train.heads import IBOTHead, JigsawHead, PermutationHead, TemporalHead
 from plstitch_train.losses import (
     IBOTLoss,
@@ -24,7 +25,6 @@ from plstitch_train.losses import (
     pl_loss_per_item,
 )
 from plstitch_train.permutations import apply_permutation, sample_permutation_indices
-from plstitch_train.presets import TrainConfig
 
 __all__ = ["PLStitchModel", "ViTBackbone", "build_vit", "init_from_encoder", "pl_loss_per_item"]
 
@@ -68,21 +68,22 @@ class ViTBackbone(nn.Module):
         return vit.norm(vit.blocks(x))
 
 
-def build_vit(config: TrainConfig, drop_path: float) -> VisionTransformer:
-    """timm ViT of `config.arch` + `config.model_args` at `config.img_size`, no classifier."""
+def build_vit(model: ModelConfig, drop_path: float) -> VisionTransformer:
+    """timm ViT of `model.arch` + `model.model_args` at `model.img_size`, no classifier (a run's `model`
+    section; a whole TrainConfig works too, through its flat names)."""
     try:
         vit = timm.create_model(
-            config.arch,
+            model.arch,
             pretrained=False,
             num_classes=0,
-            img_size=config.img_size,
+            img_size=model.img_size,
             drop_path_rate=drop_path,
-            **config.model_args,
+            **model.model_args,
         )
     except (RuntimeError, TypeError, ValueError) as exc:
-        raise ConfigError(f"Cannot build backbone {config.arch!r} with {config.model_args}: {exc}") from exc
+        raise ConfigError(f"Cannot build backbone {model.arch!r} with {model.model_args}: {exc}") from exc
     if not isinstance(vit, VisionTransformer):
-        raise ConfigError(f"arch {config.arch!r} is not a timm VisionTransformer; PL-Stitch trains ViTs.")
+        raise ConfigError(f"arch {model.arch!r} is not a timm VisionTransformer; PL-Stitch trains ViTs.")
     return vit
 
 
@@ -95,13 +96,13 @@ def init_from_encoder(vit: VisionTransformer, spec: str) -> None:
     load_strict(vit, encoder.model.state_dict(), source=f"--init {spec}")
 
 
-def temporal_head_size(config: TrainConfig, dim: int) -> tuple[int, int]:
-    """(hidden width, feed-forward width) of the temporal head: D/2 and 4*hidden unless the config sets them.
+def temporal_head_size(model: ModelConfig, dim: int) -> tuple[int, int]:
+    """(hidden width, feed-forward width) of the temporal head: D/2 and 4*hidden unless `model` sets them.
 
     The authors' `hidden_mul=0.5`; `temporal_dim` / `temporal_ff` of 0 (or None) mean "auto".
     """
-    hidden = config.temporal_dim or dim // 2
-    return hidden, config.temporal_ff or 4 * hidden
+    hidden = model.temporal_dim or dim // 2
+    return hidden, model.temporal_ff or 4 * hidden
 
 
 class PLStitchModel(nn.Module):
@@ -109,57 +110,47 @@ class PLStitchModel(nn.Module):
 
     The student's iBOT head has separate CLS and patch last layers (`last_layer`, `last_layer2`), the
     teacher's one shared last layer (authors' `shared_head=False` / `shared_head_teacher=True`); the teacher
-    starts as the student's copy wherever their parameter names coincide. With `config.init` the weights then
+    starts as the student's copy wherever their parameter names coincide. With `model.init` the weights then
     come from a checkpoint (`plstitch_train.init.initialise`).
     """
 
     def __init__(self, config: TrainConfig) -> None:
         super().__init__()
         self.config = config
-        student_vit = build_vit(config, config.drop_path)
+        model, loss = config.model, config.loss
+        student_vit = build_vit(model, model.drop_path)
         dim = student_vit.embed_dim
         self.student = nn.ModuleDict({"backbone": ViTBackbone(student_vit)})
-        self.teacher = nn.ModuleDict({"backbone": ViTBackbone(build_vit(config, 0.0), masked_embed=False)})
-        if config.lambda_mim > 0:
+        self.teacher = nn.ModuleDict({"backbone": ViTBackbone(build_vit(model, 0.0), masked_embed=False)})
+        if loss.lambda_mim > 0:
             sizes = {
                 "in_dim": dim,
-                "out_dim": config.ibot_out_dim,
-                "patch_out_dim": config.ibot_out_dim,
-                "hidden_dim": config.ibot_hidden_dim,
-                "bottleneck_dim": config.ibot_bottleneck_dim,
+                "out_dim": model.ibot_out_dim,
+                "patch_out_dim": model.ibot_out_dim,
+                "hidden_dim": model.ibot_hidden_dim,
+                "bottleneck_dim": model.ibot_bottleneck_dim,
             }
             self.student["ibot_head"] = IBOTHead(**sizes, shared_head=False)
             self.teacher["ibot_head"] = IBOTHead(**sizes, shared_head=True)
-            self.ibot_loss = IBOTLoss(
-                config.ibot_out_dim,
-                config.ibot_out_dim,
-                n_global_crops=2,
-                student_temp=config.student_temp,
-                teacher_temp=config.teacher_temp,
-                warmup_teacher_temp=config.warmup_teacher_temp,
-                teacher_patch_temp=config.teacher_patch_temp,
-                warmup_teacher_patch_temp=config.warmup_teacher_patch_temp,
-                warmup_epochs=config.warmup_teacher_temp_epochs,
-                n_epochs=config.epochs,
-            )
-        if config.lambda_mim == 0 and config.lambda_jigsaw == 0:
+            self.ibot_loss = IBOTLoss.from_settings(loss, model.ibot_out_dim, config.optim.epochs)
+        if loss.lambda_mim == 0 and loss.lambda_jigsaw == 0:
             self.student["backbone"].masked_embed.requires_grad_(False)  # no branch sees masks
-        if config.lambda_vid > 0:
-            if config.objective == "permutation":
-                self.student["permutation_head"] = PermutationHead(dim, config.clip_len)
+        if loss.lambda_vid > 0:
+            if loss.objective == "permutation":
+                self.student["permutation_head"] = PermutationHead(dim, config.sampling.clip_len)
             else:
-                hidden, ff = temporal_head_size(config, dim)
+                hidden, ff = temporal_head_size(model, dim)
                 self.student["temporal_head"] = TemporalHead(
-                    dim, hidden, config.temporal_layers, config.temporal_heads, ff, config.temporal_dropout
+                    dim, hidden, model.temporal_layers, model.temporal_heads, ff, model.temporal_dropout
                 )
-        if config.lambda_jigsaw > 0:
-            self.student["jigsaw_head"] = JigsawHead(dim, config.jigsaw_heads or None)
+        if loss.lambda_jigsaw > 0:
+            self.student["jigsaw_head"] = JigsawHead(dim, model.jigsaw_heads or None)
         self.copy_student_to_teacher()
         self.teacher.requires_grad_(False)
-        if config.init:
+        if model.init:
             from plstitch_train.init import initialise
 
-            initialise(self, config.init)
+            initialise(self, model.init)
 
     @torch.no_grad()
     def copy_student_to_teacher(self) -> None:
@@ -181,18 +172,18 @@ class PLStitchModel(nn.Module):
         self, batch: dict[str, Tensor], epoch: int = 0, jigsaw_weight: float | None = None
     ) -> dict[str, Tensor]:
         """Losses of one batch: `loss` (weighted sum) and the unweighted `vid`, `mim`, `jigsaw` that ran."""
-        config = self.config
-        jigsaw_weight = config.lambda_jigsaw if jigsaw_weight is None else jigsaw_weight
+        loss = self.config.loss
+        jigsaw_weight = loss.lambda_jigsaw if jigsaw_weight is None else jigsaw_weight
         out: dict[str, Tensor] = {}
         total = None
         terms = []
-        if config.lambda_vid > 0:
+        if loss.lambda_vid > 0:
             out["vid"] = self.video_loss(batch["clip"])
-            terms.append(config.lambda_vid * out["vid"])
-        if config.lambda_mim > 0:
+            terms.append(loss.lambda_vid * out["vid"])
+        if loss.lambda_mim > 0:
             out["mim"] = self.mim_loss(batch["crops"], batch["masks"][:, :2], epoch)
-            terms.append(config.lambda_mim * out["mim"])
-        if jigsaw_weight > 0 and config.lambda_jigsaw > 0:
+            terms.append(loss.lambda_mim * out["mim"])
+        if jigsaw_weight > 0 and loss.lambda_jigsaw > 0:
             out["jigsaw"] = self.jigsaw_loss(batch["context"], batch["masks"][:, 2])
             terms.append(jigsaw_weight * out["jigsaw"])
         for term in terms:
@@ -204,14 +195,14 @@ class PLStitchModel(nn.Module):
         """L_vid on clips [B, k, 3, H, W] in true order: CLS (PE on, with grad) -> head -> ranking loss."""
         batch, k = clip.shape[:2]
         perm_index = None
-        if self.config.objective == "permutation":
+        if self.config.loss.objective == "permutation":
             perm_index = sample_permutation_indices(batch, k, device=clip.device)
             clip = apply_permutation(clip, perm_index)
         feats = self.student["backbone"](clip.flatten(0, 1))[:, 0].reshape(batch, k, -1)
         if perm_index is not None:
             return permutation_classification_loss(self.student["permutation_head"](feats), perm_index)
         scores = self.student["temporal_head"](feats)
-        if self.config.objective == "pairwise":
+        if self.config.loss.objective == "pairwise":
             return pairwise_ranking_loss(scores)
         return pl_loss_per_item(scores)
 

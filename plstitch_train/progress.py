@@ -9,7 +9,7 @@ import torch
 from rich.progress import TextColumn
 
 from plstitch_eval.utils.console import console, logger, progress_bar
-from plstitch_train.presets import TrainConfig
+from plstitch_train.config import OptimConfig
 
 LOSS_KEYS = ("loss", "vid", "mim", "jigsaw")
 
@@ -48,9 +48,10 @@ class LiveLine:
 
 
 def announce_plan(
-    config: TrainConfig, step: int, total: int, per_epoch: int, device: torch.device, out_dir: Path
+    optim: OptimConfig, step: int, total: int, per_epoch: int, device: torch.device, out_dir: Path
 ) -> None:
-    """One line before the first step: how many steps (and epochs of how many), the batch, where it runs."""
+    """One line before the first step: how many steps (and epochs of how many), the batch (of the run's
+    `optim` section), where it runs."""
     epochs = total / per_epoch
     logger.info(
         "training: %s%d steps (%s epoch%s of %d steps, batch %d) on %s into %s",
@@ -59,7 +60,7 @@ def announce_plan(
         f"{epochs:g}" if epochs == int(epochs) else f"{epochs:.2f}",
         "" if epochs == 1 else "s",
         per_epoch,
-        config.batch_size,
+        optim.batch_size,
         device,
         out_dir,
     )

@@ -59,10 +59,11 @@ from plstitch_eval.protocols import run_knn, run_linear, run_majority
 from plstitch_eval.results_json import write_results
 from plstitch_eval.utils.console import logger, setup_logging
 from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
+from plstitch_train.config import TrainConfig
 from plstitch_train.export import ExportOptions, export_model
 from plstitch_train.heldout import heldout_jigsaw_loss
 from plstitch_train.model import build_vit
-from plstitch_train.presets import TrainConfig, get_preset
+from plstitch_train.presets import get_preset
 from plstitch_train.reproduce_presets import (
     REPRODUCE_PRESETS,
     ROWS,
@@ -139,7 +140,7 @@ def train_config(config: ReproduceConfig, row: str, seed: int, reverse_time: boo
         changes["max_steps"] = config.n_steps
     if config.dataset_options:  # a reduced dataset (tests): its folder read as Cholec80, every video
         changes.update(dataset="cholec80", root=str(_dataset_root(config)), split=None)
-    return dataclasses.replace(base, **changes).validate()
+    return base.with_changes(**changes).validate()
 
 
 def shared_init_dir(config: ReproduceConfig) -> Path:
@@ -168,7 +169,9 @@ def ensure_trained(run_dir: Path, train: TrainConfig) -> Path:
         return run_dir
     if checkpoint_path(run_dir).is_file():
         logger.info("resume %s", run_dir.name)
-        run_training(resume=run_dir, runtime={"device": train.device, "cache_dir": train.cache_dir})
+        run_training(
+            resume=run_dir, runtime={"device": train.run.device, "cache_dir": train.frames.cache_dir}
+        )
     else:
         logger.info("train %s", run_dir.name)
         run_training(train, run_dir)
@@ -180,8 +183,8 @@ def ensure_random_init(run_dir: Path, train: TrainConfig) -> Path:
 
     target = backbone_dir(run_dir)
     if not is_finished(run_dir):
-        seed_everything(train.seed)
-        save_timm_dir(build_vit(train.replace(init=None), 0.0), target, DataConfig.for_size(train.img_size))
+        seed_everything(train.run.seed)
+        save_timm_dir(build_vit(train.model, 0.0), target, DataConfig.for_size(train.model.img_size))
     return run_dir
 
 

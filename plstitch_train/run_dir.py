@@ -29,8 +29,9 @@ from plstitch_eval.hub.run_folder import (
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
 from plstitch_train.checkpoint import load_training_checkpoint
-from plstitch_train.presets import TrainConfig
+from plstitch_train.config import TrainConfig, flat_settings
 
+PLANS = ("new", "resume", "finished", "overwrite")  # what `plan_run` decides
 # settings that do not change what a run computes: a rerun may change them and still resume
 RUNTIME_FIELDS = ("device", "num_workers", "checkpoint_every", "log_every", "cache_dir")
 PATH_FIELDS = ("data", "root")  # compared as absolute paths
@@ -48,11 +49,15 @@ class TrainResult:
 
 
 def comparable_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """The settings that change what a run computes: runtime fields left out, data paths made absolute.
+    """The settings that change what a run computes, by flat name: runtime fields left out, data paths made
+    absolute. `settings` is any saved form of a TrainConfig: nested sections or the old flat dict.
 
-    Why: a rerun with other workers, device, cadence or cache folder is still the same run and may resume it.
+    Why: a rerun with other workers, device, cadence or cache folder is still the same run and may resume it;
+    a run folder saved before the sections existed holds the flat form, and is the same run.
     """
-    plain = json.loads(json.dumps(settings))  # tuples -> lists, as train_config.json holds them
+    plain = json.loads(
+        json.dumps(flat_settings(settings))
+    )  # tuples -> lists, as train_config.json holds them
     out = {key: value for key, value in plain.items() if key not in RUNTIME_FIELDS}
     for key in PATH_FIELDS:
         if isinstance(out.get(key), str):
@@ -64,7 +69,8 @@ def config_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tu
     """`{key: (old value, new value)}` for each result-changing setting that differs between two configs.
 
     Why: one rule decides whether a rerun continues a run folder or is refused (see `comparable_settings`).
-    Keys of dict-valued settings are spelled `model_args.embed_dim`.
+    Keys are flat setting names (`base_lr`), whichever form each side was saved in; keys of dict-valued
+    settings are spelled `model_args.embed_dim`.
     """
     return _differences(comparable_settings(old), comparable_settings(new))
 
@@ -113,10 +119,11 @@ def recorded_settings(run_dir: Path) -> dict[str, Any] | None:
 
 
 def plan_run(config: TrainConfig, run_dir: Path, overwrite: bool = False) -> str:
-    """What training `config` into `run_dir` does: "new", "resume", "finished" or "overwrite".
+    """What training `config` into `run_dir` does: one of PLANS ("new", "resume", "finished", "overwrite").
 
     Why: rerunning a command must continue (or keep) its run, never restart over it silently; a run made with
-    other settings is refused naming them. It only reads, so every torchrun rank decides alike.
+    other settings is refused naming them. It only reads, so every torchrun rank decides alike; a launch
+    decides once (`launch.plan_launch`) and hands the decision to `trainer.train(plan=...)`.
     """
     present = present_run_files(run_dir)
     if not present:
@@ -185,7 +192,8 @@ def _checkpoint_step(run_dir: Path) -> int:
 
 
 def prepare_folder(out_dir: Path, config: TrainConfig, replace: bool, step: int) -> None:
-    """Rank 0, once the new run is built: drop an overwritten run's files, record the config, cut the log.
+    """Rank 0, once the new run is built: drop an overwritten run's files, record the config (nested form),
+    cut the log.
 
     Why: nothing of an old run is deleted before the new settings proved they build a run.
     """

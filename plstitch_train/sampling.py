@@ -16,11 +16,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import logger
+
+if TYPE_CHECKING:
+    from plstitch_train.config import SamplingConfig
 
 _EPS = 1e-9
 
@@ -209,6 +213,34 @@ class TrainSampler:
                 f"An epoch has {self.items_per_epoch} items, fewer than one global batch of "
                 f"{batch_size * world_size}; lower --batch-size or add videos."
             )
+
+    @classmethod
+    def from_settings(
+        cls,
+        sampling: SamplingConfig,
+        video_lengths: Sequence[int],
+        *,
+        batch_size: int,
+        fps: float,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> TrainSampler:
+        """The sampler of a run's `sampling` section; `batch_size` is this rank's micro-batch."""
+        return cls(
+            video_lengths,
+            batch_size=batch_size,
+            clip_len=sampling.clip_len,
+            min_step=sampling.min_step,
+            max_step=sampling.max_step,
+            fps=fps,
+            context_seconds=sampling.context_seconds,
+            length_bounds=sampling.clip_length_bounds,
+            counts=sampling.clips_per_video,
+            seed=seed,
+            rank=rank,
+            world_size=world_size,
+        )
 
     @property
     def items_per_epoch(self) -> int:

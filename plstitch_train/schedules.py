@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from plstitch_train.config import OptimConfig
 
 
 def cosine_schedule(
@@ -36,6 +40,12 @@ def scaled_lr(base_lr: float, batch_size: int) -> float:
     return base_lr * batch_size / 256
 
 
+def planned_steps(optim: OptimConfig, steps_per_epoch: int) -> int:
+    """Optimizer steps of a run: `epochs` x `steps_per_epoch`, capped by `max_steps` when set."""
+    total = optim.epochs * steps_per_epoch
+    return total if optim.max_steps is None else min(total, optim.max_steps)
+
+
 class Schedules:
     """lr, weight decay and teacher momentum for every optimizer step of a run."""
 
@@ -56,6 +66,21 @@ class Schedules:
         self.lr = cosine_schedule(scaled_lr(base_lr, batch_size), min_lr, total_steps, warmup)
         self.weight_decay = cosine_schedule(weight_decay, weight_decay_end, total_steps)
         self.momentum = cosine_schedule(momentum_teacher, 1.0, total_steps)
+
+    @classmethod
+    def from_settings(cls, optim: OptimConfig, total_steps: int, steps_per_epoch: int) -> Schedules:
+        """The schedules of a run's `optim` section: `total_steps` steps of `steps_per_epoch` per epoch."""
+        return cls(
+            total_steps,
+            steps_per_epoch,
+            base_lr=optim.base_lr,
+            min_lr=optim.min_lr,
+            warmup_epochs=optim.warmup_epochs,
+            weight_decay=optim.weight_decay,
+            weight_decay_end=optim.weight_decay_end,
+            momentum_teacher=optim.momentum_teacher,
+            batch_size=optim.batch_size,
+        )
 
     def __len__(self) -> int:
         return len(self.lr)

@@ -32,6 +32,7 @@ from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, FRAME_CACHE_DIR, LOG_N
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision
 from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
+from plstitch_train import run_dir
 from plstitch_train.checkpoint import (
     CHECKPOINT_FORMAT,
     export_backbone,
@@ -39,6 +40,7 @@ from plstitch_train.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
+from plstitch_train.config import RunConfig, TrainConfig
 from plstitch_train.data import (
     FrameStore,
     TrainDataset,
@@ -48,7 +50,6 @@ from plstitch_train.data import (
 )
 from plstitch_train.frames_lmdb import LmdbFrameStore
 from plstitch_train.model import PLStitchModel
-from plstitch_train.presets import TrainConfig
 from plstitch_train.progress import LOSS_KEYS, LiveLine, announce_plan
 from plstitch_train.rng import capture_rng, restore_rng, seed_everything
 from plstitch_train.run_dir import (
@@ -66,7 +67,7 @@ from plstitch_train.run_dir import (
     resume_target,
 )
 from plstitch_train.sampling import TrainSampler
-from plstitch_train.schedules import Schedules, ramp_weight
+from plstitch_train.schedules import Schedules, planned_steps, ramp_weight
 from plstitch_train.signals import (
     DUPLICATE_SIGNAL_S,
     STOP_SIGNALS,
@@ -106,7 +107,7 @@ __all__ = [  # the loop, and the names of the pieces it is composed of (they liv
 
 def _frame_store(config: TrainConfig, out_dir: Path, info: DistInfo) -> FrameStore | LmdbFrameStore:
     """Decode the training videos (rank 0 first, so the others only read the cache)."""
-    cache_dir = Path(config.cache_dir) if config.cache_dir else out_dir / FRAME_CACHE_DIR
+    cache_dir = Path(config.frames.cache_dir) if config.frames.cache_dir else out_dir / FRAME_CACHE_DIR
 
     def build() -> FrameStore | LmdbFrameStore:
         return open_frame_store(config, cache_dir)
@@ -118,18 +119,16 @@ def _frame_store(config: TrainConfig, out_dir: Path, info: DistInfo) -> FrameSto
     return store if store is not None else build()
 
 
-def _loader(
-    dataset: TrainDataset, sampler: TrainSampler, config: TrainConfig, device: torch.device
-) -> DataLoader:
+def _loader(dataset: TrainDataset, sampler: TrainSampler, run: RunConfig, device: torch.device) -> DataLoader:
     """DataLoader with its own generator, so creating it never consumes the global RNG (exact resume)."""
-    generator = torch.Generator().manual_seed(config.seed)
+    generator = torch.Generator().manual_seed(run.seed)
     return DataLoader(
         dataset,
         batch_sampler=sampler,
-        num_workers=config.num_workers,
+        num_workers=run.num_workers,
         pin_memory=device.type == "cuda",
         generator=generator,
-        worker_init_fn=ignore_stop_signals if config.num_workers > 0 else None,
+        worker_init_fn=ignore_stop_signals if run.num_workers > 0 else None,
     )
 
 
@@ -141,6 +140,7 @@ def train(
     overwrite: bool = False,
     runtime: dict[str, Any] | None = None,
     stop_after: int | None = None,
+    plan: str | None = None,
 ) -> TrainResult:
     """Train a PL-Stitch model into `out_dir`, continuing the run already there; returns the per-step losses.
 
@@ -149,10 +149,14 @@ def train(
     unless `overwrite` (the old run's files go only once the new run is built). `resume` restores from a
     checkpoint whose config wins (`runtime` may change only RUNTIME_FIELDS). `stop_after` stops after that
     many optimizer steps as a kill would, leaving a checkpoint but no export (tests of exact resume).
+    `plan` is the decision `run_dir.plan_run` already took for `config` and `out_dir` ("new", "resume",
+    "finished" or "overwrite": `launch.plan_launch` passes its own); without it train decides here.
     SIGINT/SIGTERM raise `TrainingInterrupted` after checkpointing at the next step boundary.
     """
     if resume is not None and overwrite:
         raise ConfigError("--resume continues a run and --overwrite replaces it: give one of them.")
+    if plan is not None and (plan not in run_dir.PLANS or resume is not None):
+        raise ConfigError(f"plan={plan!r}: give one of {', '.join(run_dir.PLANS)}, and no resume with it.")
     checkpoint = None
     if resume is not None:
         out_dir = resume_target(resume, out_dir)
@@ -165,16 +169,17 @@ def train(
     config = config.replace(**{k: v for k, v in (runtime or {}).items() if k in RUNTIME_FIELDS})
     config.validate()
     out_dir = Path(out_dir)
-    plan = "resume" if checkpoint is not None else plan_run(config, out_dir, overwrite)
+    if plan is None:
+        plan = "resume" if checkpoint is not None else run_dir.plan_run(config, out_dir, overwrite)
     if plan == "finished":
         return finished_result(out_dir)
     if plan == "resume" and checkpoint is None:
         checkpoint = load_training_checkpoint(out_dir)
         if int(os.environ.get("RANK", "0")) == 0:
             logger.info("Resuming %s from step %d.", out_dir, int(checkpoint["step"]))
-    device = resolve_device(config.device)
+    device = resolve_device(config.run.device)
     info, device = init_distributed(device)  # a rendezvous: no rank writes before every rank has planned
-    precision = resolve_precision(config.precision, device)
+    precision = resolve_precision(config.run.precision, device)
     stops = StopSignals(
         announce=info.is_main and stderr_is_terminal(),
         duplicate_s=DUPLICATE_SIGNAL_S if info.world_size > 1 else 0.0,
@@ -207,47 +212,36 @@ class _RunSetup:
 def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -> TrainResult:
     """Build the data, model and optimizer of `run`, restore its checkpoint, train, checkpoint and export."""
     config, out_dir, checkpoint, stops = run.config, run.out_dir, run.checkpoint, run.stops
-    micro_batch_size(config, info.world_size)  # a bad batch split fails before any video is decoded
+    optim = config.optim
+    micro_batch_size(optim, info.world_size)  # a bad batch split fails before any video is decoded
     store = _frame_store(config, out_dir, info)
 
-    seed_everything(config.seed)  # identical initial weights on every rank
+    seed_everything(config.run.seed)  # identical initial weights on every rank
     model = PLStitchModel(config).to(device)
     dataset, sampler = build_training_data(
         config, store, model.student["backbone"].grid_size, rank=info.rank, world_size=info.world_size
     )
-    steps_per_epoch = sampler.batches_per_epoch // config.accum_steps
+    steps_per_epoch = sampler.batches_per_epoch // optim.accum_steps
     if steps_per_epoch < 1:
         raise TrainingError(
             f"An epoch holds {sampler.batches_per_epoch} micro-batches, fewer than accum_steps."
         )
-    total_steps = config.epochs * steps_per_epoch
-    if config.max_steps is not None:
-        total_steps = min(total_steps, config.max_steps)
-    schedules = Schedules(
-        total_steps,
-        steps_per_epoch,
-        base_lr=config.base_lr,
-        min_lr=config.min_lr,
-        warmup_epochs=config.warmup_epochs,
-        weight_decay=config.weight_decay,
-        weight_decay_end=config.weight_decay_end,
-        momentum_teacher=config.momentum_teacher,
-        batch_size=config.batch_size,
-    )
+    total_steps = planned_steps(optim, steps_per_epoch)
+    schedules = Schedules.from_settings(optim, total_steps, steps_per_epoch)
     optimizer = torch.optim.AdamW(model.param_groups(), lr=0.0)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
 
     step = 0 if checkpoint is None else int(checkpoint["step"])
     if info.is_main:  # the new run is built: only now may an old one's files go
         prepare_folder(out_dir, config, run.replace, step)
-        announce_plan(config, step, total_steps, steps_per_epoch, device, out_dir)
-    seed_everything(config.seed + 1 + info.rank)  # drop path / dropout differ per rank
+        announce_plan(optim, step, total_steps, steps_per_epoch, device, out_dir)
+    seed_everything(config.run.seed + 1 + info.rank)  # drop path / dropout differ per rank
     if checkpoint is not None:
         step = restore_checkpoint(checkpoint, model, optimizer, scaler, sampler, info, device)
 
     ddp = None
     if info.world_size > 1:
-        find_unused = config.lambda_jigsaw > 0 and config.jigsaw_start_epoch > 0
+        find_unused = config.loss.lambda_jigsaw > 0 and config.loss.jigsaw_start_epoch > 0
         ddp = DistributedDataParallel(
             model,
             device_ids=[device.index] if device.type == "cuda" else None,
@@ -262,14 +256,14 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
     start_time = time.perf_counter()
     live_enabled = info.is_main and not os.environ.get("PLSTITCH_NO_LIVE")
     stops.graceful, stops.total_steps = True, total_steps
-    with LiveLine(total_steps, step, live_enabled, config.log_every) as live:
+    with LiveLine(total_steps, step, live_enabled, config.run.log_every) as live:
         while step < total_steps:
             epoch, step_in_epoch = divmod(step, steps_per_epoch)
-            sampler.set_position(epoch, step_in_epoch * config.accum_steps)
-            batches = iter(_loader(dataset, sampler, config, device))
+            sampler.set_position(epoch, step_in_epoch * optim.accum_steps)
+            batches = iter(_loader(dataset, sampler, config.run, device))
             while step_in_epoch < steps_per_epoch and step < total_steps:
                 tick = time.perf_counter()
-                micro = [next(batches) for _ in range(config.accum_steps)]
+                micro = [next(batches) for _ in range(optim.accum_steps)]
                 data_time = time.perf_counter() - tick
                 losses = state.step(step, micro, epoch + step_in_epoch / steps_per_epoch, clipped)
                 step, step_in_epoch = step + 1, step_in_epoch + 1
@@ -281,20 +275,20 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
                     "lr": float(schedules.lr[step - 1]),
                     "weight_decay": float(schedules.weight_decay[step - 1]),
                     "momentum": float(schedules.momentum[step - 1]),
-                    "samples_per_s": config.batch_size / max(elapsed, 1e-9),
+                    "samples_per_s": optim.batch_size / max(elapsed, 1e-9),
                     "data_fraction": data_time / max(elapsed, 1e-9),
                     "time": time.perf_counter() - start_time,
                 }
                 history.append(record)
                 if info.is_main:
                     live.update(step, record)
-                    if step % config.log_every == 0 or step == total_steps:
+                    if step % config.run.log_every == 0 or step == total_steps:
                         append_log(log_path, record)
                 stop_signal = agreed_stop(stops.requested, info, device)
                 stopping = stop_signal is not None or (run.stop_after is not None and step >= run.stop_after)
-                if step % config.checkpoint_every == 0 or step == total_steps or stopping:
+                if step % config.run.checkpoint_every == 0 or step == total_steps or stopping:
                     next_epoch, next_step = divmod(step, steps_per_epoch)
-                    sampler.set_position(next_epoch, next_step * config.accum_steps)
+                    sampler.set_position(next_epoch, next_step * optim.accum_steps)
                     save_checkpoint(
                         out_dir / CHECKPOINT_NAME,
                         config,
@@ -314,7 +308,7 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
             del batches
     stops.graceful = False  # the export is short: a signal now stops at once (the run resumes into it)
     if info.is_main:
-        export_backbone(model, out_dir, config)
+        export_backbone(model, out_dir, config.model)
         logger.info("Finished %d steps; backbone written to %s", step, backbone_dir(out_dir))
     if info.world_size > 1:
         dist.barrier()
@@ -343,13 +337,13 @@ class _LoopState:
     def step(
         self, step: int, micro: list[dict[str, torch.Tensor]], epoch_float: float, clipped: list
     ) -> dict[str, float]:
-        config, accum = self.config, self.config.accum_steps
-        epoch = int(epoch_float)
+        loss, optim = self.config.loss, self.config.optim
+        accum, epoch = optim.accum_steps, int(epoch_float)
         for group in self.optimizer.param_groups:
             group["lr"] = float(self.schedules.lr[step])
             group["weight_decay"] = float(self.schedules.weight_decay[step]) if group["apply_wd"] else 0.0
         jigsaw_weight = ramp_weight(
-            config.lambda_jigsaw, epoch_float, config.jigsaw_start_epoch, config.jigsaw_ramp_epochs
+            loss.lambda_jigsaw, epoch_float, loss.jigsaw_start_epoch, loss.jigsaw_ramp_epochs
         )
         forward = self.ddp if self.ddp is not None else self.model
         totals: dict[str, float] = {}
@@ -369,9 +363,9 @@ class _LoopState:
             for key, value in values.items():
                 totals[key] = totals.get(key, 0.0) + value / accum
         self.scaler.unscale_(self.optimizer)
-        if config.clip_grad > 0:
-            clip_gradients(clipped, config.clip_grad, per_parameter=config.clip_per_parameter)
-        if epoch < config.freeze_last_layer_epochs:
+        if optim.clip_grad > 0:
+            clip_gradients(clipped, optim.clip_grad, per_parameter=optim.clip_per_parameter)
+        if epoch < optim.freeze_last_layer_epochs:
             for param in self.model.last_layer_parameters():
                 param.grad = None
         self.scaler.step(self.optimizer)

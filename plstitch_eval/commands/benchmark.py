@@ -7,7 +7,26 @@ from typing import Annotated
 
 import typer
 
-from plstitch_eval.commands.options import CropMarginOpt, DecodeDeviceOpt, DecoderOpt
+from plstitch_eval.commands.options import (
+    CausalOpt,
+    CropMarginOpt,
+    DecodeDeviceOpt,
+    DecoderOpt,
+    EncodeBatchOpt,
+    EncodeDeviceOpt,
+    FpsOpt,
+    KnnKOpt,
+    LrGridOpt,
+    NumWorkersOpt,
+    OptimizerOpt,
+    PrecisionOpt,
+    SelectMetricOpt,
+    TemperatureOpt,
+    TrustPickleOpt,
+    WdGridOpt,
+    WeightingOpt,
+    given,
+)
 
 
 def benchmark(
@@ -44,49 +63,32 @@ def benchmark(
         str | None,
         typer.Option("--metrics", help="Table columns, e.g. accuracy,macro_f1_video (default: per dataset)."),
     ] = None,
-    k: Annotated[int, typer.Option("--k", help="k-NN neighbours.")] = 20,
-    temperature: Annotated[float, typer.Option(help="k-NN temperature T in exp(sim / T).")] = 0.07,
-    weighting: Annotated[str, typer.Option(help="k-NN weighting: exp, similarity or uniform.")] = "exp",
-    lr: Annotated[
-        list[float] | None, typer.Option("--lr", help="Linear-probe learning rates (repeat).")
+    k: KnnKOpt = None,
+    temperature: TemperatureOpt = None,
+    weighting: WeightingOpt = None,
+    lr: LrGridOpt = None,
+    wd: WdGridOpt = None,
+    optimizer: OptimizerOpt = None,
+    epochs: Annotated[int | None, typer.Option(help="Linear-probe epochs (default 20).")] = None,
+    select_metric: SelectMetricOpt = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed of the linear probe, the MS-TCN and the CV folds (default 0).")
     ] = None,
-    wd: Annotated[
-        list[float] | None, typer.Option("--wd", help="Linear-probe weight decays (repeat).")
-    ] = None,
-    optimizer: Annotated[str, typer.Option(help="Linear probe: sgd (momentum 0.9) or adamw.")] = "sgd",
-    epochs: Annotated[int, typer.Option(help="Linear-probe epochs.")] = 20,
-    select_metric: Annotated[
-        str, typer.Option(help="Linear-probe validation metric: accuracy or macro_f1.")
-    ] = "accuracy",
-    seed: Annotated[int, typer.Option(help="Seed of the linear probe, the MS-TCN and the CV folds.")] = 0,
     folds: Annotated[int, typer.Option(help="cv: number of folds (split by video).")] = 5,
     cv_protocol: Annotated[str, typer.Option("--cv-protocol", help="cv: knn, linear or temporal.")] = "knn",
     temporal_epochs: Annotated[
         int | None, typer.Option("--temporal-epochs", help="temporal: MS-TCN epochs (default 50).")
     ] = None,
-    causal: Annotated[bool, typer.Option("--causal", help="temporal: causal convolutions (online).")] = False,
-    fps: Annotated[
-        float | None, typer.Option(help="Sampling rate in frames/s (default: each dataset's eval fps).")
-    ] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Frames per forward.")] = 64,
-    num_workers: Annotated[
-        int | None,
-        typer.Option(
-            "--num-workers",
-            "-j",
-            help="Decoding workers (default: one per core on a GPU, min(4, cores) on CPU).",
-        ),
-    ] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    causal: CausalOpt = False,
+    fps: FpsOpt = None,
+    batch_size: EncodeBatchOpt = None,
+    num_workers: NumWorkersOpt = None,
+    device: EncodeDeviceOpt = None,
     crop_black_margin: CropMarginOpt = False,
-    decoder: DecoderOpt = "pyav",
-    decode_device: DecodeDeviceOpt = "auto",
-    precision: Annotated[
-        str, typer.Option(help="auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16.")
-    ] = "auto",
-    trust_pickle: Annotated[
-        bool, typer.Option("--trust-pickle", help="Allow loading pickle checkpoints (runs their code).")
-    ] = False,
+    decoder: DecoderOpt = None,
+    decode_device: DecodeDeviceOpt = None,
+    precision: PrecisionOpt = None,
+    trust_pickle: TrustPickleOpt = False,
     overwrite: Annotated[
         bool,
         typer.Option(
@@ -107,7 +109,8 @@ def benchmark(
     missing. A failing cell is named in the table and the exit code is 1. Under torchrun
     (`torchrun ... -m plstitch_eval benchmark ...`) each store's extraction is sharded over the ranks.
     """
-    from plstitch_eval.benchmark import BenchmarkConfig, run_benchmark
+    from plstitch_eval.benchmark.config import BenchmarkConfig
+    from plstitch_eval.benchmark.runner import run_benchmark
     from plstitch_eval.extract import ExtractOptions
     from plstitch_eval.knn import KnnConfig
     from plstitch_eval.linear import LinearConfig
@@ -116,8 +119,8 @@ def benchmark(
     from plstitch_eval.utils.device import resolve_device
     from plstitch_eval.utils.io import write_json_output
 
-    resolved = str(resolve_device(device))
-    linear_defaults = LinearConfig()
+    resolved = str(resolve_device(device or "auto"))
+    seeds = given(seed=seed)
     config = BenchmarkConfig(
         models=models,
         datasets=datasets,
@@ -125,34 +128,33 @@ def benchmark(
         protocols=protocols,
         metrics=metrics,
         extract=ExtractOptions(
-            fps=fps,
-            batch_size=batch_size,
-            num_workers=num_workers,
-            device=device,
-            precision=precision,
+            **given(
+                fps=fps,
+                batch_size=batch_size,
+                num_workers=num_workers,
+                device=device,
+                precision=precision,
+                decoder=decoder,
+                decode_device=decode_device,
+            ),
             crop_black_margin=crop_black_margin,
-            decoder=decoder,
-            decode_device=decode_device,
         ),
-        knn=KnnConfig(k=k, temperature=temperature, weighting=weighting, device=resolved),
+        knn=KnnConfig(**given(k=k, temperature=temperature, weighting=weighting), device=resolved),
         linear=LinearConfig(
-            lrs=tuple(lr) if lr else linear_defaults.lrs,
-            weight_decays=tuple(wd) if wd else linear_defaults.weight_decays,
-            optimizer=optimizer,
-            epochs=epochs,
-            select_metric=select_metric,
-            seed=seed,
+            **given(
+                lrs=tuple(lr) if lr else None,
+                weight_decays=tuple(wd) if wd else None,
+                optimizer=optimizer,
+                epochs=epochs,
+                select_metric=select_metric,
+            ),
+            **seeds,
             device=resolved,
         ),
-        temporal=TemporalConfig(
-            **({"epochs": temporal_epochs} if temporal_epochs is not None else {}),
-            causal=causal,
-            seed=seed,
-            device=resolved,
-        ),
+        temporal=TemporalConfig(**given(epochs=temporal_epochs), causal=causal, **seeds, device=resolved),
         cv_folds=folds,
         cv_protocol=cv_protocol,
-        cv_seed=seed,
+        **given(cv_seed=seed),
         overwrite=overwrite,
         trust_pickle=trust_pickle,
     )

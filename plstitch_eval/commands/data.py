@@ -12,7 +12,23 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from plstitch_eval.commands.options import CropMarginOpt, DecodeDeviceOpt, DecoderOpt
+from plstitch_eval.commands.options import (
+    CropMarginOpt,
+    DecodeDeviceOpt,
+    DecoderOpt,
+    EncodeBatchOpt,
+    EncodeDeviceOpt,
+    FpsOpt,
+    ModelOpt,
+    NumWorkersOpt,
+    PrecisionOpt,
+    ResizeOnDecodeOpt,
+    RevisionOpt,
+    TransformOpt,
+    TrustPickleOpt,
+    WhichOpt,
+    given,
+)
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import console, print_error, result_console
 from plstitch_eval.utils.io import write_json_output
@@ -67,30 +83,14 @@ def extract(
     root: Annotated[
         Path | None, typer.Option("--root", help="Dataset folder (not needed for synthetic).")
     ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", "-m", help="Registry name, hf-hub:ORG/NAME, folder or checkpoint file."),
-    ] = None,
-    revision: Annotated[str | None, typer.Option(help="Hub revision (branch, tag or commit).")] = None,
-    trust_pickle: Annotated[
-        bool, typer.Option("--trust-pickle", help="Allow loading pickle checkpoints (runs their code).")
-    ] = False,
-    fps: Annotated[
-        float | None, typer.Option(help="Sampling rate in frames/s (default: the dataset's eval fps).")
-    ] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Frames per forward.")] = 64,
-    num_workers: Annotated[
-        int | None,
-        typer.Option(
-            "--num-workers",
-            "-j",
-            help="Decoding workers (default: one per core on a GPU, min(4, cores) on CPU).",
-        ),
-    ] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
-    precision: Annotated[
-        str, typer.Option(help="auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16.")
-    ] = "auto",
+    model: ModelOpt = None,
+    revision: RevisionOpt = None,
+    trust_pickle: TrustPickleOpt = False,
+    fps: FpsOpt = None,
+    batch_size: EncodeBatchOpt = None,
+    num_workers: NumWorkersOpt = None,
+    device: EncodeDeviceOpt = None,
+    precision: PrecisionOpt = None,
     split: Annotated[str | None, typer.Option(help="Only this split (train, val, test).")] = None,
     split_scheme: Annotated[
         str | None, typer.Option("--split-scheme", help="Scheme that --split refers to (default: the first).")
@@ -98,36 +98,18 @@ def extract(
     videos: Annotated[
         str | None, typer.Option("--videos", help="Only these videos (comma-separated names).")
     ] = None,
-    resize_on_decode: Annotated[
-        bool,
-        typer.Option(
-            "--resize-on-decode",
-            help="Let FFmpeg/PIL resize while decoding (faster, bilinear; pixels differ from the model's).",
-        ),
-    ] = False,
+    resize_on_decode: ResizeOnDecodeOpt = False,
     crop_black_margin: CropMarginOpt = False,
-    decoder: DecoderOpt = "pyav",
-    decode_device: DecodeDeviceOpt = "auto",
+    decoder: DecoderOpt = None,
+    decode_device: DecodeDeviceOpt = None,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace a store made with another model/preprocessing/fps.")
     ] = False,
     fail_fast: Annotated[
         bool, typer.Option("--fail-fast", help="Stop at the first video that cannot be decoded.")
     ] = False,
-    which: Annotated[
-        str,
-        typer.Option(
-            "--which", help="Network of a training checkpoint: teacher (default, as published) or student."
-        ),
-    ] = "teacher",
-    transform: Annotated[
-        str | None,
-        typer.Option(
-            "--transform",
-            help="Override the model's eval transform: whole-frame (resize the frame to the input size, "
-            "as PL-Stitch's authors) or center-crop (shorter side, centre crop: DINO evaluation).",
-        ),
-    ] = None,
+    which: WhichOpt = None,
+    transform: TransformOpt = None,
     json_path: Annotated[
         Path | None,
         typer.Option(
@@ -152,11 +134,15 @@ def extract(
     from plstitch_eval.hub import load_encoder
 
     options = ExtractOptions(
-        fps=fps,
-        batch_size=batch_size,
-        num_workers=num_workers,
-        device=device,
-        precision=precision,
+        **given(
+            fps=fps,
+            batch_size=batch_size,
+            num_workers=num_workers,
+            device=device,
+            precision=precision,
+            decoder=decoder,
+            decode_device=decode_device,
+        ),
         overwrite=overwrite,
         fail_fast=fail_fast,
         videos=[v.strip() for v in videos.split(",") if v.strip()] if videos else None,
@@ -164,8 +150,6 @@ def extract(
         split_scheme=split_scheme,
         resize_on_decode=resize_on_decode,
         crop_black_margin=crop_black_margin,
-        decoder=decoder,
-        decode_device=decode_device,
     )
     spec = model or default_model(dataset)
     # the dataset's videos and annotations, the chosen videos and the --out folder are checked before the
@@ -183,7 +167,7 @@ def extract(
             highlight=False,
         )
     encoder = load_encoder(
-        spec, revision=revision, trust_pickle=trust_pickle, which=which, transform=transform
+        spec, revision=revision, trust_pickle=trust_pickle, transform=transform, **given(which=which)
     )
     try:
         summary = extract_features(adapter, encoder, out, options)

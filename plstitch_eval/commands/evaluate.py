@@ -8,14 +8,22 @@ from typing import Annotated, Any
 import typer
 
 from plstitch_eval.commands.options import (
+    CausalOpt,
     DeviceOpt,
     FeaturesOpt,
     JsonOpt,
+    KnnKOpt,
+    LrGridOpt,
+    OptimizerOpt,
     OverwriteProbeOpt,
     RelaxedOpt,
     SaveProbeOpt,
     SchemeOpt,
+    SelectMetricOpt,
+    TemperatureOpt,
     ValFractionOpt,
+    WdGridOpt,
+    WeightingOpt,
     given,
 )
 from plstitch_eval.errors import ConfigError
@@ -77,8 +85,8 @@ def knn(
     k: Annotated[
         list[int] | None, typer.Option("--k", help="Neighbours (default 20); repeat for several k.")
     ] = None,
-    temperature: Annotated[float | None, typer.Option(help="T in exp(sim / T) (default 0.07).")] = None,
-    weighting: Annotated[str | None, typer.Option(help="exp (DINO, default), similarity or uniform.")] = None,
+    temperature: TemperatureOpt = None,
+    weighting: WeightingOpt = None,
     train_on: Annotated[
         list[str] | None, typer.Option("--train-on", help="Splits of the memory bank (default train).")
     ] = None,
@@ -105,9 +113,9 @@ def knn(
 
 def linear(
     features: FeaturesOpt,
-    lr: Annotated[list[float] | None, typer.Option("--lr", help="Learning rates of the grid.")] = None,
-    wd: Annotated[list[float] | None, typer.Option("--wd", help="Weight decays of the grid.")] = None,
-    optimizer: Annotated[str | None, typer.Option(help="sgd (momentum 0.9, default) or adamw.")] = None,
+    lr: LrGridOpt = None,
+    wd: WdGridOpt = None,
+    optimizer: OptimizerOpt = None,
     epochs: Annotated[int | None, typer.Option(help="Passes over the training frames (default 20).")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Frames per step (default 1024).")] = None,
     standardize: Annotated[
@@ -116,9 +124,7 @@ def linear(
     balance: Annotated[
         bool | None, typer.Option(help="Class-balanced (inverse frequency) cross-entropy (default off).")
     ] = None,
-    select_metric: Annotated[
-        str | None, typer.Option(help="Validation metric: accuracy (default) or macro_f1.")
-    ] = None,
+    select_metric: SelectMetricOpt = None,
     task: Annotated[
         str,
         typer.Option(
@@ -171,16 +177,14 @@ def cv(
     protocol: Annotated[
         str, typer.Option(help="knn, linear or temporal (MS-TCN, defaults as `plstitch temporal`).")
     ] = "knn",
-    k: Annotated[int | None, typer.Option("--k", help="k-NN neighbours (default 20).")] = None,
-    temperature: Annotated[float | None, typer.Option(help="k-NN temperature (default 0.07).")] = None,
-    weighting: Annotated[
-        str | None, typer.Option(help="k-NN weighting: exp (default), similarity or uniform.")
-    ] = None,
+    k: KnnKOpt = None,
+    temperature: TemperatureOpt = None,
+    weighting: WeightingOpt = None,
     epochs: Annotated[
         int | None,
         typer.Option(help="Training epochs of the linear probe (default 20) or the temporal model (50)."),
     ] = None,
-    causal: Annotated[bool, typer.Option("--causal", help="temporal: causal convolutions (online).")] = False,
+    causal: CausalOpt = False,
     seed: Annotated[int, typer.Option(help="Seed of the fold assignment and the probe.")] = 0,
     device: DeviceOpt = "auto",
     relaxed: RelaxedOpt = False,

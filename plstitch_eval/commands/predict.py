@@ -7,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from plstitch_eval.commands.options import DecodeDeviceOpt, ProbeDecoderOpt
+from plstitch_eval.commands.options import (
+    DecodeDeviceOpt,
+    EncodeBatchOpt,
+    EncodeDeviceOpt,
+    NumWorkersOpt,
+    PrecisionOpt,
+    ProbeDecoderOpt,
+    TrustPickleOpt,
+    WhichOpt,
+    given,
+)
 from plstitch_eval.errors import ConfigError
 
 
@@ -71,26 +81,14 @@ def predict(
             help="Progression column from the encoder's PL-Stitch temporal head (default: when it has one).",
         ),
     ] = None,
-    batch_size: Annotated[
-        int, typer.Option("--batch-size", "-b", help="Frames per forward (as extraction's; default 64).")
-    ] = 64,
-    num_workers: Annotated[
-        int | None,
-        typer.Option("--num-workers", "-j", help="Decoding workers (default: as plstitch extract)."),
-    ] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    batch_size: EncodeBatchOpt = None,
+    num_workers: NumWorkersOpt = None,
+    device: EncodeDeviceOpt = None,
     decoder: ProbeDecoderOpt = None,
-    decode_device: DecodeDeviceOpt = "auto",
-    precision: Annotated[
-        str,
-        typer.Option(help="auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16: as the probe's store."),
-    ] = "auto",
-    which: Annotated[
-        str, typer.Option("--which", help="Network of a training checkpoint: teacher (default) or student.")
-    ] = "teacher",
-    trust_pickle: Annotated[
-        bool, typer.Option("--trust-pickle", help="Allow loading pickle checkpoints (runs their code).")
-    ] = False,
+    decode_device: DecodeDeviceOpt = None,
+    precision: PrecisionOpt = None,
+    which: WhichOpt = None,
+    trust_pickle: TrustPickleOpt = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing output files.")] = False,
     json_path: Annotated[
         Path | None,
@@ -127,16 +125,18 @@ def predict(
     from plstitch_eval.utils.io import write_json_output
 
     options = PredictOptions(
-        batch_size=batch_size,
-        num_workers=num_workers,
-        device=device,
-        precision=precision,
+        **given(
+            batch_size=batch_size,
+            num_workers=num_workers,
+            device=device,
+            precision=precision,
+            which=which,
+            decode_device=decode_device,
+        ),
         overwrite=overwrite,
         progression=progression,
-        which=which,
         trust_pickle=trust_pickle,
         decoder=decoder,
-        decode_device=decode_device,
     )
     _check_inputs(videos or [], root, dataset, labels or [], out, online)
     probe = load_probe(probe_dir)

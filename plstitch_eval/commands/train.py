@@ -1,5 +1,7 @@
 """CLI command `train`: parse options into a `TrainConfig`, hand it to `plstitch_train.launch`, print JSON.
 
+Every setting has a flag or `--set NAME=VALUE` (a flat name as `base_lr`, or `optim.base_lr`).
+
 What a rerun, `--resume` or `--overwrite` does is decided in `plstitch_train.launch`; SIGINT/SIGTERM print
 where the checkpoint is and how to resume (docs/training.md).
 """
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from plstitch_eval.commands.options import TrainDecoderOpt
+from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import console, print_error
 from plstitch_train.presets import OBJECTIVES, PRESETS
 
@@ -22,6 +25,10 @@ if TYPE_CHECKING:
 
 _PRESET_HELP = "Preset: " + ", ".join(PRESETS) + "."
 _OBJECTIVE_HELP = "Ranking objective: " + ", ".join(OBJECTIVES) + "."
+_SET_HELP = (
+    "Any training setting, repeatable: NAME=VALUE with a setting's name (base_lr) or section.name "
+    "(optim.base_lr); VALUE is read as JSON when it parses (6, 0.5, true, null, [1, 2], {...}), else as text."
+)
 _INIT_HELP = (
     "Start from a released PL-Stitch checkpoint (pl-stitch-lemon, a pl_*.pth: backbones, iBOT heads, temporal"
     " and jigsaw heads) or from any other encoder spec (backbone only)."
@@ -97,6 +104,9 @@ def train(
         typer.Option("--frame-store", help="Decoded frames as lmdb (JPEG, default) or raw (uint8 arrays)."),
     ] = None,
     decoder: TrainDecoderOpt = None,
+    set_values: Annotated[
+        list[str] | None, typer.Option("--set", metavar="NAME=VALUE", help=_SET_HELP)
+    ] = None,
 ) -> None:
     """Pretrain PL-Stitch (L_vid + L_MIM + L_jigsaw) on videos; resumable, DDP under torchrun.
 
@@ -145,8 +155,10 @@ def train(
         "frame_store": frame_store,
         "decoder": decoder,
     }
-    config = base_config(preset, config_file).replace(**settings)
     given = [name for name, value in settings.items() if value is not None]
+    overrides = _set_overrides(set_values or [], given)
+    config = base_config(preset, config_file).with_changes(**overrides).replace(**settings)
+    given += list(overrides)
     launch = plan_launch(config, out, resume=resume, overwrite=overwrite, given=given)
     try:
         result = run_launch(launch)
@@ -179,6 +191,25 @@ def _print_summary(result: TrainResult) -> None:
 def _is_rank_zero() -> bool:
     """Whether this process prints (under torchrun every rank runs this command)."""
     return int(os.environ.get("RANK", "0")) == 0
+
+
+def _set_overrides(items: list[str], flags: list[str]) -> dict[str, object]:
+    """`--set NAME=VALUE` items as {flat name: value}; a setting given twice is refused."""
+    from plstitch_train.config import setting_name
+
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected NAME=VALUE, e.g. --set optim.base_lr=0.001.")
+        name = setting_name(key.strip())
+        if name in out or name in flags:
+            raise ConfigError(f"--set {item!r}: {name} is given twice; give each setting once.")
+        try:
+            out[name] = json.loads(text)
+        except json.JSONDecodeError:
+            out[name] = text
+    return out
 
 
 def _str(path: Path | None) -> str | None:

@@ -1,32 +1,27 @@
 """Decode videos (PyAV/FFmpeg) and frame folders into RGB frames sampled by presentation time.
 
-Sampling rule (both sources): target times are ``0, 1/fps, 2/fps, ...`` seconds after the first frame; for
-each target we take the first frame whose presentation time is ``>= target`` (with a 1 microsecond tolerance).
-A frame that satisfies several targets (a gap in a variable-frame-rate video) is emitted once and the targets
-it covers are skipped. So a 25 fps video sampled at 1 fps yields frames 0, 25, 50, ... Each video is decoded
-sequentially exactly once (no seeking), with FFmpeg's frame/slice threads or one thread per process; a
-pass over the packets first finds the sampled frames, so that non-reference frames nobody samples are not
-decoded at all (the decoded frames are bit-identical to a full decode). Only sampled frames are converted to
-RGB (and resized on decode so the shorter side equals ``size``).
+Frames are sampled by the rule of `plstitch_eval.data.sampling` (both sources): the first frame at or after
+each ``k / fps`` seconds after the first frame, a frame covering several targets taken once. So a 25 fps video
+sampled at 1 fps yields frames 0, 25, 50, ... Each video is decoded sequentially exactly once (no seeking),
+with FFmpeg's frame/slice threads or one thread per process; a pass over the packets first finds the sampled
+frames, so that non-reference frames nobody samples are not decoded at all (the decoded frames are
+bit-identical to a full decode). Only sampled frames are converted to RGB (and resized on decode so the
+shorter side equals ``size``).
 
-Clip encoders (`read_clips`) see a window of frames around each sampled frame: window frame k of the frame
-sampled for target time ``T`` is the first frame at or after ``T + (k - anchor) * step`` (the same rule), the
-first frame when that time is before the video and the last frame when it is past its end. Frames are decoded
-once, in order; only frames some window uses are converted, each once, and kept until no later window needs
-them.
+Clip encoders (`read_clips`) see a window of frames around each sampled frame (`sampling.ClipSampling`,
+assembled by `sampling.assemble_clips`); frames are decoded once, in order, and only those some window uses
+are converted, each once.
 
-This is the `pyav` decoder. `plstitch_eval.data.torchcodec_decode` (TorchCodec, CPU or NVDEC) takes its
-sampling rule and window assembly from here; `plstitch_eval.data.decoders` picks a decoder by name.
+This is the `pyav` decoder. `plstitch_eval.data.torchcodec_decode` (TorchCodec, CPU or NVDEC) shares its
+sampling rule and window assembly; `plstitch_eval.data.decoders` picks a decoder by name.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -36,13 +31,15 @@ import numpy as np
 from PIL import Image
 
 from plstitch_eval.data.media import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, is_image_file
+from plstitch_eval.data.sampling import TIME_TOLERANCE as TIME_TOLERANCE  # re-exported for importers
+from plstitch_eval.data.sampling import ClipSampling, DecodedClip, TargetClock, assemble_clips
 from plstitch_eval.errors import ConfigError, DecodeError
 
 IMAGE_EXTS = IMAGE_EXTENSIONS  # older names, kept for importers; the rule lives in plstitch_eval.data.media
 VIDEO_EXTS = VIDEO_EXTENSIONS
 DEFAULT_FOLDER_FPS = 1.0  # frame folders without a stated rate are taken as 1 fps (AutoLaparo's release)
-TIME_TOLERANCE = 1e-6  # seconds; absorbs float rounding of pts * time_base against k / fps
 DEFAULT_VIDEO_FPS = 25  # a video stream that states no frame rate
+_TargetClock = TargetClock  # older name, kept for importers (predict, torchcodec_decode)
 
 
 @dataclass(frozen=True)
@@ -52,54 +49,6 @@ class DecodedFrame:
     index: int
     time: float
     image: np.ndarray
-
-
-@dataclass(frozen=True)
-class ClipSampling:
-    """The window a clip encoder sees around each sampled frame: `num_frames` frames `step` apart, the sampled
-    frame at position `anchor` (default `num_frames // 2`, so the window is centred on it).
-
-    `frame_stride` counts frames at the video's own rate (VideoMAE-style `sampling_rate`); `stride_seconds`,
-    when set, is a fixed time between window frames instead (TimeSformer-style sampling at a target fps).
-    """
-
-    num_frames: int
-    frame_stride: int = 1
-    stride_seconds: float | None = None
-    anchor: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.num_frames < 1:
-            raise ConfigError(f"A clip needs at least one frame, got num_frames={self.num_frames}.")
-        if self.frame_stride < 1:
-            raise ConfigError(f"Clip frame_stride must be >= 1 frame, got {self.frame_stride}.")
-        if self.stride_seconds is not None and not self.stride_seconds > 0:
-            raise ConfigError(f"Clip stride_seconds must be > 0, got {self.stride_seconds}.")
-        anchor = self.num_frames // 2 if self.anchor is None else self.anchor
-        if not 0 <= anchor < self.num_frames:
-            raise ConfigError(f"Clip anchor must be in [0, {self.num_frames}), got {anchor}.")
-        object.__setattr__(self, "anchor", anchor)
-
-    def step(self, native_fps: float) -> float:
-        """Seconds between window frames in a video of `native_fps` frames per second."""
-        if self.stride_seconds is not None:
-            return float(self.stride_seconds)
-        return self.frame_stride / native_fps
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly dict (manifests, provenance)."""
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class DecodedClip:
-    """The window of one sampled frame: sample number and time (as `read_frames` gives them) and its frames,
-    oldest first, as `prepare` made them (uint8 HWC RGB arrays without one), with their times."""
-
-    index: int
-    time: float
-    frames: tuple[Any, ...]
-    frame_times: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -167,21 +116,6 @@ def read_clips(
     yield from assemble_clips(frames, fps, clip, rate, prepare)
 
 
-def assemble_clips(
-    frames: Iterable[tuple[float, Callable[[], np.ndarray]]],
-    fps: float,
-    clip: ClipSampling,
-    native_fps: float,
-    prepare: Callable[[np.ndarray], Any] | None = None,
-) -> Iterator[DecodedClip]:
-    """The windows of `read_clips` from (time, loader of its RGB pixels) of every frame in presentation order,
-    whichever decoder gives them; a frame is loaded only if some window uses it."""
-    assembler = _WindowAssembler(clip, fps, clip.step(native_fps), prepare or (lambda image: image))
-    for time, load in frames:
-        yield from assembler.push(time, load)
-    yield from assembler.finish()
-
-
 def check_sampling(fps: float | None, size: int | None, *, clips: bool = False) -> None:
     """Refuse a sampling rate or resize side no decoder can use (clip windows need an fps)."""
     if clips and (fps is None or fps <= 0):
@@ -236,144 +170,9 @@ def resized_shape(width: int, height: int, size: int | None) -> tuple[int, int]:
     return max(1, round(width * size / height)), size
 
 
-class _TargetClock:
-    """Decides which presentation times are sampled: the first frame at or after each k / fps."""
-
-    def __init__(self, fps: float | None) -> None:
-        self.step = None if fps is None else Fraction(fps).limit_denominator(1_000_000)
-        self.k = 0
-
-    def take(self, time: float) -> bool:
-        """True if the frame at `time` is sampled; advances past every target it covers."""
-        if self.step is None:
-            return True
-        if time + TIME_TOLERANCE < float(self.k / self.step):
-            return False
-        # skip all targets this frame satisfies so it is emitted once
-        self.k = int(np.floor((time + TIME_TOLERANCE) * float(self.step))) + 1
-        return True
-
-
-class _Window:
-    """One sampled frame's window being filled: its frame times and the frames found so far."""
-
-    def __init__(self, index: int, time: float, window_times: tuple[float, ...]) -> None:
-        self.index = index
-        self.time = time
-        self.window_times = window_times
-        self.frames: list[Any] = [None] * len(window_times)
-        self.frame_times: list[float] = [math.nan] * len(window_times)
-        self.filled = [False] * len(window_times)
-
-    def offer(self, time: float, frame: Any) -> None:
-        """A newly decoded frame (frames arrive in time order): it is the first at or after every still-open
-        window time it reaches."""
-        for k, wanted in enumerate(self.window_times):
-            if not self.filled[k] and wanted <= time + TIME_TOLERANCE:
-                self.frames[k], self.frame_times[k], self.filled[k] = frame, time, True
-
-    def fill_rest(self, time: float, frame: Any) -> None:
-        """Window times past the last frame of the video take that last frame."""
-        for k in range(len(self.window_times)):
-            if not self.filled[k]:
-                self.frames[k], self.frame_times[k], self.filled[k] = frame, time, True
-
-    @property
-    def complete(self) -> bool:
-        """True once every window time has its frame."""
-        return all(self.filled)
-
-    def clip(self) -> DecodedClip:
-        """The finished window."""
-        return DecodedClip(self.index, self.time, tuple(self.frames), tuple(self.frame_times))
-
-
-class _WindowAssembler:
-    """Turns frames pushed in decoding order into the windows of the sampled frames (see `read_clips`).
-
-    Window times of target m are T_m + (k - anchor) * step with T_m = m / fps, the targets of `_TargetClock`.
-    A frame is prepared only if it is the first frame at or after some window time (the first frame stands
-    in for every time before it), and kept only while a window not yet opened may still need it.
-    """
-
-    def __init__(self, clip: ClipSampling, fps: float, step: float, prepare: Callable[[np.ndarray], Any]):
-        anchor = int(clip.anchor or 0)
-        self.offsets = tuple((k - anchor) * step for k in range(clip.num_frames))
-        self.clock = _TargetClock(fps)
-        self.fps = float(fps)
-        self.prepare = prepare
-        self.kept: deque[tuple[float, Any]] = deque()  # (time, prepared frame), oldest first
-        self.pending: deque[_Window] = deque()  # windows waiting for later frames, in sampling order
-        self.previous: float | None = None  # time of the frame pushed before
-        self.last: tuple[float, Callable[[], np.ndarray]] | None = None
-        self.n_out = 0
-        self.target_times: dict[int, float] = {}  # T_m as the clock computes it (exact Fraction, then float)
-
-    def window_time(self, target: int, k: int) -> float:
-        """Time of frame k of target `target`'s window: the clock's own float of T_target, plus the offset."""
-        start = self.target_times.get(target)
-        if start is None:
-            if len(self.target_times) > 4096:  # targets only move forward: forget the old ones
-                self.target_times.clear()
-            start = self.target_times[target] = float(target / self.clock.step)
-        return start + self.offsets[k]
-
-    def needed(self, time: float) -> bool:
-        """True when the frame at `time` is the first frame at or after some window time of some target."""
-        if self.previous is None:
-            return True
-        for k, offset in enumerate(self.offsets):
-            highest = math.floor((time + TIME_TOLERANCE - offset) * self.fps)
-            for target in (highest + 1, highest, highest - 1):
-                if target < 0:
-                    continue
-                wanted = self.window_time(target, k)
-                if self.previous + TIME_TOLERANCE < wanted <= time + TIME_TOLERANCE:
-                    return True
-        return False
-
-    def push(self, time: float, load: Callable[[], np.ndarray]) -> list[DecodedClip]:
-        """Take the next decoded frame; return the windows it completes, in sampling order."""
-        self.last = (time, load)
-        target = self.clock.k
-        sampled = self.clock.take(time)
-        if sampled or self.needed(time):
-            frame = self.prepare(load())
-            self.kept.append((time, frame))
-            for window in self.pending:
-                window.offer(time, frame)
-        if sampled:
-            window_times = tuple(self.window_time(target, k) for k in range(len(self.offsets)))
-            window = _Window(self.n_out, time, window_times)
-            for kept_time, kept_frame in self.kept:
-                window.offer(kept_time, kept_frame)
-            self.pending.append(window)
-            self.n_out += 1
-        self.previous = time
-        earliest = self.window_time(self.clock.k, 0)  # no window opened later looks further back
-        while self.kept and self.kept[0][0] + TIME_TOLERANCE < earliest:
-            self.kept.popleft()
-        return self._complete()
-
-    def finish(self) -> list[DecodedClip]:
-        """The stream ended: fill what is left with the last frame and return the remaining windows."""
-        if self.pending and self.last is not None:
-            time, load = self.last
-            frame = self.kept[-1][1] if self.kept and self.kept[-1][0] == time else self.prepare(load())
-            for window in self.pending:
-                window.fill_rest(time, frame)
-        return self._complete()
-
-    def _complete(self) -> list[DecodedClip]:
-        done = []
-        while self.pending and self.pending[0].complete:
-            done.append(self.pending.popleft().clip())
-        return done
-
-
 def _read_video(path: Path, fps: float | None, size: int | None, threads: int) -> Iterator[DecodedFrame]:
     """Sequential decode of one video file, sampling by presentation timestamps."""
-    clock = _TargetClock(fps)
+    clock = TargetClock(fps)
     n_out = 0
     for time, frame in _decode_video(path, threads, fps):
         if not clock.take(time):
@@ -384,7 +183,7 @@ def _read_video(path: Path, fps: float | None, size: int | None, threads: int) -
 
 @dataclass(frozen=True)
 class _PacketPlan:
-    """Presentation timestamps of a video's packets and those `_TargetClock(fps)` takes among them."""
+    """Presentation timestamps of a video's packets and those `TargetClock(fps)` takes among them."""
 
     all_pts: frozenset[int]
     sampled: frozenset[int]
@@ -399,7 +198,7 @@ def _sampled_pts(
         return None
     ordered = sorted(set(packets_pts))  # type: ignore[arg-type]
     start = ordered[0] if origin is None else origin
-    clock = _TargetClock(fps)
+    clock = TargetClock(fps)
     sampled = frozenset(pts for pts in ordered if clock.take(float((pts - start) * time_base)))
     return _PacketPlan(frozenset(ordered), sampled)
 
@@ -527,7 +326,7 @@ def _read_folder(
     if rate <= 0:
         raise ConfigError(f"{folder}: folder_fps must be positive, got {folder_fps}")
     files = list_frame_files(folder)
-    clock = _TargetClock(fps)
+    clock = TargetClock(fps)
     n_out = 0
     for i, file in enumerate(files):
         time = i / rate

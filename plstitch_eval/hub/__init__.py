@@ -5,6 +5,7 @@ from plstitch_eval.hub.download import download_model
 from plstitch_eval.hub.encoder import Encoder, load_encoder
 from plstitch_eval.hub.registry import ModelEntry, get_model_entry, list_models, register
 from plstitch_eval.hub.safe_load import load_checkpoint
+from plstitch_eval.hub.spec import EncoderSpec, check_spec, parse_spec
 from plstitch_eval.hub.temporal_head import TemporalHead, load_temporal_head
 from plstitch_eval.hub.timm_format import load_timm_dir, save_timm_dir
 from plstitch_eval.preprocess import DataConfig, EvalTransform, preprocess_batch
@@ -12,9 +13,11 @@ from plstitch_eval.preprocess import DataConfig, EvalTransform, preprocess_batch
 __all__ = [
     "DataConfig",
     "Encoder",
+    "EncoderSpec",
     "EvalTransform",
     "ModelEntry",
     "TemporalHead",
+    "check_spec",
     "convnext_from_state_dict",
     "download_model",
     "get_model_entry",
@@ -24,6 +27,7 @@ __all__ = [
     "load_temporal_head",
     "load_timm_dir",
     "model_from_checkpoint",
+    "parse_spec",
     "preprocess_batch",
     "register",
     "save_timm_dir",

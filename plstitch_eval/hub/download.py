@@ -6,16 +6,18 @@ from pathlib import Path
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.hub import timm_format
-from plstitch_eval.hub.hub_files import HubFile, fetch_file, fetch_first, is_cached, parse_hf_spec
+from plstitch_eval.hub.hub_files import HubFile, fetch_file, fetch_first, is_cached
 from plstitch_eval.hub.registry import MODELS, ModelEntry, did_you_mean
+from plstitch_eval.hub.spec import HF_HUB_FILE_FORM, parse_spec
 
 _RETRY_HINT = "this download again"
 
 
 def hub_files_of(spec: str) -> tuple[str, list[str], str | None, str]:
     """(repo_id, files to fetch, revision in the spec, fix hint) for a registry name or an hf-hub spec."""
-    if spec in MODELS:
-        entry = MODELS[spec]
+    parsed = parse_spec(spec)
+    if parsed.kind == "registry":
+        entry = parsed.entry
         if not entry.has_weights:
             raise ConfigError(
                 f"Model {spec!r} has no weights to download: it is built in (`plstitch models`)."
@@ -26,13 +28,12 @@ def hub_files_of(spec: str) -> tuple[str, list[str], str | None, str]:
                 f"Model {spec!r} is not on the Hugging Face Hub; its weights come from {where}."
             )
         return entry.repo_id, _entry_files(entry), None, _RETRY_HINT
-    if spec.startswith("hf-hub:"):
-        repo_id, filename, revision = parse_hf_spec(spec)
-        files = [filename] if filename else [timm_format.CONFIG_NAME, timm_format.WEIGHTS_NAME]
-        return repo_id, files, revision, _RETRY_HINT
+    if parsed.kind == "hf-hub" and parsed.repo_id is not None:
+        files = [parsed.filename] if parsed.filename else [timm_format.CONFIG_NAME, timm_format.WEIGHTS_NAME]
+        return parsed.repo_id, files, parsed.revision, _RETRY_HINT
     raise ConfigError(
         f"Unknown model {spec!r}.{did_you_mean(spec)} Use a name from `plstitch models` or "
-        "hf-hub:ORG/NAME[/FILE]."
+        f"{HF_HUB_FILE_FORM}."
     )
 
 

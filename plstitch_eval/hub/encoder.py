@@ -15,22 +15,19 @@ from torch import nn
 from plstitch_eval.data.video import ClipSampling
 from plstitch_eval.errors import ConfigError, ModelNotFoundError
 from plstitch_eval.hub import timm_format
-from plstitch_eval.hub.clip_models import CLIP_CONVERTERS, clip_layout, clip_model_from_checkpoint
-from plstitch_eval.hub.convert import model_from_checkpoint
-from plstitch_eval.hub.dinov3 import dinov3_from_state_dict, is_dinov3_checkpoint
-from plstitch_eval.hub.hub_files import HubFile, fetch_file, fetch_first, parse_hf_spec
-from plstitch_eval.hub.pixels import PIXELS_DATA_CONFIG, build_raw_pixels
-from plstitch_eval.hub.random_init import build_random_init, random_init_source
-from plstitch_eval.hub.registry import MODELS, ModelEntry, did_you_mean, get_model_entry
+from plstitch_eval.hub.converters import CLIP_DEFAULTS as CLIP_DEFAULTS  # its old home
+from plstitch_eval.hub.converters import get_loader, sniff_converter
+from plstitch_eval.hub.hub_files import HubFile, fetch_file, fetch_first
+from plstitch_eval.hub.random_init import build_random_init
+from plstitch_eval.hub.registry import MODELS, ModelEntry, did_you_mean
 from plstitch_eval.hub.run_folder import BACKBONE_DIR, checkpoint_path, is_run_dir, resolve_backbone_dir
 from plstitch_eval.hub.safe_load import CHECKPOINT_SUFFIXES, load_checkpoint, sha256_file
+from plstitch_eval.hub.spec import HF_HUB_FILE_FORM, RANDOM_INIT_FORM, hub_spec, parse_spec
 from plstitch_eval.preprocess import DataConfig, EvalTransform, preprocess_batch
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.device import resolve_device
 
 WHICH = ("teacher", "student")  # the two networks of a self-distillation training checkpoint
-# a bare clip checkpoint is read with the window and preprocessing of the registry baseline of its layout
-CLIP_DEFAULTS = {"videomae": "videomaev2-vitb16", "timesformer": "endo-fm", "vjepa2": "vjepa2-vitl16"}
 
 
 class _Loaded(NamedTuple):
@@ -151,23 +148,21 @@ def load_encoder(
 def _build(
     spec: str, revision: str | None, cache_dir: str | Path | None, which: str, trust_pickle: bool
 ) -> _Loaded:
-    source = random_init_source(spec)
-    if source is not None:
-        return _Loaded(*build_random_init(source, revision=revision, cache_dir=cache_dir))
-    if spec in MODELS:
-        return _build_entry(MODELS[spec], revision, cache_dir, which, trust_pickle)
-    if spec.startswith("hf-hub:"):
-        repo_id, filename, spec_revision = parse_hf_spec(spec)
-        revision = revision or spec_revision
-        if filename is None:
-            return _from_hub_timm(spec, repo_id, revision, cache_dir, None, {})
-        hub_file = fetch_file(repo_id, filename, revision=revision, cache_dir=cache_dir)
+    parsed = parse_spec(spec)
+    if parsed.kind == "random-init" and parsed.source is not None:
+        return _Loaded(*build_random_init(parsed.source.text, revision=revision, cache_dir=cache_dir))
+    if parsed.kind == "registry":
+        return _build_entry(parsed.entry, revision, cache_dir, which, trust_pickle)
+    if parsed.kind == "hf-hub" and parsed.repo_id is not None:
+        revision = revision or parsed.revision
+        if parsed.filename is None:
+            return _from_hub_timm(spec, parsed.repo_id, revision, cache_dir, None, {})
+        hub_file = fetch_file(parsed.repo_id, parsed.filename, revision=revision, cache_dir=cache_dir)
         return _from_checkpoint(spec, hub_file.path, which, trust_pickle, None, hub_file)
-    path = Path(spec).expanduser()
-    if path.exists():
-        return _from_path(spec, path, which, trust_pickle, None)
+    if parsed.path.exists():
+        return _from_path(spec, parsed.path, which, trust_pickle, None)
     raise ModelNotFoundError(
-        f"{spec!r} is neither a registry model, an hf-hub:ORG/NAME[/FILE] spec, a random-init:SPEC, nor an "
+        f"{spec!r} is neither a registry model, an {HF_HUB_FILE_FORM} spec, a {RANDOM_INIT_FORM}, nor an "
         "existing path."
         f"{did_you_mean(spec)} Run `plstitch models` for the list ({', '.join(sorted(MODELS))})."
     )
@@ -176,9 +171,9 @@ def _build(
 def _build_entry(
     entry: ModelEntry, revision: str | None, cache_dir: str | Path | None, which: str, trust_pickle: bool
 ) -> _Loaded:
-    if entry.converter == "pixels":
-        model, data_config = build_raw_pixels(entry.data_config or PIXELS_DATA_CONFIG)
-        return _Loaded(model, data_config, _no_weights_provenance(entry.name))
+    if not entry.has_weights:  # built in code: its converter needs no checkpoint
+        converted = get_loader(entry.converter)(None, entry, which, entry.name)
+        return _Loaded(converted.model, converted.data_config, _no_weights_provenance(entry.name))
     local = entry.resolve_local_path()
     if local is not None:
         if not local.exists():
@@ -209,7 +204,7 @@ def _from_hub_timm(
     entry: ModelEntry | None,
     model_args: dict[str, Any],
 ) -> _Loaded:
-    hint = f"`plstitch download {entry.name}`" if entry else f"`plstitch download hf-hub:{repo_id}`"
+    hint = f"`plstitch download {entry.name if entry else hub_spec(repo_id)}`"
     config = fetch_file(
         repo_id, timm_format.CONFIG_NAME, revision=revision, cache_dir=cache_dir, fix_hint=hint
     )
@@ -252,102 +247,14 @@ def _from_path(spec: str, path: Path, which: str, trust_pickle: bool, entry: Mod
 def _from_checkpoint(
     spec: str, path: Path, which: str, trust_pickle: bool, entry: ModelEntry | None, hub_file: HubFile | None
 ) -> _Loaded:
+    """A checkpoint file through its converter: the entry's tag, or what a bare checkpoint's keys say."""
     checkpoint = load_checkpoint(path, trust_pickle=trust_pickle)
-    converter = entry.converter if entry is not None else _layout(checkpoint, which)
-    if converter in CLIP_CONVERTERS:
-        model, dropped, data_config, clip = _clip_from_checkpoint(checkpoint, converter, entry, which, path)
-    elif converter == "dinov3":
-        model, dropped = _dinov3_from_checkpoint(checkpoint, entry, which, path)
-        data_config, clip = _checkpoint_data_config(model, entry), None
-    else:
-        expected = entry.expected if entry is not None else None
-        model, dropped = model_from_checkpoint(checkpoint, which=which, source=str(path), expected=expected)
-        data_config, clip = _checkpoint_data_config(model, entry), None
+    converter = entry.converter if entry is not None else sniff_converter(checkpoint, which)
+    converted = get_loader(converter)(checkpoint, entry, which, str(path))
     provenance = _provenance(spec, path, hub_file)
     provenance["which"] = which
-    provenance["dropped_keys"] = len(dropped)
-    return _Loaded(model, data_config, provenance, clip)
-
-
-def _layout(checkpoint: Any, which: str) -> str | None:
-    """The converter a bare checkpoint's keys call for: a clip layout, "dinov3", or None (ViT / ConvNeXt)."""
-    clip = clip_layout(checkpoint, which)
-    if clip is not None:
-        return clip
-    return "dinov3" if is_dinov3_checkpoint(checkpoint, which) else None
-
-
-def _dinov3_from_checkpoint(
-    checkpoint: Any, entry: ModelEntry | None, which: str, path: Path
-) -> tuple[nn.Module, list[str]]:
-    """A DINOv3 ViT (timm Eva) at the entry's input size and LayerNorm epsilon (`model_args`), else 224 px
-    and the released models' epsilon."""
-    config = entry.data_config if entry is not None else None
-    return dinov3_from_state_dict(
-        checkpoint,
-        which=which,
-        img_size=config.input_size[1] if config is not None else 224,
-        source=str(path),
-        expected=entry.expected if entry is not None else None,
-        **(entry.model_args if entry is not None else {}),
-    )
-
-
-def _clip_from_checkpoint(
-    checkpoint: Any, converter: str, entry: ModelEntry | None, which: str, path: Path
-) -> tuple[nn.Module, list[str], DataConfig, ClipSampling]:
-    """(clip model, dropped keys, frame preprocessing, window); a bare checkpoint (no entry) is read with the
-    window and preprocessing of the registry baseline of its layout, at its own window length."""
-    baseline = entry or get_model_entry(CLIP_DEFAULTS[converter])
-    clip = baseline.clip or ClipSampling(16)
-    config = baseline.data_config or DataConfig.for_size(224)
-    model, dropped = clip_model_from_checkpoint(
-        checkpoint,
-        converter,
-        num_frames=clip.num_frames,
-        img_size=config.input_size[1],
-        which=which,
-        source=str(path),
-        expected=entry.expected if entry is not None else None,
-    )
-    if entry is None and model.num_frames != clip.num_frames:
-        clip = ClipSampling(model.num_frames, clip.frame_stride, clip.stride_seconds)
-    return model, dropped, _clip_data_config(model, baseline, config), clip
-
-
-def _clip_data_config(model: nn.Module, entry: ModelEntry, config: DataConfig) -> DataConfig:
-    """The entry's frame preprocessing at the clip model's input size (a TimeSformer's: its pos_embed)."""
-    size = int(model.img_size)
-    if config.input_size[1:] == (size, size):
-        return config
-    logger.warning(
-        "%s expects %d px frames, not %d; scaling its preprocessing.", entry.name, size, config.input_size[1]
-    )
-    fields = {"interpolation": config.interpolation, "mean": config.mean, "std": config.std}
-    if config.crop_mode == "squash":
-        return DataConfig.whole_frame(size, **fields)
-    return DataConfig.for_size(size, crop_pct=config.crop_pct, **fields)
-
-
-def _checkpoint_data_config(model: nn.Module, entry: ModelEntry | None) -> DataConfig:
-    """The entry's preprocessing if it fits the model's input size, else DINO eval scaled to that size.
-
-    ViTs have a fixed input size (their position embedding); CNNs take the entry's config as it is.
-    """
-    config = entry.data_config if entry is not None else None
-    if not hasattr(model, "patch_embed"):
-        return config or DataConfig.for_size(224)
-    size = int(model.patch_embed.img_size[0])
-    if config is None or config.input_size[1] != size:
-        if config is not None:
-            logger.warning(
-                "%s expects %d px inputs, not %d; scaling its preprocessing.",
-                entry.name,
-                size,
-                config.input_size[1],
-            )
-        return DataConfig.for_size(size, interpolation=config.interpolation if config else "bicubic")
-    return config
+    provenance["dropped_keys"] = len(converted.dropped)
+    return _Loaded(converted.model, converted.data_config, provenance, converted.clip)
 
 
 def _no_weights_provenance(spec: str) -> dict[str, Any]:

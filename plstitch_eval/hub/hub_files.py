@@ -12,7 +12,9 @@ import huggingface_hub
 from huggingface_hub import constants as hf_constants
 from huggingface_hub import errors as hf_errors
 
-from plstitch_eval.errors import ConfigError, ModelNotFoundError
+from plstitch_eval.errors import ModelNotFoundError
+from plstitch_eval.hub.spec import hub_spec
+from plstitch_eval.hub.spec import parse_hf_spec as parse_hf_spec  # its old home: callers import it here
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 _HUB_ERRORS = (
@@ -35,17 +37,6 @@ class HubFile:
     filename: str
     revision: str | None
     commit: str | None
-
-
-def parse_hf_spec(spec: str) -> tuple[str, str | None, str | None]:
-    """`hf-hub:ORG/NAME[@REV]` or `hf-hub:ORG/NAME[@REV]/FILE` -> (repo_id, filename|None, revision|None)."""
-    rest = spec.removeprefix("hf-hub:")
-    parts = rest.split("/", 2)
-    if len(parts) < 2 or not all(parts[:2]):
-        raise ConfigError(f"Bad Hub spec {spec!r}; use hf-hub:ORG/NAME or hf-hub:ORG/NAME/FILE.")
-    name, _, revision = parts[1].partition("@")
-    filename = parts[2] if len(parts) == 3 and parts[2] else None
-    return f"{parts[0]}/{name}", filename, revision or None
 
 
 def commit_of(path: str | Path, filename: str) -> str | None:
@@ -74,7 +65,7 @@ def fetch_file(
     reached, `hf_hub_download` would retry for ~30 s with a warning a line before failing the same way.
     """
     cache = str(cache_dir) if cache_dir else None
-    hint = fix_hint or f"`plstitch download hf-hub:{repo_id}/{filename}`"
+    hint = fix_hint or f"`plstitch download {hub_spec(repo_id, filename)}`"
     where = f"File {filename!r} of Hub repo {repo_id!r} at revision {revision or 'main'!r}"
     if not hf_constants.is_offline_mode() and not is_cached(
         repo_id, filename, revision=revision, cache_dir=cache_dir

@@ -17,39 +17,35 @@ from torch import nn
 
 from plstitch_eval.errors import ConfigError, ModelNotFoundError
 from plstitch_eval.hub import timm_format
-from plstitch_eval.hub.hub_files import HubFile, fetch_file, parse_hf_spec
-from plstitch_eval.hub.registry import MODELS, ModelEntry
+from plstitch_eval.hub.hub_files import HubFile, fetch_file
+from plstitch_eval.hub.registry import ModelEntry
 from plstitch_eval.hub.run_folder import backbone_dir, is_finished
 from plstitch_eval.hub.safe_load import sha256_file
+from plstitch_eval.hub.spec import (
+    HF_HUB_FORM,
+    RANDOM_INIT_PREFIX,
+    parse_random_init_source,
+    parse_spec,
+    random_init_source,
+    random_init_spec,
+)
 from plstitch_eval.preprocess import DataConfig
 
-RANDOM_INIT_PREFIX = "random-init:"
 DEFAULT_SEED = 0
-TIMM_SOURCES = "a registry model with converter timm, hf-hub:ORG/NAME, a timm-format folder or a training run"
-
-
-def random_init_spec(spec: str | Path) -> str:
-    """The encoder spec of `spec`'s random-init reference: `random-init:SPEC`."""
-    return f"{RANDOM_INIT_PREFIX}{spec}"
-
-
-def random_init_source(spec: str | Path) -> str | None:
-    """SPEC of a `random-init:SPEC` spec, else None."""
-    spec = str(spec)
-    return spec[len(RANDOM_INIT_PREFIX) :] if spec.startswith(RANDOM_INIT_PREFIX) else None
+TIMM_SOURCES = f"a registry model with converter timm, {HF_HUB_FORM}, a timm-format folder or a training run"
 
 
 def is_timm_format_spec(spec: str | Path) -> bool:
     """True when `spec` names a timm-format model (so `random-init:SPEC` works); checks without network."""
-    spec = str(spec)
-    if spec in MODELS:
-        return MODELS[spec].converter == "timm"
-    if spec.startswith("hf-hub:"):
-        try:
-            return parse_hf_spec(spec)[1] is None
-        except ConfigError:
-            return False
-    return _local_config_dir(Path(spec).expanduser()) is not None
+    try:
+        parsed = parse_spec(spec)
+    except ConfigError:
+        return False
+    if parsed.kind == "registry":
+        return parsed.entry.converter == "timm"
+    if parsed.kind == "hf-hub":
+        return parsed.filename is None
+    return parsed.kind == "path" and _local_config_dir(parsed.path) is not None
 
 
 def build_random_init(
@@ -98,29 +94,26 @@ def _config_dir(
     source: str, revision: str | None, cache_dir: str | Path | None
 ) -> tuple[Path, ModelEntry | None, HubFile | None]:
     """(folder holding the source's config.json, its registry entry, the Hub file) for a timm-format spec."""
-    if source.startswith(RANDOM_INIT_PREFIX) or not source:
-        raise ConfigError(f"random-init needs a model spec after {RANDOM_INIT_PREFIX!r}, got {source!r}.")
-    if source in MODELS:
-        return _entry_config_dir(MODELS[source], revision, cache_dir)
-    if source.startswith("hf-hub:"):
-        repo_id, filename, spec_revision = parse_hf_spec(source)
-        if filename is not None:
+    parsed = parse_random_init_source(source)
+    if parsed.kind == "registry":
+        return _entry_config_dir(parsed.entry, revision, cache_dir)
+    if parsed.kind == "hf-hub":
+        if parsed.filename is not None:
             raise ConfigError(f"random-init needs {TIMM_SOURCES}; {source!r} is a raw checkpoint file.")
         hub_file = fetch_file(
-            repo_id,
+            parsed.repo_id,
             timm_format.CONFIG_NAME,
-            revision=revision or spec_revision,
+            revision=revision or parsed.revision,
             cache_dir=cache_dir,
             fix_hint=f"`plstitch download {source}`",
         )
         return hub_file.path.parent, None, hub_file
-    path = Path(source).expanduser()
-    if not path.exists():
+    if not parsed.path.exists():
         raise ModelNotFoundError(
-            f"random-init: {source!r} is neither a registry model, an hf-hub:ORG/NAME spec, nor an "
+            f"random-init: {source!r} is neither a registry model, an {HF_HUB_FORM} spec, nor an "
             "existing path."
         )
-    folder = _local_config_dir(path)
+    folder = _local_config_dir(parsed.path)
     if folder is None:
         raise ConfigError(f"random-init needs {TIMM_SOURCES}; {source!r} is not one.")
     return folder, None, None

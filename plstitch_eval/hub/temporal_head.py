@@ -203,12 +203,13 @@ def resolve_head_source(
     Specs as in `load_encoder`: registry name, `hf-hub:ORG/NAME[/FILE]`, exported or run folder, checkpoint
     file. A run folder without an exported head gives its `last.ckpt`; `folder_files=None` skips folders.
     """
-    from plstitch_eval.hub.hub_files import fetch_file, parse_hf_spec
-    from plstitch_eval.hub.registry import MODELS
+    from plstitch_eval.hub.hub_files import fetch_file
+    from plstitch_eval.hub.spec import HF_HUB_FILE_FORM, parse_spec
 
-    spec = str(spec)
-    if spec in MODELS:
-        entry = MODELS[spec]
+    parsed = parse_spec(spec)
+    spec = parsed.text
+    if parsed.kind == "registry":
+        entry = parsed.entry
         local = entry.resolve_local_path()
         if local is not None:
             if not local.exists():
@@ -221,16 +222,15 @@ def resolve_head_source(
             )
         repo_id, filename, spec_revision = entry.repo_id, entry.filename, None
         hint = f"`plstitch download {entry.name}`"
-    elif spec.startswith("hf-hub:"):
-        repo_id, filename, spec_revision = parse_hf_spec(spec)
+    elif parsed.kind == "hf-hub" and parsed.repo_id is not None:
+        repo_id, filename, spec_revision = parsed.repo_id, parsed.filename, parsed.revision
         hint = None
-    else:
-        path = Path(spec).expanduser()
-        if not path.exists():
+    else:  # a path (a random-init spec carries no head: it is looked for as a path, and is none)
+        if not parsed.path.exists():
             raise ModelNotFoundError(
-                f"{spec!r} is neither a registry model, an hf-hub:ORG/NAME[/FILE] spec, nor an existing path."
+                f"{spec!r} is neither a registry model, an {HF_HUB_FILE_FORM} spec, nor an existing path."
             )
-        return _local_source(path, folder_files, spec)
+        return _local_source(parsed.path, folder_files, spec)
     revision = revision or spec_revision
     if filename is not None:
         return fetch_file(repo_id, filename, revision=revision, cache_dir=cache_dir, fix_hint=hint).path

@@ -6,6 +6,8 @@ Follows github.com/med-air/Endo-FM `models/timesformer.py` (`VisionTransformer.f
 adds temporal attention (`temporal_norm1`, `temporal_attn`, `temporal_fc`) over each patch's frames, then
 spatial attention (`norm1`, `attn`) within each frame with a copy of the CLS token whose outputs are averaged
 over the frames, then the MLP. The clip feature is the CLS token after the final `norm` (`x[:, 0]`).
+Both attentions are the clip encoders' shared `FusedQKVAttention` (`hub/video_blocks.py`, timm's key
+names); the block is its own: its temporal half and CLS copies fit no plain pre-norm block.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from typing import Any
 
 import torch
 from timm.layers import Mlp, PatchEmbed
-from timm.models.vision_transformer import Attention
 from torch import nn
 from torch.nn import functional as F
 
@@ -31,6 +32,7 @@ from plstitch_eval.hub.convert import (
     split_backbone,
     unwrap_state_dict,
 )
+from plstitch_eval.hub.video_blocks import FusedQKVAttention
 
 LAYER_NORM_EPS = 1e-6  # get_vit_base_patch16_224: norm_layer=partial(nn.LayerNorm, eps=1e-6)
 TOP_LEVEL = {"cls_token", "pos_embed", "time_embed", "patch_embed", "blocks", "norm"}
@@ -42,9 +44,10 @@ class DividedSpaceTimeBlock(nn.Module):
     def __init__(self, dim: int, num_heads: int, mlp_ratio: float, qkv_bias: bool) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=LAYER_NORM_EPS)
-        self.attn = Attention(dim, num_heads, qkv_bias=qkv_bias)
+        bias = "qkv" if qkv_bias else "none"
+        self.attn = FusedQKVAttention(dim, num_heads, bias)
         self.temporal_norm1 = nn.LayerNorm(dim, eps=LAYER_NORM_EPS)
-        self.temporal_attn = Attention(dim, num_heads, qkv_bias=qkv_bias)
+        self.temporal_attn = FusedQKVAttention(dim, num_heads, bias)
         self.temporal_fc = nn.Linear(dim, dim)
         self.norm2 = nn.LayerNorm(dim, eps=LAYER_NORM_EPS)
         self.mlp = Mlp(dim, int(dim * mlp_ratio))

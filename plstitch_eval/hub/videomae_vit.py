@@ -6,7 +6,8 @@ Conv3d over `tubelet_size` frames), a fixed sine-cosine position table (not a we
 attention has a query and a value bias but no key bias (`attn.q_bias`, `attn.v_bias`), optional layer scale
 (`gamma_1`, `gamma_2`), and the clip feature `fc_norm(mean over tokens)` (`use_mean_pooling=True`,
 `forward_features`). A pretraining encoder (`modeling_pretrain.py`, keys under `encoder.`) has a token `norm`
-instead of `fc_norm`; its feature is the mean of its normalised tokens.
+instead of `fc_norm`; its feature is the mean of its normalised tokens. Attention, block and tubelet
+embedding are the clip encoders' shared ones (`hub/video_blocks.py`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from timm.layers import Mlp
 from torch import nn
-from torch.nn import functional as F
 
 from plstitch_eval.errors import CheckpointError, ConfigError
 from plstitch_eval.hub.convert import (
@@ -29,6 +28,13 @@ from plstitch_eval.hub.convert import (
     refuse_unmapped_tokens,
     split_backbone,
     unwrap_state_dict,
+)
+from plstitch_eval.hub.video_blocks import (
+    FusedQKVAttention,
+    PreNormBlock,
+    TubeletEmbed,
+    check_clip_shape,
+    check_tubelet_sizes,
 )
 
 LAYER_NORM_EPS = 1e-6  # vit_*_patch16_224 in modeling_finetune.py: partial(nn.LayerNorm, eps=1e-6)
@@ -46,58 +52,20 @@ def sinusoid_table(positions: int, dim: int) -> torch.Tensor:
     return table.to(torch.float32)[None]
 
 
-class QVBiasAttention(nn.Module):
+class QVBiasAttention(FusedQKVAttention):
     """Multi-head self-attention whose qkv projection has query and value biases and no key bias (BEiT)."""
 
     def __init__(self, dim: int, num_heads: int, qkv_bias: bool = True) -> None:
-        super().__init__()
-        self.num_heads = num_heads
-        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
-        self.q_bias = nn.Parameter(torch.zeros(dim)) if qkv_bias else None
-        self.v_bias = nn.Parameter(torch.zeros(dim)) if qkv_bias else None
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, tokens, dim = x.shape
-        bias = None
-        if self.q_bias is not None and self.v_bias is not None:
-            bias = torch.cat((self.q_bias, torch.zeros_like(self.v_bias), self.v_bias))
-        qkv = F.linear(x, self.qkv.weight, bias).reshape(batch, tokens, 3, self.num_heads, -1)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        out = F.scaled_dot_product_attention(q, k, v)  # softmax(q k^T / sqrt(head_dim)) v
-        return self.proj(out.transpose(1, 2).reshape(batch, tokens, dim))
+        super().__init__(dim, num_heads, "qv" if qkv_bias else "none")
 
 
-class VideoMAEBlock(nn.Module):
+class VideoMAEBlock(PreNormBlock):
     """Pre-norm block: x + g1 * attn(norm1(x)), then x + g2 * mlp(norm2(x)) (g = 1 without layer scale)."""
 
     def __init__(self, dim: int, num_heads: int, mlp_ratio: float, qkv_bias: bool, layer_scale: bool) -> None:
-        super().__init__()
-        self.norm1 = nn.LayerNorm(dim, eps=LAYER_NORM_EPS)
-        self.attn = QVBiasAttention(dim, num_heads, qkv_bias)
-        self.norm2 = nn.LayerNorm(dim, eps=LAYER_NORM_EPS)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio))
-        self.gamma_1 = nn.Parameter(torch.ones(dim)) if layer_scale else None
-        self.gamma_2 = nn.Parameter(torch.ones(dim)) if layer_scale else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.gamma_1 is None or self.gamma_2 is None:
-            x = x + self.attn(self.norm1(x))
-            return x + self.mlp(self.norm2(x))
-        x = x + self.gamma_1 * self.attn(self.norm1(x))
-        return x + self.gamma_2 * self.mlp(self.norm2(x))
-
-
-class TubeletEmbed(nn.Module):
-    """[B, 3, T, H, W] -> [B, (T/t)*(H/p)*(W/p), D] tokens, time-major, then raster (Conv3d t x p x p)."""
-
-    def __init__(self, patch_size: int, tubelet_size: int, in_chans: int, embed_dim: int) -> None:
-        super().__init__()
-        kernel = (tubelet_size, patch_size, patch_size)
-        self.proj = nn.Conv3d(in_chans, embed_dim, kernel_size=kernel, stride=kernel)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(x).flatten(2).transpose(1, 2)
+        super().__init__(
+            dim, QVBiasAttention(dim, num_heads, qkv_bias), mlp_ratio, LAYER_NORM_EPS, layer_scale
+        )
 
 
 class VideoMAEv2ViT(nn.Module):
@@ -120,11 +88,7 @@ class VideoMAEv2ViT(nn.Module):
         pooling: str = "fc_norm",
     ) -> None:
         super().__init__()
-        if num_frames % tubelet_size or img_size % patch_size:
-            raise ConfigError(
-                f"VideoMAE V2 needs frames divisible by the tubelet ({num_frames} % {tubelet_size}) and a "
-                f"size divisible by the patch ({img_size} % {patch_size})."
-            )
+        check_tubelet_sizes("VideoMAE V2", num_frames, tubelet_size, img_size, patch_size)
         if pooling not in ("fc_norm", "norm"):
             raise ConfigError(f"VideoMAE V2 pooling is 'fc_norm' or 'norm', got {pooling!r}.")
         self.num_features = self.embed_dim = embed_dim
@@ -148,12 +112,7 @@ class VideoMAEv2ViT(nn.Module):
 
     def forward(self, clips: torch.Tensor) -> torch.Tensor:
         """[B, 3, T, H, W] normalised clips -> [B, D]."""
-        expected = (self.num_frames, self.img_size, self.img_size)
-        if clips.ndim != 5 or tuple(clips.shape[2:]) != expected:
-            raise ConfigError(
-                f"VideoMAE V2 takes clips [B, 3, {expected[0]}, {expected[1]}, {expected[2]}], "
-                f"got {tuple(clips.shape)}."
-            )
+        check_clip_shape("VideoMAE V2", clips, self.num_frames, self.img_size)
         x = self.patch_embed(clips)
         x = x + self.pos_embed.to(x.dtype)
         for block in self.blocks:

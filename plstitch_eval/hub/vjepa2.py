@@ -13,22 +13,28 @@ The frame feature is the mean of all output tokens of the window (see docs/basel
 counterpart of the attentive probe V-JEPA 2 trains over all tokens). The Hub checkpoint
 (`facebook/vjepa2-vitl-fpc64-256`, transformers `VJEPA2Model`) holds the encoder under `encoder.` and the
 pretraining predictor under `predictor.`; the predictor is dropped (returned), every encoder tensor loads.
+Attention, block and tubelet embedding are the clip encoders' shared ones (`hub/video_blocks.py`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import torch
-from timm.layers import Mlp
 from torch import nn
-from torch.nn import functional as F
 
 from plstitch_eval.errors import CheckpointError, ConfigError
 from plstitch_eval.hub.convert import HEAD_DIM, check_expected, find_num_heads, load_strict, unwrap_state_dict
-from plstitch_eval.hub.videomae_vit import TubeletEmbed
+from plstitch_eval.hub.video_blocks import (
+    FusedQKVAttention,
+    PreNormBlock,
+    TubeletEmbed,
+    check_clip_shape,
+    check_tubelet_sizes,
+)
 
 LAYER_NORM_EPS = 1e-6  # vit_large in src/models/vision_transformer.py: partial(nn.LayerNorm, eps=1e-6)
 ROPE_BASE = 10000.0  # rotate_queries_or_keys: omega = 1 / 10000 ** (arange(D/2) / (D/2))
@@ -68,44 +74,27 @@ def token_positions(frames: int, rows: int, cols: int, device: torch.device | No
     return torch.stack((ids // per_frame, (ids % per_frame) // cols, ids % cols))
 
 
-class RoPEAttention(nn.Module):
+class RoPEAttention(FusedQKVAttention):
     """Multi-head self-attention with a fused qkv projection and V-JEPA 2's 3-D rotary embedding."""
 
     def __init__(self, dim: int, num_heads: int, qkv_bias: bool = True) -> None:
-        super().__init__()
-        self.num_heads = num_heads
-        self.head_dim = dim // num_heads
+        super().__init__(dim, num_heads, "qkv" if qkv_bias else "none")
         self.axis_dim = rope_slice_dim(self.head_dim)
-        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
-        self.proj = nn.Linear(dim, dim)
 
     def _rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         d = self.axis_dim
         parts = [rotate(x[..., i * d : (i + 1) * d], positions[i]) for i in range(3)]
         return torch.cat([*parts, x[..., 3 * d :]], dim=-1)  # channels past 3d stay as they are
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        batch, tokens, dim = x.shape
-        qkv = self.qkv(x).reshape(batch, tokens, 3, self.num_heads, self.head_dim)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # [B, heads, N, head_dim] each
-        q, k = self._rotate(q, positions), self._rotate(k, positions)
-        out = F.scaled_dot_product_attention(q, k, v)  # softmax(q k^T / sqrt(head_dim)) v
-        return self.proj(out.transpose(1, 2).reshape(batch, tokens, dim))
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return super().forward(x, rotate=partial(self._rotate, positions=positions))
 
 
-class VJEPA2Block(nn.Module):
+class VJEPA2Block(PreNormBlock):
     """Pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x)) (no layer scale)."""
 
     def __init__(self, dim: int, num_heads: int, mlp_ratio: float, qkv_bias: bool, norm_eps: float) -> None:
-        super().__init__()
-        self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
-        self.attn = RoPEAttention(dim, num_heads, qkv_bias)
-        self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio))
-
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x), positions)
-        return x + self.mlp(self.norm2(x))
+        super().__init__(dim, RoPEAttention(dim, num_heads, qkv_bias), mlp_ratio, norm_eps)
 
 
 class VJEPA2ViT(nn.Module):
@@ -126,11 +115,7 @@ class VJEPA2ViT(nn.Module):
         norm_eps: float = LAYER_NORM_EPS,
     ) -> None:
         super().__init__()
-        if num_frames % tubelet_size or img_size % patch_size:
-            raise ConfigError(
-                f"V-JEPA 2 needs frames divisible by the tubelet ({num_frames} % {tubelet_size}) and a size "
-                f"divisible by the patch ({img_size} % {patch_size})."
-            )
+        check_tubelet_sizes("V-JEPA 2", num_frames, tubelet_size, img_size, patch_size)
         if embed_dim % num_heads or rope_slice_dim(embed_dim // num_heads) == 0:
             raise ConfigError(
                 f"V-JEPA 2: embed_dim {embed_dim} and {num_heads} heads leave no RoPE channels."
@@ -146,12 +131,7 @@ class VJEPA2ViT(nn.Module):
 
     def forward_tokens(self, clips: torch.Tensor) -> torch.Tensor:
         """[B, 3, T, H, W] normalised clips -> all tokens after the final norm [B, T/t * H/p * W/p, D]."""
-        expected = (self.num_frames, self.img_size, self.img_size)
-        if clips.ndim != 5 or tuple(clips.shape[2:]) != expected:
-            raise ConfigError(
-                f"V-JEPA 2 takes clips [B, 3, {expected[0]}, {expected[1]}, {expected[2]}], "
-                f"got {tuple(clips.shape)}."
-            )
+        check_clip_shape("V-JEPA 2", clips, self.num_frames, self.img_size)
         x = self.patch_embed(clips)
         grid = self.img_size // self.patch_size
         positions = token_positions(self.num_frames // self.tubelet_size, grid, grid, device=x.device)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from plstitch_eval.errors import ConfigError
+
+if TYPE_CHECKING:
+    from plstitch_train.config import LossConfig
 
 __all__ = ["IBOTLoss", "teacher_temperature_schedule"]
 
@@ -77,6 +82,25 @@ class IBOTLoss(nn.Module):
                 warmup_teacher_patch_temp, teacher_patch_temp, warmup_epochs, n_epochs
             ),
             persistent=False,
+        )
+
+    @classmethod
+    def from_settings(
+        cls, loss: LossConfig, out_dim: int, n_epochs: int, n_global_crops: int = 2
+    ) -> IBOTLoss:
+        """The iBOT loss of a run's `loss` section (temperatures and their warm-up) over `n_epochs` epochs,
+        for iBOT heads of `out_dim` outputs (CLS and patch alike)."""
+        return cls(
+            out_dim,
+            out_dim,
+            n_global_crops=n_global_crops,
+            student_temp=loss.student_temp,
+            teacher_temp=loss.teacher_temp,
+            warmup_teacher_temp=loss.warmup_teacher_temp,
+            teacher_patch_temp=loss.teacher_patch_temp,
+            warmup_teacher_patch_temp=loss.warmup_teacher_patch_temp,
+            warmup_epochs=loss.warmup_teacher_temp_epochs,
+            n_epochs=n_epochs,
         )
 
     def temperatures(self, epoch: int) -> tuple[float, float]:

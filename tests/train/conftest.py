@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 import torch
 
 from plstitch_train.presets import TrainConfig, get_preset
+from tests.media import write_video
 
 FRAME_H, FRAME_W = 40, 48
 VIDEO_FPS = 4
@@ -21,19 +21,14 @@ def write_mp4(path: Path, n_frames: int, seed: int, fps: int = VIDEO_FPS) -> Non
     """A real H.264 MP4 whose content moves steadily with time (a bar sweeps right, brightness rises)."""
     rng = np.random.default_rng(seed)
     base = rng.integers(0, 160, size=(FRAME_H, FRAME_W, 3), dtype=np.uint8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = FRAME_W, FRAME_H, "yuv420p"
-        stream.options = {"crf": "10", "preset": "ultrafast"}
-        for i in range(n_frames):
-            image = (base.astype(np.int32) + 3 * i).clip(0, 255).astype(np.uint8)
-            x = int(i * FRAME_W / n_frames)
-            image[:, x : x + 6] = (255, 40, 40)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+
+    def image_at(i: int) -> np.ndarray:
+        image = (base.astype(np.int32) + 3 * i).clip(0, 255).astype(np.uint8)
+        x = int(i * FRAME_W / n_frames)
+        image[:, x : x + 6] = (255, 40, 40)
+        return image
+
+    write_video(path, image_at, n_frames, fps=fps, options={"crf": "10", "preset": "ultrafast"})
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -44,7 +44,7 @@ def test_decoder_setting_is_checked_and_defaults_to_pyav():
     assert presets.DECODER_CHOICES == decoders.DECODER_CHOICES  # the torch-free copy stays in step
     with pytest.raises(ConfigError, match="decoder must be one of pyav, torchcodec, auto"):
         TrainConfig(decoder="ffmpeg")
-    saved = TrainConfig().to_dict()
+    saved = TrainConfig().to_flat_dict()
     del saved["decoder"]  # a train_config.json written before the setting existed
     assert TrainConfig.from_dict(saved).decoder == "pyav"
 

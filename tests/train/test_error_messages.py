@@ -10,7 +10,6 @@ import argparse
 import json
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 import torch
@@ -21,6 +20,7 @@ from plstitch_eval.errors import ConfigError, DataError, DecodeError, PlstitchEr
 from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, LOG_NAME
 from plstitch_train.presets import TrainConfig
 from plstitch_train.trainer import train
+from tests.media import write_audio_only
 from tests.train.conftest import tiny_config, write_mp4
 
 runner = CliRunner()
@@ -196,20 +196,11 @@ def test_data_folder_without_videos_lists_the_extensions(tmp_path: Path) -> None
     assert f"--data {empty}: no video files" in line
 
 
-def _audio_only_mp4(path: Path) -> None:
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("aac", rate=8000)
-        frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
-        frame.sample_rate = 8000
-        for packet in [*stream.encode(frame), *stream.encode()]:
-            container.mux(packet)
-
-
 @pytest.mark.parametrize(
     ("make", "words"),
     [
         (lambda p: p.write_bytes(b"not a video at all"), "the file is corrupt or not a video"),
-        (_audio_only_mp4, "holds no video stream"),
+        (write_audio_only, "holds no video stream"),
     ],
     ids=["corrupt", "audio-only"],
 )

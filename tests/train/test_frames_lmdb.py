@@ -222,7 +222,7 @@ def test_workers_read_the_same_items_as_the_main_process(video_dir: Path, tmp_pa
 
 
 def test_configs_saved_before_the_lmdb_store_keep_the_raw_cache() -> None:
-    saved = TrainConfig().to_dict()
+    saved = TrainConfig().to_flat_dict()  # the form run folders saved then
     del saved["frame_store"]
     assert TrainConfig.from_dict(saved).frame_store == "raw"
     assert TrainConfig().frame_store == "lmdb"
@@ -249,7 +249,7 @@ def test_train_reads_an_lmdb_in_the_authors_layout_at_its_own_frame_rate(tmp_pat
     run = tmp_path / "run"
     result = runner.invoke(app, [*args, "--batch-size", "4", "--out", str(run)])
     assert result.exit_code == 0, result.output
-    assert json.loads((run / "train_config.json").read_text())["fps"] == 1.0
+    assert json.loads((run / "train_config.json").read_text())["frames"]["fps"] == 1.0
     log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     assert log[-1]["step"] == 2 and np.isfinite(log[-1]["loss"])
     assert not (run / "frame_cache").exists()  # nothing decoded into a cache

@@ -12,9 +12,10 @@ from plstitch_eval.errors import ConfigError, TrainingError
 from plstitch_eval.utils.console import logger
 from plstitch_train.data import discover_videos
 from plstitch_train.frames_lmdb import write_frames_lmdb
-from plstitch_train.launch import Launch, base_config, plan_launch
+from plstitch_train.launch import Launch, base_config, plan_launch, run_launch
 from plstitch_train.presets import TrainConfig, get_preset
-from plstitch_train.trainer import TrainResult
+from plstitch_train.trainer import TrainResult, train
+from tests.train.conftest import tiny_config
 
 
 def _config(**changes: object) -> TrainConfig:
@@ -82,9 +83,42 @@ def test_resume_keeps_only_given_runtime_settings_and_names_the_rest(
     assert "epochs ignored" in caplog.text
 
 
+def test_a_launch_decides_new_or_resume_once(
+    monkeypatch: pytest.MonkeyPatch, video_dir: Path, frame_cache: Path, tmp_path: Path
+) -> None:
+    """`plan_launch` decides; `run_launch` hands the decision to `train`, which does not decide again. Called
+    from Python without a plan, `train` decides itself (once)."""
+    import plstitch_train.run_dir as run_dir_module
+
+    decided: list[Path] = []
+    real_plan_run = run_dir_module.plan_run
+
+    def counting_plan_run(config: TrainConfig, run_dir: Path, overwrite: bool = False) -> str:
+        decided.append(run_dir)
+        return real_plan_run(config, run_dir, overwrite)
+
+    monkeypatch.setattr(run_dir_module, "plan_run", counting_plan_run)
+    config = tiny_config(video_dir, frame_cache, max_steps=1)
+    out = tmp_path / "run"
+    assert run_launch(plan_launch(config, out)).step == 1
+    assert decided == [out]
+    assert run_launch(plan_launch(config, out)).already_finished  # a rerun: finished, decided once
+    assert decided == [out, out]
+    assert train(config, out).already_finished and decided == [out, out, out]
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(config.to_dict()))
+    result = _cli_train("--config", str(config_file), "--out", str(tmp_path / "cli"))
+    assert result.exit_code == 0, result.output  # `plstitch train`: one decision as well
+    assert decided == [out, out, out, tmp_path / "cli"]
+    with pytest.raises(ConfigError, match="plan='later'"):
+        train(config, out, plan="later")
+
+
 def test_base_config_reads_a_train_config_json(tmp_path: Path) -> None:
     path = tmp_path / "train_config.json"
     path.write_text(json.dumps(_config(seed=5).to_dict()))
+    assert base_config("paper-vitb16", path) == _config(seed=5)
+    path.write_text(json.dumps(_config(seed=5).to_flat_dict()))  # as run folders saved it before the sections
     assert base_config("paper-vitb16", path) == _config(seed=5)
     assert base_config("tiny-cpu") == get_preset("tiny-cpu")
     with pytest.raises(ConfigError, match="--config .*missing.json"):
@@ -92,6 +126,14 @@ def test_base_config_reads_a_train_config_json(tmp_path: Path) -> None:
 
 
 # --- `plstitch train` flags -> TrainConfig (the launch is intercepted: nothing is trained) ----------------
+
+
+def _cli_train(*args: str):
+    from typer.testing import CliRunner
+
+    from plstitch_eval.cli import app
+
+    return CliRunner().invoke(app, ["train", *args])
 
 
 def _cli_launch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str) -> Launch:
@@ -175,3 +217,44 @@ def test_cli_resume_passes_only_runtime_flags(monkeypatch: pytest.MonkeyPatch, t
     )
     assert launch.action == "resume" and launch.resume == run_dir and launch.config is None
     assert launch.runtime == {"num_workers": 3}
+
+
+def test_cli_set_takes_flat_and_section_names(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "videos").mkdir()
+    args = ["--data", str(tmp_path / "videos"), "--preset", "tiny-cpu", "--out", str(tmp_path / "run")]
+    sets = [
+        *("--set", "optim.base_lr=0.003", "--set", "epochs=7", "--set", "context_seconds=[0.2, 3.5]"),
+        *("--set", "model.init=ibot-vitb16", "--set", "loss.lambda_jigsaw=0", "--set", "max_steps=null"),
+    ]
+    launch = _cli_launch(monkeypatch, tmp_path, *args, *sets)
+    expected = get_preset("tiny-cpu").replace(
+        data=str(tmp_path / "videos"),
+        base_lr=0.003,
+        epochs=7,
+        context_seconds=(0.2, 3.5),
+        init="ibot-vitb16",
+        lambda_jigsaw=0.0,
+    )
+    assert launch.config == expected and launch.config.context_seconds == (0.2, 3.5)
+    resume = ["--resume", str(tmp_path / "run"), "--set", "run.num_workers=3"]
+    resumed = _cli_launch(monkeypatch, tmp_path, *resume)
+    assert resumed.runtime == {"num_workers": 3}
+
+
+@pytest.mark.parametrize(
+    ("sets", "words"),
+    [
+        (["--set", "epochs=3", "--epochs", "4"], "epochs is given twice"),
+        (["--set", "epochs=3", "--set", "optim.epochs=4"], "epochs is given twice"),
+        (["--set", "optim.lr=1"], "Unknown training setting 'optim.lr'"),
+        (["--set", "model.base_lr=1"], "base_lr belongs to section 'optim'"),
+        (["--set", "epochs"], "expected NAME=VALUE"),
+        (["--set", "epochs=0"], "epochs must be >= 1"),
+    ],
+)
+def test_cli_set_refusals_are_one_line(sets: list[str], words: str, tmp_path: Path) -> None:
+    args = ["--data", str(tmp_path), "--preset", "tiny-cpu", "--out", str(tmp_path / "run")]
+    result = _cli_train(*args, *sets)
+    assert result.exit_code == 1
+    assert words in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "run").exists()

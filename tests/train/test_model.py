@@ -47,14 +47,14 @@ def _batch(store: FrameStore, config, size: int = 4) -> dict[str, torch.Tensor]:
 
 
 def test_backbone_equals_timm_forward_features(config) -> None:
-    backbone = ViTBackbone(build_vit(config, 0.0)).eval()
+    backbone = ViTBackbone(build_vit(config.model, 0.0)).eval()
     images = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         torch.testing.assert_close(backbone(images), backbone.vit.forward_features(images))
 
 
 def test_masked_patches_ignore_their_pixels(config) -> None:
-    backbone = ViTBackbone(build_vit(config, 0.0)).eval()
+    backbone = ViTBackbone(build_vit(config.model, 0.0)).eval()
     torch.nn.init.normal_(backbone.masked_embed)
     masks = torch.zeros(1, 4, 4, dtype=torch.bool)
     masks[0, 1, 2] = True  # patch rows 8:16, cols 16:24
@@ -67,7 +67,7 @@ def test_masked_patches_ignore_their_pixels(config) -> None:
 
 
 def test_without_position_embedding_patches_are_permutation_equivariant(config) -> None:
-    backbone = ViTBackbone(build_vit(config, 0.0)).eval()
+    backbone = ViTBackbone(build_vit(config.model, 0.0)).eval()
     images = torch.randn(1, 3, 32, 32)
     # swap patch (0,0) with patch (3,3) in pixel space
     swapped = images.clone()

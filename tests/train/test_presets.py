@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from plstitch_eval.errors import ConfigError
@@ -65,9 +63,9 @@ def test_paper_vitb16_has_the_paper_and_authors_numbers() -> None:
 
 
 def test_cooking_and_ablation_presets_differ_from_the_paper_preset_only_where_the_paper_says() -> None:
-    paper = dataclasses.asdict(get_preset("paper-vitb16"))
-    cooking = dataclasses.asdict(get_preset("paper-vitb16-cooking"))
-    ablation = dataclasses.asdict(get_preset("ablation-vits16"))
+    paper = get_preset("paper-vitb16").to_flat_dict()
+    cooking = get_preset("paper-vitb16-cooking").to_flat_dict()
+    ablation = get_preset("ablation-vits16").to_flat_dict()
     assert {k: v for k, v in cooking.items() if paper[k] != v} == {"epochs": 100, "warmup_epochs": 10.0}
     assert {k: v for k, v in ablation.items() if paper[k] != v} == {"arch": "vit_small_patch16_224"}
 
@@ -85,7 +83,7 @@ def test_temporal_widths_are_validated_on_construction() -> None:
         with pytest.raises(ConfigError, match="temporal_dim and temporal_ff"):
             get_preset("tiny-cpu").replace(**changes)
         with pytest.raises(ConfigError, match="temporal_dim and temporal_ff"):
-            TrainConfig.from_dict({**TrainConfig().to_dict(), **changes})
+            TrainConfig.from_dict({**TrainConfig().to_flat_dict(), **changes})
 
 
 def test_data_source_is_checked_by_validate_not_on_construction() -> None:
@@ -100,11 +98,11 @@ def test_permutation_objective_needs_at_most_eight_frames_on_construction() -> N
     with pytest.raises(ConfigError, match=message):
         get_preset("paper-vitb16").replace(objective="permutation", clip_len=9)
     with pytest.raises(ConfigError, match=message):
-        TrainConfig.from_dict({**TrainConfig().to_dict(), "objective": "permutation", "clip_len": 9})
+        TrainConfig.from_dict({**TrainConfig().to_flat_dict(), "objective": "permutation", "clip_len": 9})
     # a long-clip config may switch to the permutation objective when one replace also shortens the clip
     long_clips = TrainConfig(clip_len=16)
     assert long_clips.replace(objective="permutation", clip_len=8).clip_len == 8
-    assert dataclasses.replace(get_preset("tiny-cpu"), objective="permutation").objective == "permutation"
+    assert get_preset("tiny-cpu").replace(objective="permutation").objective == "permutation"
 
 
 def test_cadence_workers_and_step_cap_are_validated_on_construction() -> None:

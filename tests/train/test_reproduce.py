@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from plstitch_eval.commands import reproduce as reproduce_command
 from plstitch_eval.errors import ConfigError
+from plstitch_train.config import flat_settings
 from plstitch_train.reproduce import (
     RANDOM_INIT,
     ROWS,
@@ -53,7 +54,7 @@ def test_rows_follow_the_paper_tables(tmp_path: Path) -> None:
     assert set(expected) == set(ROWS)
     budgets = []
     for row, values in expected.items():
-        train = train_config(config, row, seed=3).to_dict()
+        train = train_config(config, row, seed=3).to_flat_dict()
         assert tuple(train[f] for f in ROW_FIELDS) == values, row
         assert train["max_steps"] == 7 and train["seed"] == 3 and train["dataset"] == "synthetic"
         budgets.append({k: v for k, v in train.items() if k not in ROW_FIELDS})
@@ -161,7 +162,9 @@ def test_reproduction_trains_evaluates_and_tabulates(tiny_reproduction) -> None:
     stats = summary["aggregated"]["pl"]["knn/accuracy"]
     assert stats["values"] == knn and stats["mean"] == pytest.approx(statistics.mean(knn))
     assert summary["best_pl_run"] == max(("pl-seed0", "pl-seed1"), key=lambda n: knn[int(n[-1])])
-    reversed_config = json.loads((out / "runs" / "pl-reversed-seed0" / "train_config.json").read_text())
+    reversed_config = flat_settings(
+        json.loads((out / "runs" / "pl-reversed-seed0" / "train_config.json").read_text())
+    )
     assert reversed_config["reverse_time"] is True and reversed_config["max_steps"] == 1
     on_disk = json.loads((out / "ablation.json").read_text())
     assert on_disk["table_markdown"] == (out / "ablation.md").read_text() == summary["table_markdown"]
@@ -187,7 +190,7 @@ def test_every_trained_run_starts_from_the_shared_random_init(tiny_reproduction)
     assert shared == (Path(config.out) / "runs" / f"{RANDOM_INIT}-seed0").resolve()
     for name in ("pl-seed0", "pl-seed1", "pl-reversed-seed1"):
         train = json.loads((Path(config.out) / "runs" / name / "train_config.json").read_text())
-        assert train["init"] == str(shared)
+        assert train["model"]["init"] == str(shared)
 
 
 def test_order_measures_and_heldout_jigsaw_per_run(tiny_reproduction) -> None:
@@ -271,7 +274,7 @@ def test_two_runs_at_once_give_the_same_runs(tiny_reproduction, tmp_path: Path) 
     assert set(result["runs"]) == set(summary["runs"]) and len(done) == 4
     for name in ("pl-seed1", "pl-reversed-seed0"):
         ours, theirs = (Path(c.out) / "runs" / name for c in (parallel, config))
-        settings = [json.loads((d / "train_config.json").read_text()) for d in (ours, theirs)]
+        settings = [flat_settings(json.loads((d / "train_config.json").read_text())) for d in (ours, theirs)]
         for s, root in zip(settings, (parallel.out, config.out), strict=True):
             assert s.pop("init") == str((Path(root) / "runs" / f"{RANDOM_INIT}-seed0").resolve())
             assert Path(s.pop("cache_dir")) == Path(root) / "frame_cache"

@@ -23,6 +23,7 @@ from plstitch_train.trainer import (
     TrainingInterrupted,
     config_differences,
     load_training_checkpoint,
+    plan_run,
     train,
 )
 from tests.train.conftest import tiny_config
@@ -129,7 +130,7 @@ def test_overwrite_starts_again_and_keeps_foreign_files(reference, tmp_path: Pat
     result = _cli(*args, "--seed", "3", "--steps", "2")
     assert result.exit_code == 0, result.output
     assert _logged_steps(run_dir) == [1, 2]
-    assert json.loads((run_dir / TRAIN_CONFIG_NAME).read_text())["seed"] == 3
+    assert json.loads((run_dir / TRAIN_CONFIG_NAME).read_text())["run"]["seed"] == 3
     assert load_training_checkpoint(run_dir)["step"] == 2
     assert (run_dir / "notes.txt").read_text() == "mine"
     both = _cli("--resume", str(run_dir), "--overwrite")
@@ -138,10 +139,40 @@ def test_overwrite_starts_again_and_keeps_foreign_files(reference, tmp_path: Pat
 
 def test_config_differences_ignore_runtime_settings_and_relative_paths(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
-    old = TrainConfig(data="videos").to_dict()
-    new = TrainConfig(data=str(tmp_path / "videos"), device="cuda", num_workers=9, cache_dir="/x").to_dict()
-    assert config_differences(old, new) == {}
-    assert config_differences(old, {**new, "epochs": 3}) == {"epochs": (old["epochs"], 3)}
+    old = TrainConfig(data="videos")
+    new = TrainConfig(data=str(tmp_path / "videos"), device="cuda", num_workers=9, cache_dir="/x")
+    assert config_differences(old.to_dict(), new.to_dict()) == {}
+    assert config_differences(old.to_dict(), new.replace(epochs=3).to_dict()) == {"epochs": (old.epochs, 3)}
+
+
+def test_a_flat_saved_config_and_its_sections_are_the_same_run(monkeypatch, tmp_path: Path) -> None:
+    """A run folder written before the sections existed holds the flat form: same settings, same run."""
+    monkeypatch.chdir(tmp_path)
+    config = TrainConfig(data="videos", epochs=2)
+    assert config_differences(config.to_flat_dict(), config.to_dict()) == {}
+    assert config_differences(config.to_dict(), config.to_flat_dict()) == {}
+    flat_old = {**config.to_flat_dict(), "num_workers": 9}  # a runtime setting; the path made absolute
+    assert config_differences(flat_old, config.replace(data=str(tmp_path / "videos")).to_dict()) == {}
+    other = config.replace(base_lr=1e-3, model_args={"embed_dim": 48})
+    assert config_differences(config.to_flat_dict(), other.to_dict()) == {
+        "model_args.embed_dim": ("<unset>", 48),
+        "base_lr": (config.base_lr, 1e-3),
+    }
+
+
+def test_a_run_folder_saved_in_the_flat_form_resumes(reference, tmp_path: Path) -> None:
+    """Its train_config.json and last.ckpt hold the flat form (as before the sections): a rerun resumes it."""
+    config, full = reference
+    run_dir = tmp_path / "run"
+    train(config, run_dir, stop_after=1)
+    (run_dir / TRAIN_CONFIG_NAME).write_text(json.dumps(config.to_flat_dict()))
+    assert load_training_checkpoint(run_dir)["config"] == config.to_flat_dict()
+    assert plan_run(config, run_dir) == "resume"
+    result = _cli("--config", str(_config_file(config, tmp_path)), "--out", str(run_dir))
+    assert result.exit_code == 0, result.output
+    assert _logged_steps(run_dir) == list(range(1, STEPS + 1))
+    _assert_same_weights(full.out_dir, run_dir)
+    assert json.loads((run_dir / TRAIN_CONFIG_NAME).read_text()) == config.to_dict()  # now nested
 
 
 def test_stop_signals_first_waits_for_the_step_second_stops_at_once() -> None:

@@ -49,7 +49,7 @@ def test_resume_reproduces_uninterrupted_run_exactly(full_run, tmp_path: Path) -
 
 
 def test_checkpoint_holds_everything_and_loads_weights_only(full_run) -> None:
-    _, result = full_run
+    config, result = full_run
     checkpoint = torch.load(result.out_dir / CHECKPOINT_NAME, map_location="cpu", weights_only=True)
     assert {"config", "model", "optimizer", "scaler", "rng", "sampler", "step"} <= checkpoint.keys()
     assert checkpoint["step"] == STEPS
@@ -65,7 +65,7 @@ def test_checkpoint_holds_everything_and_loads_weights_only(full_run) -> None:
     assert [r["step"] for r in log] == list(range(1, STEPS + 1))
     assert {"vid", "mim", "jigsaw", "lr", "samples_per_s"} <= log[0].keys()
     saved = json.loads((result.out_dir / TRAIN_CONFIG_NAME).read_text())
-    assert saved == checkpoint["config"]
+    assert saved == config.to_dict() and checkpoint["config"] == config.to_flat_dict()  # nested; flat
 
 
 def test_output_loads_with_load_encoder_and_matches_teacher(full_run) -> None:

@@ -53,7 +53,9 @@ def test_defaults_named_in_help_are_the_configs() -> None:
 
 
 def test_shared_flags_are_declared_only_in_options() -> None:
-    for flag in ('"--relaxed"', '"--val-fraction"', 'help="auto, cpu or cuda'):
+    shared = ('"--relaxed"', '"--val-fraction"', 'help="auto, cpu or cuda', '"--trust-pickle"', '"--which"')
+    shared += ('"--transform"', '"--temperature"', '"--weighting"', '"--resize-on-decode"')
+    for flag in shared:
         homes = [p.name for p in COMMANDS.glob("*.py") if flag in p.read_text(encoding="utf-8")]
         assert homes == [Path(options.__file__).name], (flag, homes)
     for module in (evaluate, temporal):  # the probe commands take --features/--save/--overwrite from options
@@ -64,3 +66,49 @@ def test_shared_flags_are_declared_only_in_options() -> None:
 
 def test_given_drops_only_none() -> None:
     assert options.given(a=None, b=0, c=False, d="") == {"b": 0, "c": False, "d": ""}
+
+
+def test_benchmark_unset_options_give_the_dataclass_defaults(monkeypatch, tmp_path) -> None:
+    """`plstitch benchmark` with no protocol or encoding option: every config is its dataclass's default."""
+    from typer.testing import CliRunner
+
+    from plstitch_eval.benchmark import runner
+    from plstitch_eval.extract import ExtractOptions
+
+    seen = {}
+
+    def stop(config):
+        seen["config"] = config
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_benchmark", stop)
+    args = ["benchmark", "--models", "raw-pixels", "--datasets", "synthetic", "--out", str(tmp_path / "b")]
+    result = CliRunner().invoke(app, [*args, "--device", "cpu"])
+    assert result.exit_code == 130, result.output
+    config = seen["config"]
+    assert config.extract == ExtractOptions(device="cpu")
+    assert config.knn == KnnConfig(device="cpu")
+    assert config.linear == LinearConfig(device="cpu")
+    assert config.temporal == TemporalConfig(device="cpu")
+    assert config.cv_seed == 0
+    result = CliRunner().invoke(app, [*args, "--k", "7", "--seed", "3", "--batch-size", "5"])
+    config = seen["config"]
+    assert (config.knn.k, config.linear.seed, config.temporal.seed, config.cv_seed) == (7, 3, 3, 3)
+    assert config.extract.batch_size == 5 and config.extract.device == "auto"
+
+
+def test_encoding_defaults_named_in_help_are_the_options() -> None:
+    """extract, benchmark and predict state the batch size's default: it must be the dataclass's."""
+    from plstitch_eval.extract import ExtractOptions
+    from plstitch_eval.predict import PredictOptions
+
+    command = typer.main.get_command(app)
+    for name, config in (
+        ("extract", ExtractOptions),
+        ("benchmark", ExtractOptions),
+        ("predict", PredictOptions),
+    ):
+        (param,) = [p for p in command.commands[name].params if p.name == "batch_size"]
+        found = re.search(r"\(default (\d+)\)", param.help)
+        assert found and int(found.group(1)) == config.batch_size, (name, param.help)
+        assert param.default is None, name

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
-import av
 import numpy as np
 from PIL import Image
+
+from tests.media import write_video
 
 LEVELS = 16  # frame i: left half grey (i % 16), right half grey (i // 16), each level 16 apart (tolerant)
 
@@ -41,25 +42,18 @@ def write_index_video(
     """Lossless (x264 qp 0) MP4 of `n_frames` index frames at `fps` (a Fraction for NTSC rates such as
     30000/1001), or at explicit `pts_ms` times (VFR);
     `bframes` > 0 adds B-frames (x264's pyramid: some are references, the others are not; qp 10)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    options = {"movflags": "faststart"} if faststart else {}
-    with av.open(str(path), mode="w", options=options) as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height = size
-        stream.pix_fmt = "yuv420p"
-        stream.options = {"qp": "0", "preset": "ultrafast", "bframes": str(bframes), "threads": "1"}
-        if bframes:  # lossless coding and ultrafast both turn B-frames off: near-lossless, fixed B-frames
-            extra = {"qp": "10", "preset": "veryfast", "b-pyramid": "normal", "b-adapt": "0"}
-            stream.options = {**stream.options, **extra}
-        if pts_ms is not None:
-            stream.codec_context.time_base = Fraction(1, 1000)
-        for i in range(n_frames):
-            frame = av.VideoFrame.from_ndarray(index_image(i, *size), format="rgb24")
-            if pts_ms is not None:
-                frame.pts, frame.time_base = pts_ms[i], Fraction(1, 1000)
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode(None))
-    return path
+    options = {"qp": "0", "preset": "ultrafast", "bframes": str(bframes), "threads": "1"}
+    if bframes:  # lossless coding and ultrafast both turn B-frames off: near-lossless, fixed B-frames
+        options.update({"qp": "10", "preset": "veryfast", "b-pyramid": "normal", "b-adapt": "0"})
+    return write_video(
+        path,
+        lambda i: index_image(i, *size),
+        n_frames,
+        fps=fps,
+        options=options,
+        container_options={"movflags": "faststart"} if faststart else None,
+        pts_ms=pts_ms,
+    )
 
 
 def write_index_frames(folder: Path, n_frames: int, pattern: str = "{:04d}.jpg", start: int = 1) -> Path:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
@@ -14,17 +13,12 @@ from plstitch_eval.data import media, video
 from plstitch_eval.data.datasets import base
 from plstitch_eval.errors import DecodeError
 from tests.eval.data.media import index_image, write_index_frames
+from tests.media import write_video
 
 
 def _write_video(path: Path, codec: str, n_frames: int = 8, fps: int = 4) -> Path:
     """A tiny video in a container one of the old lists missed (.ogv: VP8, .wmv: WMV2)."""
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream(codec, rate=fps)
-        stream.width, stream.height, stream.pix_fmt = 32, 32, "yuv420p"
-        for i in range(n_frames):
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(index_image(i), format="rgb24")))
-        container.mux(stream.encode(None))
-    return path
+    return write_video(path, index_image, n_frames, fps=fps, codec=codec)
 
 
 def test_every_user_shares_the_same_objects() -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 import timm
 
 from plstitch_eval.data.datasets.cholec80 import CHOLEC80_PHASES
 from plstitch_eval.hub import DataConfig, save_timm_dir
+from tests.media import write_video
 
 NATIVE_FPS = 25
 VIDEO_SECONDS = (3, 2, 4)  # three short videos, different lengths
@@ -39,19 +39,7 @@ def write_mp4(
 ) -> None:
     """A real H.264 MP4 whose frames differ (colour ramps + noise shaped by the frame index), or whose frame
     i is `image_at(i)` (uint8 HxWx3, even sides)."""
-    image_at = image_at or ramp_frames(seed)
-    height, width = image_at(0).shape[:2]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.options = {"crf": "18", "preset": "ultrafast"}
-        for i in range(n_frames):
-            image = image_at(i)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+    write_video(path, image_at or ramp_frames(seed), n_frames, fps=fps)  # x264 crf 18, ultrafast
 
 
 def write_phase_tsv(path: Path, n_frames: int) -> None:

@@ -191,13 +191,14 @@ def test_decoding_workers_fill_the_cores_on_an_accelerator_and_split_them(monkey
     """Default workers: one per core where the model runs on a GPU, min(4, cores) on CPU; each worker gets
     cores // workers FFmpeg threads (one with a worker per core), the main process alone FFmpeg's default."""
     import plstitch_eval.extract as extract_module
+    from plstitch_eval.extract import loader
 
-    monkeypatch.setattr(extract_module.os, "sched_getaffinity", lambda pid: set(range(12)), raising=False)
+    monkeypatch.setattr(loader.os, "sched_getaffinity", lambda pid: set(range(12)), raising=False)
     assert extract_module.available_cores() == 12
     assert extract_module.default_workers(torch.device("cuda")) == 12
     assert extract_module.default_workers(torch.device("cpu")) == 4
     assert [extract_module.decode_threads(w) for w in (0, 1, 5, 12, 16)] == [0, 12, 2, 1, 1]
-    monkeypatch.setattr(extract_module.os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    monkeypatch.setattr(loader.os, "sched_getaffinity", lambda pid: {3}, raising=False)
     assert extract_module.default_workers(torch.device("cuda")) == 1
     assert extract_module.default_workers(torch.device("cpu")) == 1
 

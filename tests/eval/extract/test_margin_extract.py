@@ -15,7 +15,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from plstitch_eval import benchmark
+from plstitch_eval.benchmark import runner as benchmark_runner
 from plstitch_eval.cli import app
 from plstitch_eval.data.margin import MarginBox, detection_record
 from plstitch_eval.data.video import ClipSampling, read_frames
@@ -188,7 +188,7 @@ def test_benchmark_passes_the_crop_on_and_records_it_in_each_cell(monkeypatch, t
         configs.append(config)
         raise ConfigError("stopped here")
 
-    monkeypatch.setattr(benchmark, "run_benchmark", stop)
+    monkeypatch.setattr(benchmark_runner, "run_benchmark", stop)
     args = [
         "benchmark",
         "--models",

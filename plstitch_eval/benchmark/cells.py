@@ -1,0 +1,120 @@
+"""The cells of a run (one per model x dataset x protocol), where their files go, and whether a results file
+on disk is done, stale or made otherwise: what lets a rerun finish only what is missing."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from plstitch_eval.benchmark.config import BenchmarkConfig
+from plstitch_eval.benchmark.datasets_file import DatasetSpec
+from plstitch_eval.benchmark.models import model_dirs, sha256_text
+from plstitch_eval.errors import PlstitchError
+from plstitch_eval.features import FeatureStore, compat_key
+
+CELL_SCHEMA = "plstitch.benchmark-cell/v1"
+FEATURES_DIR, RESULTS_DIR = "features", "results"
+MAX_ERRORS_SHOWN = 3
+
+
+@dataclass
+class Cell:
+    """One (model, dataset, protocol) of the run, with where its files go and how it ended."""
+
+    model: str
+    model_dir: str
+    dataset: DatasetSpec
+    protocol: str
+    out: Path
+    status: str = "pending"  # pending | done | failed
+    resumed: bool = False  # finished by an earlier run
+    error: str | None = None
+    seconds: float = 0.0
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    metrics_std: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def store(self) -> Path:
+        """The (model, dataset) feature store, shared by the pair's protocols."""
+        return self.out / FEATURES_DIR / self.model_dir / self.dataset.name
+
+    @property
+    def results_path(self) -> Path:
+        """This cell's results JSON."""
+        return self.out / RESULTS_DIR / self.model_dir / self.dataset.name / f"{self.protocol}.json"
+
+    @property
+    def name(self) -> str:
+        """`model | dataset | protocol`, for status lines and errors."""
+        return f"{self.model} | {self.dataset.name} | {self.protocol}"
+
+
+def plan_cells(config: BenchmarkConfig) -> list[Cell]:
+    """Every cell, model-major (then dataset, then protocol): the order they run and appear in."""
+    dirs = model_dirs(config.models)
+    return [
+        Cell(model, dirs[model], dataset, protocol, config.out)
+        for model in config.models
+        for dataset in config.datasets
+        for protocol in config.protocols
+    ]
+
+
+def store_digest(manifest: dict[str, Any]) -> str:
+    """Digest of what makes a store's features (compat key, precision, creation time)."""
+    key = {
+        "compat": compat_key(manifest),
+        "precision": manifest.get("precision"),
+        "created": manifest.get("created"),
+    }
+    return sha256_text(json.dumps(key, sort_keys=True, default=str))
+
+
+def cell_state(cell: Cell, settings: dict[str, Any]) -> tuple[str, str]:
+    """("missing" | "done" | "stale" | "conflict", why) of a cell's results JSON on disk.
+
+    done: made with `settings` from the store as it is now; stale: its store changed since (recompute);
+    conflict: made with other settings or not by the benchmark (refused unless overwrite).
+    """
+    path = cell.results_path
+    if not path.exists():
+        return "missing", ""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return "conflict", f"is not readable JSON ({exc})"
+    mark = data.get("benchmark") if isinstance(data, dict) else None
+    if not isinstance(mark, dict) or "settings" not in mark:
+        return "conflict", "was not written by `plstitch benchmark`"
+    if mark["settings"] != settings:
+        return "conflict", f"was made with other settings ({_settings_diff(mark['settings'], settings)})"
+    try:
+        manifest = FeatureStore(cell.store).manifest
+    except PlstitchError:
+        return "stale", f"its feature store {cell.store} is gone"
+    if mark.get("store_sha256") != store_digest(manifest):
+        return "stale", f"its feature store {cell.store} changed since it was scored"
+    return "done", ""
+
+
+def _settings_diff(old: Any, new: Any, prefix: str = "") -> str:
+    """`key: old -> new` for the first differing leaves of two settings dicts."""
+    diffs: list[str] = []
+
+    def walk(a: Any, b: Any, key: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b)):
+                walk(a.get(k), b.get(k), f"{key}.{k}" if key else str(k))
+        elif a != b:
+            diffs.append(f"{key}: {a!r} -> {b!r}")
+
+    walk(old, new, prefix)
+    return "; ".join(diffs[:MAX_ERRORS_SHOWN]) + (" ..." if len(diffs) > MAX_ERRORS_SHOWN else "")
+
+
+def read_cell_metrics(path: Path) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """(metrics, metrics_std) of a results JSON (NaN was written as null)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return dict(data.get("metrics") or {}), dict(data.get("metrics_std") or {})

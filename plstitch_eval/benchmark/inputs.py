@@ -1,0 +1,47 @@
+"""The comma lists of `plstitch benchmark` (`--models`, `--datasets`, `--protocols`, `--metrics`): the one
+splitter they share, and the protocols and table metrics a run may name."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from plstitch_eval.errors import ConfigError
+from plstitch_eval.results_json import TASK_LABELS, TOOLS_TASK
+from plstitch_eval.tables import METRIC_LABELS
+
+PROTOCOLS = ("knn", "linear", "temporal", "cv", TOOLS_TASK)
+PROTOCOL_LABELS = TASK_LABELS
+
+
+def parse_protocols(protocols: str | Sequence[str]) -> tuple[str, ...]:
+    """`knn,linear[,cv]` -> ("knn", "linear", ...); an unknown name is a ConfigError listing the choices."""
+    items = split_items(protocols, "--protocols")
+    for item in items:
+        if item not in PROTOCOLS:
+            raise ConfigError(
+                f"Unknown protocol {item!r} in --protocols; choose from {', '.join(PROTOCOLS)} "
+                "(e.g. --protocols knn,linear)."
+            )
+    return tuple(dict.fromkeys(items))
+
+
+def parse_metrics(metrics: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """`accuracy,macro_f1_video` -> a tuple of table metrics (None: each dataset's headline metrics)."""
+    if metrics is None or (isinstance(metrics, str) and not metrics.strip()):
+        return None
+    items = split_items(metrics, "--metrics")
+    for item in items:
+        if item not in METRIC_LABELS:
+            raise ConfigError(
+                f"Unknown metric {item!r} in --metrics; choose from {', '.join(METRIC_LABELS)}."
+            )
+    return tuple(dict.fromkeys(items))
+
+
+def split_items(value: str | Sequence[str], option: str) -> list[str]:
+    """Items of a comma list (or of a sequence of comma lists), stripped; an empty item is a ConfigError."""
+    parts = [value] if isinstance(value, str) else list(value)
+    items = [item.strip() for part in parts for item in str(part).split(",")]
+    if not items or any(not item for item in items):
+        raise ConfigError(f"{option} has an empty item (two commas in a row, or nothing at all).")
+    return items

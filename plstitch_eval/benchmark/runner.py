@@ -1,0 +1,342 @@
+"""Running a benchmark: every missing cell, model by model (one load, one store per pair, its protocols),
+failures recorded per cell, then the table written; sharded over the ranks under torchrun."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from plstitch_eval.benchmark.cells import (
+    CELL_SCHEMA,
+    FEATURES_DIR,
+    MAX_ERRORS_SHOWN,
+    RESULTS_DIR,
+    Cell,
+    cell_state,
+    plan_cells,
+    read_cell_metrics,
+    store_digest,
+)
+from plstitch_eval.benchmark.config import BenchmarkConfig
+from plstitch_eval.benchmark.datasets_file import DatasetSpec
+from plstitch_eval.benchmark.table import TABLE_JSON, TABLE_MD, benchmark_table, format_value, table_markdown
+from plstitch_eval.errors import ConfigError, PlstitchError
+from plstitch_eval.extract import extract_features, select_videos
+from plstitch_eval.features import FeatureStore
+from plstitch_eval.hub import load_encoder
+from plstitch_eval.protocols import run_cv, run_knn, run_linear
+from plstitch_eval.results_json import TOOLS_TASK, write_results
+from plstitch_eval.tables import METRIC_LABELS
+from plstitch_eval.temporal_protocol import run_temporal
+from plstitch_eval.tool_presence import run_tool_linear
+from plstitch_eval.utils.console import console, error_console, logger, progress_bar
+from plstitch_eval.utils.device import resolve_device
+from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
+from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
+
+
+@dataclass
+class BenchmarkResult:
+    """What a run made: every cell (done or failed), the table (rank 0 only) and its files."""
+
+    out: Path
+    cells: list[Cell]
+    table: dict[str, Any] | None = None
+    markdown: str | None = None
+    table_md: Path | None = None
+    table_json: Path | None = None
+    rank: int = 0
+
+    @property
+    def failed(self) -> list[Cell]:
+        """Cells that ended with an error."""
+        return [c for c in self.cells if c.status == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        """True when every cell finished."""
+        return not self.failed
+
+
+def run_benchmark(
+    config: BenchmarkConfig, *, on_cell_done: Callable[[Cell], None] | None = None
+) -> BenchmarkResult:
+    """Run every missing cell of `config` into `config.out`, then write the table (markdown + JSON).
+
+    Finished cells are skipped (their model is not even loaded when the whole pair is done). A failing cell is
+    recorded and the others go on. Under torchrun every rank extracts its share of each store and rank 0 runs
+    the protocols and writes the results; only rank 0 returns the table. `on_cell_done` is called on rank 0
+    after each cell ends (tests use it to interrupt a run).
+    """
+    _check_out_dir(config.out)
+    cells = plan_cells(config)
+    states = {id(c): cell_state(c, config.settings(c.model, c.dataset, c.protocol)) for c in cells}
+    conflicts = [(c, why) for c in cells for state, why in [states[id(c)]] if state == "conflict"]
+    if conflicts and not config.overwrite:
+        cell, why = conflicts[0]
+        more = f" ({len(conflicts)} results files in all)" if len(conflicts) > 1 else ""
+        raise ConfigError(
+            f"{cell.results_path} {why}{more}; rerun with the options it was made with, choose another "
+            "--out, or pass --overwrite to recompute it."
+        )
+    info, device = init_distributed(resolve_device(config.extract.device))
+    try:
+        for cell in cells:
+            state, why = states[id(cell)]
+            if state in ("stale", "conflict") and info.is_main:
+                logger.warning("%s %s; recomputing it.", cell.results_path, why)
+            if state == "done":
+                cell.status, cell.resumed = "done", True
+        _Runner(config, cells, info, device, on_cell_done).run()
+    finally:
+        teardown_distributed(info)
+    if not info.is_main:
+        return BenchmarkResult(config.out, cells, rank=info.rank)
+    table = benchmark_table(config, cells)
+    markdown = table_markdown(table)
+    write_json_atomic(config.out / TABLE_JSON, table)
+    write_text_atomic(config.out / TABLE_MD, markdown)
+    return BenchmarkResult(
+        config.out, cells, table, markdown, config.out / TABLE_MD, config.out / TABLE_JSON, info.rank
+    )
+
+
+def _check_out_dir(out: Path) -> None:
+    """Refuse an output folder that exists and holds something other than a benchmark."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; choose a new or empty folder.")
+    if out.is_dir() and any(out.iterdir()):
+        ours = (FEATURES_DIR, RESULTS_DIR, TABLE_JSON, TABLE_MD)
+        if not any((out / name).exists() for name in ours):
+            raise ConfigError(
+                f"--out {out} is not empty and holds no benchmark ({', '.join(ours)}); choose a new or "
+                "empty folder."
+            )
+
+
+class _Runner:
+    """Walks the cells model by model: load once, extract each pair's store once, run its protocols."""
+
+    def __init__(
+        self,
+        config: BenchmarkConfig,
+        cells: list[Cell],
+        info: DistInfo,
+        device: torch.device,
+        on_cell_done: Callable[[Cell], None] | None,
+    ) -> None:
+        self.config = config
+        self.cells = cells
+        self.info = info
+        self.device = device
+        self.on_cell_done = on_cell_done
+        self.reported = 0
+        self.adapters: dict[str, tuple[Any, str | None]] = {}
+        self.options = dataclasses.replace(
+            config.extract, progress=False, overwrite=config.overwrite or config.extract.overwrite
+        )
+
+    def run(self) -> None:
+        """Report the cells finished earlier, then do the rest; one overall bar, one line per cell."""
+        show = self.config.progress and self.info.is_main
+        with progress_bar(disable=not show) as bar:
+            self.bar = bar
+            self.task = bar.add_task("benchmark", total=len(self.cells))
+            for cell in self.cells:
+                if cell.status == "done":
+                    try:
+                        cell.metrics, cell.metrics_std = read_cell_metrics(cell.results_path)
+                    except (OSError, ValueError) as exc:  # removed or broken since the state check
+                        cell.status, cell.resumed = "pending", False
+                        logger.warning("%s: %s; recomputing it.", cell.results_path, exc)
+                        continue
+                    self._report(cell)
+            for model in self.config.models:
+                self._run_model(model)
+
+    def _run_model(self, model: str) -> None:
+        pairs = [
+            (dataset, pending)
+            for dataset in self.config.datasets
+            for pending in [[c for c in self._cells_of(model, dataset) if c.status == "pending"]]
+            if pending
+        ]
+        if not pairs:
+            return
+        encoder, error = None, None
+        try:
+            encoder = load_encoder(model, device=str(self.device), trust_pickle=self.config.trust_pickle)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # weights not cached, bad checkpoint, ...: this model's cells fail
+            error = f"load model: {describe_error(exc)}"
+        error = self._agree(error)
+        for dataset, pending in pairs:
+            if error is None:
+                pair_error = self._extract(encoder, model, dataset, pending[0])
+                if pair_error is not None:
+                    for cell in pending:
+                        self._fail(cell, pair_error)
+                    continue
+                for cell in pending:
+                    if self.info.is_main:
+                        self._score(cell)
+            else:
+                for cell in pending:
+                    self._fail(cell, error)
+        del encoder
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def _cells_of(self, model: str, dataset: DatasetSpec) -> list[Cell]:
+        return [c for c in self.cells if c.model == model and c.dataset is dataset]
+
+    def _adapter(self, dataset: DatasetSpec) -> tuple[Any, str | None]:
+        """The dataset's adapter, built once (its error too: every cell of the dataset fails with it)."""
+        if dataset.name not in self.adapters:
+            adapter, error = None, None
+            try:
+                adapter = dataset.build()
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:
+                error = f"dataset: {describe_error(exc)}"
+            self.adapters[dataset.name] = (adapter, self._agree(error))
+        return self.adapters[dataset.name]
+
+    def _extract(self, encoder: Any, model: str, dataset: DatasetSpec, cell: Cell) -> str | None:
+        """Create or resume the pair's store; the error that fails the pair's cells, else None."""
+        adapter, error = self._adapter(dataset)
+        if error is not None:
+            return error
+        store = FeatureStore(cell.store)
+        try:
+            records = select_videos(
+                adapter, self.options.split, self.options.videos, self.options.split_scheme
+            )
+            mine = records[self.info.rank :: self.info.world_size]
+            done = sum(store.has(r.name) and store.check(r.name) is None for r in mine)  # damaged: redone
+            sub = self.bar.add_task(f"extract {model} | {dataset.name}", total=len(mine), completed=done)
+            try:
+                summary = extract_features(
+                    adapter, encoder, cell.store, self.options, on_video_done=lambda _r: self.bar.advance(sub)
+                )
+            finally:
+                self.bar.remove_task(sub)
+        except KeyboardInterrupt:
+            raise
+        except PlstitchError as exc:  # from shared inputs: the same on every rank, so the ranks stay in step
+            return f"extract: {describe_error(exc)}"
+        except Exception as exc:
+            if self.info.active:  # one rank's crash would leave the others waiting at a collective
+                raise
+            return f"extract: {describe_error(exc)}"
+        finally:
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+        if summary.failed:
+            shown = "; ".join(f"{r.video}: {r.error}" for r in summary.failed[:MAX_ERRORS_SHOWN])
+            more = " ..." if len(summary.failed) > MAX_ERRORS_SHOWN else ""
+            return (
+                f"extract: {len(summary.failed)} of {len(summary.results)} video(s) failed ({shown}{more}); "
+                f"the others are in {cell.store}"
+            )
+        return None
+
+    def _score(self, cell: Cell) -> None:
+        """Run the cell's protocol on its store and write its results JSON (rank 0)."""
+        start = time.perf_counter()
+        try:
+            results = self._protocol(cell)
+            results["benchmark"] = {
+                "schema": CELL_SCHEMA,
+                "model": cell.model,
+                "dataset": cell.dataset.name,
+                "protocol": cell.protocol,
+                "settings": self.config.settings(cell.model, cell.dataset, cell.protocol),
+                "store_sha256": store_digest(FeatureStore(cell.store).manifest),
+            }
+            write_results(cell.results_path, results)
+            cell.metrics, cell.metrics_std = read_cell_metrics(cell.results_path)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:
+            cell.seconds = round(time.perf_counter() - start, 2)
+            self._fail(cell, f"{cell.protocol}: {describe_error(exc)}")
+            return
+        cell.status, cell.seconds = "done", round(time.perf_counter() - start, 2)
+        self._report(cell)
+
+    def _protocol(self, cell: Cell) -> dict[str, Any]:
+        config, scheme = self.config, cell.dataset.split_scheme
+        if cell.protocol == "knn":
+            return run_knn(cell.store, config.knn, scheme=scheme)
+        if cell.protocol == "linear":
+            return run_linear(cell.store, config.linear, scheme=scheme, val_fraction=config.val_fraction)
+        if cell.protocol == TOOLS_TASK:
+            balanced = dataclasses.replace(config.linear, balance_classes=True)
+            return run_tool_linear(cell.store, balanced, scheme=scheme, val_fraction=config.val_fraction)
+        if cell.protocol == "temporal":
+            return run_temporal(
+                cell.store, config.temporal, scheme=scheme, val_fraction=config.val_fraction, progress=False
+            )[0]
+        return run_cv(
+            cell.store,
+            config.cv_folds,
+            config.cv_protocol,
+            config.knn,
+            config.linear,
+            seed=config.cv_seed,
+            val_fraction=config.val_fraction,
+            temporal_config=config.temporal,
+        )
+
+    def _fail(self, cell: Cell, error: str) -> None:
+        cell.status, cell.error = "failed", error
+        self._report(cell)
+
+    def _agree(self, error: str | None) -> str | None:
+        """Under torchrun: the first rank's error, on every rank (all ranks must skip the same pairs)."""
+        if not self.info.active or not dist.is_initialized():
+            return error
+        gathered: list[str | None] = [None] * self.info.world_size
+        dist.all_gather_object(gathered, error)
+        errors = [f"rank {r}: {e}" if r else e for r, e in enumerate(gathered) if e]
+        return errors[0] if errors else None
+
+    def _report(self, cell: Cell) -> None:
+        """Advance the bar and print the cell's status line on stderr (rank 0)."""
+        if not self.info.is_main:
+            return
+        self.reported += 1
+        self.bar.advance(self.task)
+        prefix = f"[{self.reported}/{len(self.cells)}]"
+        if cell.status == "failed":
+            target = error_console if console.quiet else console  # failures show under --quiet too
+            text = f"{prefix} failed   {cell.name}: {cell.error}"
+            target.print(text, style="red", highlight=False, soft_wrap=True)
+        else:
+            metrics = self.config.table_metrics(cell.dataset, cell.protocol)
+            numbers = ", ".join(
+                f"{METRIC_LABELS.get(m, m)} {format_value(cell.metrics.get(m))}" for m in metrics
+            )
+            how = "(finished earlier)" if cell.resumed else f"({cell.seconds:.1f} s)"
+            label = "skipped" if cell.resumed else "done   "
+            console.print(f"{prefix} {label}  {cell.name}: {numbers} {how}", highlight=False, soft_wrap=True)
+        if self.on_cell_done is not None:
+            self.on_cell_done(cell)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming the error: ours by their message, others with their type (e.g. OutOfMemoryError)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if isinstance(exc, PlstitchError) else f"{type(exc).__name__}: {text}"

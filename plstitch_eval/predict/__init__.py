@@ -1,0 +1,101 @@
+"""`plstitch predict`: a saved probe on new videos, whose frames reach the encoder exactly as in extraction.
+
+Each video gets `<video>.csv` (time, frame, predicted class, one probability column per class, and a
+`progression` column when the encoder carries a PL-Stitch temporal head) and a timeline `<video>.png`.
+
+The modules, in the order a run uses them:
+- `options`: `PredictOptions`, the run's settings;
+- `sources`: which videos (files, `-` for stdin, a `--root` folder, a dataset) and their labels;
+- `encoder`: the probe's encoder, loaded and checked against the probe, encoding frames as extraction does;
+- `online`: a causal probe following one video frame by frame as it decodes (`--online`, files or pipes);
+- `outputs`: `VideoPrediction`, the per-video CSV and timeline figure, the refusal to overwrite;
+- `run`: the run over many videos, offline through extraction's loader or online, and its summary.
+Every name other modules use is importable from `plstitch_eval.predict` itself.
+"""
+
+from plstitch_eval.predict.encoder import ProbeEncoder, describe, encode_crops, load_probe_encoder
+from plstitch_eval.predict.online import (
+    FRAMEWISE_KINDS,
+    PIPE_HINT,
+    OnlineUpdate,
+    online_plan,
+    predict_online,
+    read_stream,
+    stdin_binary,
+)
+from plstitch_eval.predict.options import PredictOptions
+from plstitch_eval.predict.outputs import (
+    FIXED_COLUMNS,
+    PROGRESSION_COLUMN,
+    VideoPrediction,
+    check_outputs,
+    csv_text,
+    output_paths,
+    plot_prediction,
+    probability_columns,
+    write_prediction,
+)
+from plstitch_eval.predict.run import (
+    PredictSummary,
+    VideoFailure,
+    apply_probe,
+    predict_decoding,
+    predict_videos,
+    run_online,
+)
+from plstitch_eval.predict.sources import (
+    PHASE_TSV_HEADER,
+    STDIN,
+    STDIN_NAME,
+    VIDEO_EXTENSIONS,
+    VideoSource,
+    check_unique_names,
+    check_video,
+    is_video_file,
+    read_labels,
+    sources_from_dataset,
+    sources_from_paths,
+    videos_in_folder,
+)
+
+__all__ = [
+    "FIXED_COLUMNS",
+    "FRAMEWISE_KINDS",
+    "PHASE_TSV_HEADER",
+    "PIPE_HINT",
+    "PROGRESSION_COLUMN",
+    "STDIN",
+    "STDIN_NAME",
+    "VIDEO_EXTENSIONS",
+    "OnlineUpdate",
+    "PredictOptions",
+    "PredictSummary",
+    "ProbeEncoder",
+    "VideoFailure",
+    "VideoPrediction",
+    "VideoSource",
+    "apply_probe",
+    "check_outputs",
+    "check_unique_names",
+    "check_video",
+    "csv_text",
+    "describe",
+    "encode_crops",
+    "is_video_file",
+    "load_probe_encoder",
+    "online_plan",
+    "output_paths",
+    "plot_prediction",
+    "predict_decoding",
+    "predict_online",
+    "predict_videos",
+    "probability_columns",
+    "read_labels",
+    "read_stream",
+    "run_online",
+    "sources_from_dataset",
+    "sources_from_paths",
+    "stdin_binary",
+    "videos_in_folder",
+    "write_prediction",
+]

@@ -1,0 +1,179 @@
+"""What a predict run writes per video: `VideoPrediction` (the probe's outputs on one video and its JSON
+summary), `<video>.csv` (time, frame, predicted class, a probability per class, progression) and the timeline
+figure `<video>.png`; `check_outputs` refuses an `--out` that would overwrite files.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.patches import Patch
+
+from plstitch_eval.analysis.style import ERROR_STRIP, UNLABELLED, class_colors, new_figure, save_figure
+from plstitch_eval.analysis.timeline import segment_edges, segments
+from plstitch_eval.errors import ConfigError
+from plstitch_eval.probes import Probe
+from plstitch_eval.utils.io import write_text_atomic
+
+FIXED_COLUMNS = ("time_s", "frame_index", "predicted")
+PROGRESSION_COLUMN = "progression"
+
+
+def output_paths(out: str | Path, name: str) -> tuple[Path, Path]:
+    """(`OUT/<name>.csv`, `OUT/<name>.png`)."""
+    out = Path(out)
+    return out / f"{name}.csv", out / f"{name}.png"
+
+
+def check_outputs(out: str | Path, names: Sequence[str], overwrite: bool) -> None:
+    """Refuse an `--out` that is a file, and existing output files unless `overwrite` (checked before any
+    model loads)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out} is a file; --out must be a folder (new or existing).")
+    if overwrite:
+        return
+    existing = [str(p) for name in names for p in output_paths(out, name) if p.exists()]
+    if existing:
+        more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
+        raise ConfigError(
+            f"{existing[0]}{more} exists; pass --overwrite to replace, or choose another --out."
+        )
+
+
+def probability_columns(class_names: Sequence[str]) -> list[str]:
+    """One column per class, named by the class (`p(<name>)` where a name would clash with another column)."""
+    taken = {*FIXED_COLUMNS, PROGRESSION_COLUMN}
+    return [f"p({name})" if name in taken else name for name in class_names]
+
+
+@dataclass
+class VideoPrediction:
+    """The probe's outputs on one video: per sampled frame its time, class probabilities [T, C], predicted
+    class, progression (None without a temporal head) and ground truth (None without labels)."""
+
+    video: str
+    source: str
+    frame_times: np.ndarray
+    probabilities: np.ndarray
+    predicted: np.ndarray
+    progression: np.ndarray | None = None
+    labels: np.ndarray | None = None
+    wall_seconds: float = 0.0
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def frames(self) -> int:
+        return len(self.frame_times)
+
+    def summary(self, class_names: Sequence[str]) -> dict[str, Any]:
+        """JSON-ready per-video summary: frames, seconds covered, class share, segments, files (and
+        accuracy against the ground truth when there is one)."""
+        edges = segment_edges(self.frame_times)
+        counts = np.bincount(self.predicted, minlength=len(class_names)) if self.frames else []
+        out: dict[str, Any] = {
+            "video": self.video,
+            "source": self.source,
+            "frames": self.frames,
+            "seconds": round(float(edges[-1] - edges[0]), 6) if self.frames else 0.0,
+            "wall_seconds": self.wall_seconds,
+            "class_share": {
+                name: float(counts[i] / self.frames) for i, name in enumerate(class_names) if counts[i]
+            },
+            "segments": [
+                {
+                    "class": class_names[c],
+                    "start_s": round(float(edges[s]), 6),
+                    "end_s": round(float(edges[e]), 6),
+                    "frames": e - s,
+                }
+                for s, e, c in segments(self.predicted)
+            ],
+        }
+        if self.labels is not None:
+            labelled = self.labels >= 0
+            correct = (self.predicted == self.labels)[labelled]
+            out["accuracy"] = float(correct.mean() * 100) if correct.size else None
+            out["labelled_frames"] = int(labelled.sum())
+        out["files"] = dict(self.files)
+        return out
+
+
+def csv_text(prediction: VideoPrediction, class_names: Sequence[str]) -> str:
+    """The per-frame CSV: time_s, frame_index (sample number at the probe's fps), predicted class name, a
+    probability per class (shortest repr: reads back to the same float32), progression if any."""
+    handle = io.StringIO()
+    writer = csv.writer(handle, lineterminator="\n")
+    header = [*FIXED_COLUMNS, *probability_columns(class_names)]
+    if prediction.progression is not None:
+        header.append(PROGRESSION_COLUMN)
+    writer.writerow(header)
+    for i, time_s in enumerate(prediction.frame_times):
+        row = [f"{time_s:.6f}", i, class_names[int(prediction.predicted[i])]]
+        row += [repr(float(p)) for p in prediction.probabilities[i]]
+        if prediction.progression is not None:
+            row.append(f"{prediction.progression[i]:.6f}")
+        writer.writerow(row)
+    return handle.getvalue()
+
+
+def plot_prediction(prediction: VideoPrediction, class_names: Sequence[str], title: str):
+    """Timeline figure: prediction ribbon (ground truth above it and an error strip when labelled, as in
+    `analysis.timeline`), then the class probabilities stacked over time with the progression curve."""
+    colors = class_colors(len(class_names))
+    edges = segment_edges(prediction.frame_times)
+    fig = new_figure(9.0, 3.6 if prediction.labels is not None else 3.2)
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [1.0, 1.4]})
+    rows = [(1.0, prediction.predicted, "prediction")]
+    if prediction.labels is not None:
+        rows.insert(0, (2.0, prediction.labels, "ground truth"))
+        wrong = (prediction.labels != prediction.predicted) & (prediction.labels >= 0)
+        for s, e, c in segments(wrong.astype(np.int64)):
+            if c:
+                top.broken_barh([(edges[s], edges[e] - edges[s])], (0.05, 0.3), facecolors=ERROR_STRIP)
+    for y, labels, _ in rows:
+        for s, e, c in segments(labels):
+            color = UNLABELLED if c < 0 else colors[c]
+            top.broken_barh([(edges[s], edges[e] - edges[s])], (y - 0.4, 0.8), facecolors=color)
+    ticks = [(y, name) for y, _, name in rows]
+    if prediction.labels is not None:
+        ticks.append((0.2, "errors"))
+    top.set_yticks([y for y, _ in ticks], [name for _, name in ticks])
+    top.set_ylim(0.0 if prediction.labels is not None else 0.55, max(y for y, _ in ticks) + 0.45)
+    top.set_title(title, loc="left")
+    steps = np.repeat(edges, 2)[1:-1]  # hold each frame's probabilities over its interval
+    bottom.stackplot(steps, np.repeat(prediction.probabilities.T, 2, axis=1), colors=colors, linewidth=0)
+    if prediction.progression is not None:
+        centres = prediction.frame_times
+        bottom.plot(centres, prediction.progression, color="black", lw=1.2, label=PROGRESSION_COLUMN)
+        bottom.legend(loc="upper left", frameon=False)
+    bottom.set_ylim(0.0, 1.0)
+    bottom.set_xlim(edges[0], edges[-1])
+    bottom.set_ylabel("probability")
+    bottom.set_xlabel("time (s)")
+    handles = [Patch(color=colors[i], label=name) for i, name in enumerate(class_names)]
+    if prediction.labels is not None:
+        handles.append(Patch(color=ERROR_STRIP, label="wrong prediction"))
+    ncol = min(len(handles), 4)
+    fig.legend(handles=handles, loc="lower center", ncol=ncol, frameon=False)
+    legend_inches = 0.25 * int(np.ceil(len(handles) / ncol)) + 0.15
+    fig.set_figheight(fig.get_figheight() + legend_inches)
+    fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1))
+    return fig
+
+
+def write_prediction(
+    prediction: VideoPrediction, probe: Probe, out: str | Path, title: str
+) -> dict[str, str]:
+    """Write `<video>.csv` and `<video>.png` under `out`, each atomically; returns their paths."""
+    csv_path, png_path = output_paths(out, prediction.video)
+    write_text_atomic(csv_path, csv_text(prediction, probe.class_names))
+    save_figure(plot_prediction(prediction, probe.class_names, title), png_path)
+    prediction.files = {"csv": str(csv_path), "png": str(png_path)}
+    return prediction.files

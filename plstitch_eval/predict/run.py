@@ -1,0 +1,182 @@
+"""A predict run over many videos, and what it did (`PredictSummary`).
+
+Offline (`predict_videos`), the videos go through extraction's own decoding pipeline (`extract.make_loader`:
+the same frame sampling, uint8 crops, batches, pinned host memory and on-device normalisation), so a video's
+features equal the ones `plstitch extract` stores for it, and the probe's outputs equal the evaluation path's
+(a probe of `--crop-black-margin` features gets each new video's own black border found and cut the same way).
+Online (`run_online`), each video is followed frame by frame (`online.predict_online`). Each video gets its
+CSV and timeline figure (`outputs`) as soon as it ends; a video that fails to decode is reported, the others
+go on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import torch
+
+from plstitch_eval.data.decoders import PYAV, Decoding, recorded_decoder
+from plstitch_eval.errors import ConfigError, DecodeError
+from plstitch_eval.extract import VideoJob, default_workers, make_loader, run_decoding
+from plstitch_eval.predict.encoder import ProbeEncoder
+from plstitch_eval.predict.online import OnlineUpdate, predict_online
+from plstitch_eval.predict.options import PredictOptions
+from plstitch_eval.predict.outputs import VideoPrediction, check_outputs, write_prediction
+from plstitch_eval.predict.sources import VideoSource
+from plstitch_eval.probes import Probe
+
+
+def apply_probe(
+    probe: Probe,
+    model: ProbeEncoder,
+    source: VideoSource,
+    features: np.ndarray,
+    frame_times: np.ndarray,
+    wall_seconds: float,
+) -> VideoPrediction:
+    """The probe (and the temporal head) on one whole video's features."""
+    return VideoPrediction(
+        video=source.name,
+        source=source.shown,
+        frame_times=np.asarray(frame_times, dtype=np.float64),
+        probabilities=probe.probabilities(features),
+        predicted=probe.predict(features),
+        progression=model.progression(features),
+        labels=source.ground_truth(frame_times),
+        wall_seconds=wall_seconds,
+    )
+
+
+@dataclass
+class VideoFailure:
+    """A video that could not be decoded."""
+
+    video: str
+    source: str
+    error: str
+
+
+@dataclass
+class PredictSummary:
+    """What a run did: the probe, the encoder, one prediction per finished video, the failures."""
+
+    probe: Probe
+    model: ProbeEncoder
+    out: Path | None
+    predictions: list[VideoPrediction]
+    failed: list[VideoFailure]
+    online: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (printed on stdout, or written by --json)."""
+        names = self.probe.class_names
+        return {
+            "probe": str(self.probe.folder),
+            "kind": self.probe.kind,
+            "encoder": self.model.spec,
+            "fps": self.probe.fps,
+            "class_names": list(names),
+            "progression": self.model.progression_head is not None,
+            "online": self.online,
+            "out": None if self.out is None else str(self.out),
+            "ok": self.ok,
+            "videos": [p.summary(names) for p in self.predictions],
+            "failed": [vars(f) for f in self.failed],
+        }
+
+
+def predict_videos(
+    probe: Probe,
+    model: ProbeEncoder,
+    sources: Sequence[VideoSource],
+    out: str | Path,
+    options: PredictOptions,
+    on_video: Callable[[VideoPrediction | VideoFailure], None] | None = None,
+) -> PredictSummary:
+    """Decode, encode and classify every source with extraction's loader; write each video's CSV and figure
+    as soon as its last frame is in. A video that fails to decode is reported, the others go on."""
+    if any(src.source is None for src in sources):
+        raise ConfigError("Reading stdin (-) needs --online; or save the stream to a file first.")
+    check_outputs(out, [src.name for src in sources], options.overwrite)
+    jobs = [VideoJob(i, src.source, src.folder_fps) for i, src in enumerate(sources)]
+    workers = default_workers(model.device) if options.num_workers is None else options.num_workers
+    decoding = predict_decoding(probe, model, sources, options)
+    loader = make_loader(jobs, model.plan, options.batch_size, workers, model.device, decoding=decoding)
+    pending: dict[int, tuple[list[torch.Tensor], list[np.ndarray], float]] = {}
+    done: dict[int, VideoPrediction | VideoFailure] = {}
+    title = f"{probe.kind} probe on {model.spec} ({probe.fps:g} fps)"
+    for chunk in loader:
+        src = sources[chunk.video_index]
+        feats, times, started = pending.setdefault(chunk.video_index, ([], [], time.perf_counter()))
+        if chunk.error is not None:
+            pending.pop(chunk.video_index)
+            done[chunk.video_index] = VideoFailure(src.name, src.shown, chunk.error)
+        else:
+            if len(chunk.images):
+                feats.append(model.encode(chunk.images))
+                times.append(chunk.frame_times.numpy())
+            if not chunk.last:
+                continue
+            pending.pop(chunk.video_index)
+            features = torch.cat(feats).cpu().numpy()
+            result = apply_probe(
+                probe, model, src, features, np.concatenate(times), time.perf_counter() - started
+            )
+            write_prediction(result, probe, out, f"{src.name}: {title}")
+            done[chunk.video_index] = result
+        if on_video is not None:
+            on_video(done[chunk.video_index])
+    ordered = [done[i] for i in range(len(sources)) if i in done]
+    return PredictSummary(
+        probe,
+        model,
+        Path(out),
+        [r for r in ordered if isinstance(r, VideoPrediction)],
+        [r for r in ordered if isinstance(r, VideoFailure)],
+    )
+
+
+def predict_decoding(
+    probe: Probe, model: ProbeEncoder, sources: Sequence[VideoSource], options: PredictOptions
+) -> Decoding:
+    """The decoding of a predict run: `options.decoder`, else the decoder the probe's features were made
+    with (PyAV for probes that record none), resolved as extraction resolves it."""
+    requested = options.decoder or recorded_decoder(probe.preprocessing)
+    files = [src.source for src in sources if src.source is not None]
+    return run_decoding(requested, options.decode_device, model.device, model.plan, files)
+
+
+def run_online(
+    probe: Probe,
+    model: ProbeEncoder,
+    sources: Sequence[VideoSource],
+    out: str | Path | None,
+    emit: Callable[[OnlineUpdate], None],
+    stream: IO[bytes] | None = None,
+    overwrite: bool = False,
+    decoding: Decoding = PYAV,
+) -> PredictSummary:
+    """`predict_online` on each source in turn; with `out`, each video's CSV and figure when it ends."""
+    if out is not None:
+        check_outputs(out, [src.name for src in sources], overwrite)
+    predictions, failed = [], []
+    title = f"{probe.kind} probe on {model.spec} ({probe.fps:g} fps, online)"
+    for src in sources:
+        try:
+            prediction = predict_online(probe, model, src, emit, stream, decoding)
+        except DecodeError as exc:
+            failed.append(VideoFailure(src.name, src.shown, str(exc)))
+            continue
+        if out is not None and prediction.frames:
+            write_prediction(prediction, probe, out, f"{src.name}: {title}")
+        predictions.append(prediction)
+    return PredictSummary(probe, model, None if out is None else Path(out), predictions, failed, online=True)

@@ -1,0 +1,38 @@
+"""Saved probes: a head trained on frozen features, in a folder that names the features it expects.
+
+`probe`: the loaded `Probe`, `ProbeError` and the folder's file names; `kinds`: the registry of probe kinds
+and the heads shipped (``linear``, ``temporal``); `folder`: saving and loading a probe folder (sha256-checked,
+strict); `matching`: `check_probe_matches`, the refusal of features made another way. docs/probes.md.
+"""
+
+from plstitch_eval.probes.folder import check_probe_target, load_probe, save_linear_probe, save_probe
+from plstitch_eval.probes.kinds import (
+    Builder,
+    LinearProbeHead,
+    TemporalProbeHead,
+    Wrapper,
+    probe_kinds,
+    register_probe_kind,
+)
+from plstitch_eval.probes.matching import check_probe_matches
+from plstitch_eval.probes.probe import PROBE_JSON, PROBE_SCHEMA, PROBE_WEIGHTS, RESAVE_FIX, Probe, ProbeError
+
+__all__ = [
+    "PROBE_JSON",
+    "PROBE_SCHEMA",
+    "PROBE_WEIGHTS",
+    "RESAVE_FIX",
+    "Builder",
+    "LinearProbeHead",
+    "Probe",
+    "ProbeError",
+    "TemporalProbeHead",
+    "Wrapper",
+    "check_probe_matches",
+    "check_probe_target",
+    "load_probe",
+    "probe_kinds",
+    "register_probe_kind",
+    "save_linear_probe",
+    "save_probe",
+]

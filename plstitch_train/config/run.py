@@ -1,0 +1,26 @@
+"""The `run` section of a TrainConfig: seed, where and in what precision it runs, workers, cadence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from plstitch_train.config.section import Section, require
+
+
+@dataclass
+class RunConfig(Section):
+    """How a run executes; all but `seed` and `precision` may change on resume (`run_dir.RUNTIME_FIELDS`)."""
+
+    NAME = "run"
+
+    seed: int = 0
+    device: str = "auto"
+    precision: str = "auto"
+    num_workers: int = 4
+    checkpoint_every: int = 500
+    log_every: int = 10
+
+    def __post_init__(self) -> None:
+        require(self.checkpoint_every >= 1, f"checkpoint_every must be >= 1 (got {self.checkpoint_every}).")
+        require(self.log_every >= 1, f"log_every must be >= 1 (got {self.log_every}).")
+        require(self.num_workers >= 0, f"num_workers must be >= 0 (got {self.num_workers}).")
