@@ -28,11 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import multiprocessing
-import os
-import signal
-from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +42,6 @@ from plstitch_eval.errors import ConfigError
 from plstitch_eval.evaluate import evaluate_encoder, frozen_evaluation, result_paths
 from plstitch_eval.hub.pixels import PIXELS_SPEC
 from plstitch_eval.hub.run_folder import (
-    LOG_NAME,
     backbone_dir,
     checkpoint_path,
     is_finished,
@@ -64,6 +59,7 @@ from plstitch_train.export import ExportOptions, export_model
 from plstitch_train.heldout import heldout_jigsaw_loss
 from plstitch_train.model import build_vit
 from plstitch_train.presets import get_preset
+from plstitch_train.reproduce_jobs import run_in_parallel, training_seconds
 from plstitch_train.reproduce_presets import (
     REPRODUCE_PRESETS,
     ROWS,
@@ -324,61 +320,6 @@ def _train_job(
     return None
 
 
-def run_in_parallel(
-    config: ReproduceConfig,
-    jobs: Sequence[tuple[str, int, bool]],
-    finish: Callable[[str, int, bool], None],
-) -> None:
-    """Train `config.n_jobs` runs at once in spawned processes; `finish` each in this process as it completes.
-
-    Why: the tiny CPU model does not use a second thread well, so two one-thread runs side by side train 1.65x
-    faster than one two-thread run (BENCHMARKS.md). Runs are independent and each resumes on its own; on
-    SIGINT/SIGTERM every worker checkpoints its run and `TrainingInterrupted` is raised here.
-    """
-
-    threads = max(1, (os.cpu_count() or 1) // config.n_jobs)
-    logger.info("training %d runs at once, %d torch thread(s) each", config.n_jobs, threads)
-    pool = ProcessPoolExecutor(config.n_jobs, mp_context=multiprocessing.get_context("spawn"))
-    level = logger.getEffectiveLevel()
-    pending = {pool.submit(_train_job, config, *job, threads, level): job for job in jobs}
-    stopped: int | None = None
-    try:
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                job = pending.pop(future)
-                signum = future.result()
-                if signum is not None:
-                    stopped = signum
-                    continue
-                if stopped is None:
-                    finish(*job)
-            if stopped is not None:
-                break
-    except KeyboardInterrupt:
-        stopped = int(signal.SIGINT)
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)  # running workers finish or checkpoint their run
-    if stopped is not None:
-        stop = TrainingInterrupted(stopped)
-        stop.run_dir = ReproduceLayout.of(config).runs
-        raise stop
-
-
-def training_seconds(run_dir: Path) -> float | None:
-    """Wall-clock seconds the trainer spent on this run, summed over resumed segments (from `log.jsonl`)."""
-    log = run_dir / LOG_NAME
-    if not log.is_file():
-        return None
-    total, previous = 0.0, 0.0
-    for line in log.read_text(encoding="utf-8").splitlines():
-        elapsed = float(json.loads(line).get("time", 0.0)) if line.strip() else previous
-        if elapsed < previous:  # the clock restarts when a run is resumed
-            total += previous
-        previous = elapsed
-    return total + previous
-
-
 def ensure_awareness(config: ReproduceConfig, row: str) -> dict[str, Any] | None:
     """Forward vs time-reversed runs of `row` against same-direction controls (violins + JSON), or None.
 
@@ -463,7 +404,7 @@ def reproduce(
         for job in jobs:
             finish(*job)
     else:
-        run_in_parallel(config, jobs, finish)
+        run_in_parallel(config, jobs, finish, _train_job)
     awareness = {row: ensure_awareness(config, row) for row in awareness_rows}
     return _write_summary(layout, config, runs, {k: v for k, v in awareness.items() if v is not None})
 

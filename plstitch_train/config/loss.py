@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from plstitch_train.config.section import Section, require
+from plstitch_train.losses.sinkhorn import CENTERINGS
 
 OBJECTIVES = ("pl", "pairwise", "permutation")
 
@@ -31,11 +32,17 @@ class LossConfig(Section):
     teacher_patch_temp: float = 0.07
     warmup_teacher_patch_temp: float = 0.04
     warmup_teacher_temp_epochs: int = 3
+    # iBOT's teacher targets: "center" (its EMA centre, as published) or "sinkhorn_knopp" (DINOv2's)
+    centering: str = "center"
 
     def __post_init__(self) -> None:
         require(
             self.objective in OBJECTIVES,
             f"objective {self.objective!r} unknown; use one of {', '.join(OBJECTIVES)}.",
+        )
+        require(
+            self.centering in CENTERINGS,
+            f"centering {self.centering!r} unknown; use one of {', '.join(CENTERINGS)}.",
         )
         for name in ("lambda_vid", "lambda_mim", "lambda_jigsaw"):
             value = getattr(self, name)

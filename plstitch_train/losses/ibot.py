@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from plstitch_eval.errors import ConfigError
+from plstitch_train.losses.sinkhorn import CENTERINGS, sinkhorn_knopp
 
 if TYPE_CHECKING:
     from plstitch_train.config import LossConfig
@@ -59,10 +60,14 @@ class IBOTLoss(nn.Module):
         center_momentum2: float = 0.9,
         lambda1: float = 1.0,
         lambda2: float = 1.0,
+        centering: str = "center",
     ) -> None:
         super().__init__()
         if n_global_crops < 1:
             raise ConfigError(f"n_global_crops must be >= 1, got {n_global_crops}")
+        if centering not in CENTERINGS:
+            raise ConfigError(f"centering {centering!r} unknown; use one of {', '.join(CENTERINGS)}.")
+        self.centering = centering
         self.n_global_crops = n_global_crops
         self.student_temp = student_temp
         self.center_momentum = center_momentum
@@ -101,6 +106,7 @@ class IBOTLoss(nn.Module):
             warmup_teacher_patch_temp=loss.warmup_teacher_patch_temp,
             warmup_epochs=loss.warmup_teacher_temp_epochs,
             n_epochs=n_epochs,
+            centering=loss.centering,
         )
 
     def temperatures(self, epoch: int) -> tuple[float, float]:
@@ -144,11 +150,10 @@ class IBOTLoss(nn.Module):
         temp, temp_patch = self.temperatures(epoch)
         s_cls = (_upcast(student_cls) / self.student_temp).chunk(n_views)
         s_patch = (_upcast(student_patch) / self.student_temp).chunk(n_views)
-        t_cls = F.softmax((_upcast(teacher_cls) - self.center) / temp, dim=-1).detach().chunk(n_views)
-        t_patch = (
-            F.softmax((_upcast(teacher_patch) - self.center2) / temp_patch, dim=-1).detach().chunk(n_views)
-        )
-        masks = student_masks.flatten(1).to(student_patch.device).float().chunk(n_views)
+        flat_masks = student_masks.flatten(1).to(student_patch.device)
+        t_cls, t_patch = self.teacher_targets(teacher_cls, teacher_patch, flat_masks, temp, temp_patch)
+        t_cls, t_patch = t_cls.chunk(n_views), t_patch.chunk(n_views)
+        masks = flat_masks.float().chunk(n_views)
         if student_local_cls is not None:
             s_cls = s_cls + (_upcast(student_local_cls) / self.student_temp).chunk(
                 student_local_cls.shape[0] // (rows // n_views)
@@ -169,9 +174,26 @@ class IBOTLoss(nn.Module):
                     n_cls_terms += 1
         cls_loss = cls_total / max(n_cls_terms, 1) * self.lambda1
         patch_loss = patch_total / max(n_patch_terms, 1) * self.lambda2
-        if update_center:
+        if update_center and self.centering == "center":
             self.update_center(teacher_cls, teacher_patch)
         return {"cls": cls_loss, "patch": patch_loss, "total": cls_loss + patch_loss}
+
+    @torch.no_grad()
+    def teacher_targets(
+        self, teacher_cls: Tensor, teacher_patch: Tensor, masks: Tensor, temp: float, temp_patch: float
+    ) -> tuple[Tensor, Tensor]:
+        """Teacher distributions (CLS [V*B, C], patch [V*B, N, P]): softmax of the centred outputs (iBOT), or
+        Sinkhorn-Knopp over the batch's CLS outputs and over its masked patches only (DINOv2; the others are
+        never scored and stay 0). `masks` [V*B, N] bool."""
+        if self.centering == "center":
+            t_cls = F.softmax((_upcast(teacher_cls) - self.center) / temp, dim=-1)
+            t_patch = F.softmax((_upcast(teacher_patch) - self.center2) / temp_patch, dim=-1)
+            return t_cls, t_patch
+        t_cls = sinkhorn_knopp(teacher_cls, temp)
+        t_patch = torch.zeros(teacher_patch.shape, dtype=t_cls.dtype, device=teacher_patch.device)
+        selected = masks.bool()
+        t_patch[selected] = sinkhorn_knopp(teacher_patch[selected], temp_patch)
+        return t_cls, t_patch
 
     @torch.no_grad()
     def update_center(self, teacher_cls: Tensor, teacher_patch: Tensor) -> None:
