@@ -35,6 +35,8 @@ PLANS = ("new", "resume", "finished", "overwrite")  # what `plan_run` decides
 # settings that do not change what a run computes: a rerun may change them and still resume
 RUNTIME_FIELDS = ("device", "num_workers", "checkpoint_every", "log_every", "cache_dir")
 PATH_FIELDS = ("data", "root")  # compared as absolute paths
+# settings added after run folders were first saved, with the value every run before them computed with
+ADDED_SETTINGS = {"centering": "center"}
 
 
 @dataclass
@@ -58,7 +60,7 @@ def comparable_settings(settings: dict[str, Any]) -> dict[str, Any]:
     plain = json.loads(
         json.dumps(flat_settings(settings))
     )  # tuples -> lists, as train_config.json holds them
-    out = {key: value for key, value in plain.items() if key not in RUNTIME_FIELDS}
+    out = {**ADDED_SETTINGS, **{key: value for key, value in plain.items() if key not in RUNTIME_FIELDS}}
     for key in PATH_FIELDS:
         if isinstance(out.get(key), str):
             out[key] = os.path.abspath(os.path.expanduser(out[key]))

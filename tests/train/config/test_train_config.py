@@ -27,6 +27,7 @@ from plstitch_train.config import (
 )
 from plstitch_train.presets import TrainConfig as PresetsTrainConfig
 from plstitch_train.presets import get_preset
+from plstitch_train.run_dir import config_differences
 
 # `get_preset("tiny-cpu").to_dict()` as written by the flat TrainConfig, before the sections existed
 OLD_FLAT_TINY = Path(__file__).with_name("tiny_cpu_flat_train_config.json")
@@ -42,7 +43,7 @@ def test_sections_and_their_field_names() -> None:
         OptimConfig,
         RunConfig,
     ]
-    assert len(FLAT_FIELDS) == len(set(FLAT_FIELDS)) == 64  # unique across sections
+    assert len(FLAT_FIELDS) == len(set(FLAT_FIELDS)) == 65  # unique across sections
     assert not set(FLAT_FIELDS) & set(SECTIONS)  # so `config.data` and `config.objective` stay settings
     assert PresetsTrainConfig is TrainConfig
 
@@ -52,7 +53,13 @@ def test_an_old_flat_saved_config_loads_and_equals_the_preset() -> None:
     assert "optim" not in old and old["base_lr"] == 0.016  # the flat form indeed
     preset = get_preset("tiny-cpu")
     assert TrainConfig.from_dict(old) == preset
-    assert preset.to_flat_dict() == old and list(preset.to_flat_dict()) == list(old)  # same keys, same order
+    added = {"centering": "center"}  # settings added since, at the value old runs computed with
+    assert preset.to_flat_dict() == {**old, **added}
+    assert [key for key in preset.to_flat_dict() if key not in added] == list(old)  # same keys, same order
+    assert config_differences(old, preset.to_dict()) == {}  # the old run folder resumes
+    assert config_differences(old, preset.replace(centering="sinkhorn_knopp").to_dict()) == {
+        "centering": ("center", "sinkhorn_knopp")
+    }
 
 
 def test_to_dict_writes_the_nested_form_and_reads_it_back() -> None:
