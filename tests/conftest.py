@@ -11,6 +11,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+pytest_plugins = ["tests.torchcodec_fixtures"]  # torchcodec_ready, fresh_torchcodec_detection
+
 
 @pytest.fixture(autouse=True)
 def _seed() -> None:

@@ -2,7 +2,7 @@
 frames PyAV's path (`plstitch_eval.data.video`) chooses.
 
 Which frames: a pass over the file's packets (PyAV demuxing, no decoding; PyAV's path makes the same pass)
-gives every frame's presentation time, computed as PyAV's path computes it; that path's rule (`_TargetClock`:
+gives every frame's presentation time, computed as PyAV's path computes it; that path's rule (`TargetClock`:
 the first frame at or after each k / fps, a frame covering several targets emitted once) picks among them,
 and TorchCodec decodes the picked frames by index (`VideoDecoder.get_frames_at`; its exact seek mode numbers
 frames in presentation order, the order of the sorted packet times). Both decoders so give the same frame
@@ -36,11 +36,11 @@ import torch
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as tvf
 
+from plstitch_eval.data.sampling import TargetClock
 from plstitch_eval.data.video import (
     DEFAULT_VIDEO_FPS,
     TIME_TOLERANCE,
     DecodedFrame,
-    _TargetClock,
     _video_stream,
     check_frame_count,
     resized_shape,
@@ -138,7 +138,7 @@ def frame_timeline(path: Path) -> FrameTimeline:
 
 def sampled_indices(times: tuple[float, ...] | list[float], fps: float | None) -> list[int]:
     """Indices (presentation order) of the frames PyAV's path samples at `fps` (None: every frame)."""
-    clock = _TargetClock(fps)
+    clock = TargetClock(fps)
     return [i for i, time in enumerate(times) if clock.take(time)]
 
 

@@ -39,7 +39,6 @@ IMAGE_EXTS = IMAGE_EXTENSIONS  # older names, kept for importers; the rule lives
 VIDEO_EXTS = VIDEO_EXTENSIONS
 DEFAULT_FOLDER_FPS = 1.0  # frame folders without a stated rate are taken as 1 fps (AutoLaparo's release)
 DEFAULT_VIDEO_FPS = 25  # a video stream that states no frame rate
-_TargetClock = TargetClock  # older name, kept for importers (predict, torchcodec_decode)
 
 
 @dataclass(frozen=True)

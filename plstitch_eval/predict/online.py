@@ -18,11 +18,11 @@ import numpy as np
 
 from plstitch_eval.data.decoders import PYAV, Decoding, read_frames
 from plstitch_eval.data.margin import detect_video_margin
+from plstitch_eval.data.sampling import TargetClock
 from plstitch_eval.data.video import (
     DEFAULT_VIDEO_FPS,
     DecodedFrame,
     _frame_to_rgb,
-    _TargetClock,
     _video_stream,
 )
 from plstitch_eval.errors import ConfigError, DecodeError
@@ -80,7 +80,7 @@ def read_stream(file: IO[bytes], fps: float, size: int | None = None, name: str 
         stream.thread_count = 1
         origin = stream.start_time
         rate = float(stream.average_rate or stream.guessed_rate or DEFAULT_VIDEO_FPS)
-        clock = _TargetClock(fps)
+        clock = TargetClock(fps)
         n_out = n_decoded = 0
         last_time: float | None = None
         try:

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
-from plstitch_eval.data import decoders, torchcodec_decode
+from plstitch_eval.data import decoders
 from plstitch_eval.data.decoders import Decoding
 from plstitch_eval.errors import ConfigError, DataError
 from plstitch_train import presets
@@ -23,21 +23,9 @@ from plstitch_train.frames_lmdb import SIDECAR_NAME, LmdbFrameStore, write_frame
 from plstitch_train.presets import TrainConfig
 from tests.train.conftest import VIDEO_FPS
 
+pytestmark = pytest.mark.usefixtures("fresh_torchcodec_detection")  # some tests hide TorchCodec
+
 TORCHCODEC = Decoding("torchcodec")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_detection():
-    torchcodec_decode.unavailable_reason.cache_clear()
-    yield
-    torchcodec_decode.unavailable_reason.cache_clear()
-
-
-@pytest.fixture
-def torchcodec_ready() -> None:
-    pytest.importorskip("torchcodec")
-    if (reason := torchcodec_decode.unavailable_reason()) is not None:
-        pytest.skip(reason)
 
 
 def test_decoder_setting_is_checked_and_defaults_to_pyav():

@@ -24,7 +24,7 @@ def test_the_first_frame_at_or_after_each_target_is_taken_once():
 
 
 def test_the_old_names_stay_importable_from_video():
-    assert video._TargetClock is TargetClock and video.ClipSampling is ClipSampling
+    assert video.ClipSampling is ClipSampling
     assert video.assemble_clips is assemble_clips and video.TIME_TOLERANCE == 1e-6
 
 

@@ -24,6 +24,8 @@ from plstitch_eval.errors import ConfigError, DecodeError
 from tests.eval.data.media import decode_index, write_index_frames, write_index_video
 from tests.eval.data.test_video import _expected_samples
 
+pytestmark = pytest.mark.usefixtures("fresh_torchcodec_detection")  # some tests hide TorchCodec
+
 TORCHCODEC = Decoding("torchcodec")
 VFR_MS = [0, 40, 80, 120, 500, 540, 1000, 1040, 1080, 2600, 2640, 3000, 3100, 4900]
 CASES = {  # name -> write_index_video arguments: the real-MP4 kinds the PyAV tests build
@@ -35,22 +37,6 @@ CASES = {  # name -> write_index_video arguments: the real-MP4 kinds the PyAV te
 }
 RESIZE_TOLERANCE = 12  # grey levels: bilinear in RGB (TorchCodec) vs swscale scaling in YUV (PyAV; flat
 # areas come out 2 levels apart, edges more)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_detection():
-    """Each test detects TorchCodec afresh (some hide it), and leaves no cached answer behind."""
-    torchcodec_decode.unavailable_reason.cache_clear()
-    yield
-    torchcodec_decode.unavailable_reason.cache_clear()
-
-
-@pytest.fixture
-def torchcodec_ready() -> None:
-    pytest.importorskip("torchcodec")
-    reason = torchcodec_decode.unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
 
 
 @pytest.fixture

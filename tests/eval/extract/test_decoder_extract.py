@@ -29,23 +29,10 @@ from plstitch_eval.features import MANIFEST, FeatureStore
 from plstitch_eval.hub import load_encoder
 from plstitch_eval.preprocess import DataConfig, frame_plan
 
+pytestmark = pytest.mark.usefixtures("fresh_torchcodec_detection")  # some tests hide TorchCodec
+
 FPS = 5.0
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_detection():
-    torchcodec_decode.unavailable_reason.cache_clear()
-    yield
-    torchcodec_decode.unavailable_reason.cache_clear()
-
-
-@pytest.fixture
-def torchcodec_ready() -> None:
-    pytest.importorskip("torchcodec")
-    reason = torchcodec_decode.unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
 
 
 def _run(root, model, out, **kwargs):

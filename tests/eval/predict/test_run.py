@@ -60,17 +60,11 @@ def test_predictions_equal_the_evaluation_path(data, tmp_path):
 # ------------------------------------------------------------------------------------------------ decoders
 
 
-def _torchcodec_or_skip() -> None:
-    from plstitch_eval.data import torchcodec_decode
-
-    pytest.importorskip("torchcodec")
-    torchcodec_decode.unavailable_reason.cache_clear()
-    if (reason := torchcodec_decode.unavailable_reason()) is not None:
-        pytest.skip(reason)
+TORCHCODEC_READY = pytest.mark.usefixtures("fresh_torchcodec_detection", "torchcodec_ready")
 
 
+@TORCHCODEC_READY
 def test_predict_with_torchcodec_equals_pyav(data, tmp_path):
-    _torchcodec_or_skip()
     runs = {}
     for decoder in ("pyav", "torchcodec"):
         out = tmp_path / decoder
@@ -82,8 +76,8 @@ def test_predict_with_torchcodec_equals_pyav(data, tmp_path):
     assert runs["torchcodec"] == runs["pyav"]  # the same frames, pixels, features and probabilities
 
 
+@TORCHCODEC_READY
 def test_predict_decodes_as_the_probe_features_were_made(data, tmp_path):
-    _torchcodec_or_skip()
     from plstitch_eval.predict import predict_decoding
 
     sources = [VideoSource(VIDEO, video_file(data))]
