@@ -20,6 +20,8 @@ from torch.nn.utils.parametrizations import weight_norm
 
 from plstitch_eval.errors import CheckpointError, ConfigError
 from plstitch_eval.hub.temporal_head import (
+    AUTHORS_TEMPORAL_HEADS,
+    TemporalEncoder,
     TemporalHead,
     check_state_dict,
     head_state_from_checkpoint,
@@ -28,7 +30,8 @@ from plstitch_eval.hub.temporal_head import (
     save_temporal_head,
 )
 from plstitch_train.config import flat_settings
-from plstitch_train.permutations import MAX_PERMUTATION_CLIP_LEN
+from plstitch_train.config.model import PERMUTATION_HEADS
+from plstitch_train.permutations import MAX_PERMUTATION_CLIP_LEN, check_clip_len
 
 __all__ = [
     "IBOTHead",
@@ -283,21 +286,60 @@ def convert_ibot_head_state_dict(state: dict[str, Tensor]) -> dict[str, Tensor]:
 
 
 class PermutationHead(nn.Module):
-    """Permutation-classification baseline: Linear over the k concatenated frame embeddings -> k! logits."""
+    """Permutation-classification baseline: frame embeddings [B, k, D] in presentation order -> class logits.
 
-    def __init__(self, dim: int, k: int) -> None:
+    `kind="linear"`: one Linear over the k concatenated embeddings (Shuffle & Learn style). `kind="temporal"`:
+    the PL temporal head's trunk - `reduce` (Linear D->hidden + GELU) and `temporal` (post-norm Transformer
+    encoder), as in `TemporalHead` but without its scorer - per frame, its outputs [B, k, hidden] flattened
+    in presentation order into a Linear(k*hidden -> classes). The trunk has no position embedding and is
+    permutation-equivariant, so the shuffle's order reaches the classifier only through the flatten order.
+    `n_classes` 0: all k! permutations (k <= 8); N > 0: the sampled set `permutation_set(k, N)`.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        k: int,
+        n_classes: int = 0,
+        kind: str = "linear",
+        hidden_dim: int | None = None,
+        n_layers: int = 6,
+        n_heads: int = AUTHORS_TEMPORAL_HEADS,
+        ff_dim: int | None = None,
+        dropout: float = 0.1,
+    ) -> None:
         super().__init__()
-        if not 1 <= k <= MAX_PERMUTATION_CLIP_LEN:
+        if n_classes == 0 and not 1 <= k <= MAX_PERMUTATION_CLIP_LEN:
             raise ConfigError(
                 f"PermutationHead: clip_len {k} needs {math.factorial(max(k, 0))} classes; "
                 f"permutation classification supports clip_len <= {MAX_PERMUTATION_CLIP_LEN} "
-                "(use --objective pl or pairwise)"
+                "(use --objective pl or pairwise, or a sampled set: permutation_classes)"
             )
-        self.dim, self.k = dim, k
-        self.classifier = nn.Linear(k * dim, math.factorial(k))
+        check_clip_len(k, n_classes)
+        if kind not in PERMUTATION_HEADS:
+            choices = ", ".join(PERMUTATION_HEADS)
+            raise ConfigError(f"PermutationHead: kind {kind!r} unknown; use one of {choices}")
+        self.dim, self.k, self.kind = dim, k, kind
+        self.n_classes = n_classes or math.factorial(k)
+        width = dim
+        if kind == "temporal":
+            width = int(hidden_dim or dim // 2)
+            if width < 2 or width % n_heads != 0:
+                raise ConfigError(
+                    f"PermutationHead: hidden_dim {width} must be divisible by n_heads {n_heads}"
+                )
+            self.reduce = nn.Sequential(nn.Linear(dim, width), nn.GELU())
+            self.temporal = TemporalEncoder(width, n_layers, n_heads, int(ff_dim or 4 * width), dropout)
+        self.classifier = nn.Linear(k * width, self.n_classes)
 
-    def forward(self, frames: Tensor) -> Tensor:
-        """Frame embeddings [B, k, D] in (shuffled) presentation order -> permutation logits [B, k!]."""
+    def trunk(self, frames: Tensor) -> Tensor:
+        """Per-frame features [B, k, width]: the temporal trunk's outputs, or the embeddings for "linear"."""
         if frames.shape[1:] != (self.k, self.dim):
             raise ConfigError(f"PermutationHead expects [B, {self.k}, {self.dim}], got {tuple(frames.shape)}")
-        return self.classifier(frames.flatten(1))
+        if self.kind == "temporal":
+            return self.temporal(self.reduce(frames))
+        return frames
+
+    def forward(self, frames: Tensor) -> Tensor:
+        """Frame embeddings [B, k, D] in (shuffled) presentation order -> class logits [B, n_classes]."""
+        return self.classifier(self.trunk(frames).flatten(1))

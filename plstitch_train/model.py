@@ -12,6 +12,7 @@ from typing import Any
 
 import timm
 import torch
+import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer
 from torch import Tensor, nn
 
@@ -136,8 +137,19 @@ class PLStitchModel(nn.Module):
         if loss.lambda_mim == 0 and loss.lambda_jigsaw == 0:
             self.student["backbone"].masked_embed.requires_grad_(False)  # no branch sees masks
         if loss.lambda_vid > 0:
-            if loss.objective == "permutation":
-                self.student["permutation_head"] = PermutationHead(dim, config.sampling.clip_len)
+            if loss.objective == "permutation":  # "temporal": the temporal head's trunk, no scorer
+                hidden, ff = temporal_head_size(model, dim)
+                self.student["permutation_head"] = PermutationHead(
+                    dim,
+                    config.sampling.clip_len,
+                    n_classes=loss.permutation_classes,
+                    kind=model.permutation_head,
+                    hidden_dim=hidden,
+                    n_layers=model.temporal_layers,
+                    n_heads=model.temporal_heads,
+                    ff_dim=ff,
+                    dropout=model.temporal_dropout,
+                )
             else:
                 hidden, ff = temporal_head_size(model, dim)
                 self.student["temporal_head"] = TemporalHead(
@@ -195,12 +207,17 @@ class PLStitchModel(nn.Module):
         """L_vid on clips [B, k, 3, H, W] in true order: CLS (PE on, with grad) -> head -> ranking loss."""
         batch, k = clip.shape[:2]
         perm_index = None
+        n_classes = self.config.loss.permutation_classes  # 0: all k!; N: the fixed sampled set
         if self.config.loss.objective == "permutation":
-            perm_index = sample_permutation_indices(batch, k, device=clip.device)
-            clip = apply_permutation(clip, perm_index)
+            perm_index = sample_permutation_indices(batch, k, device=clip.device, n_classes=n_classes)
+            clip = apply_permutation(clip, perm_index, n_classes)
         feats = self.student["backbone"](clip.flatten(0, 1))[:, 0].reshape(batch, k, -1)
         if perm_index is not None:
-            return permutation_classification_loss(self.student["permutation_head"](feats), perm_index)
+            logits = self.student["permutation_head"](feats)
+            if n_classes == 0:
+                return permutation_classification_loss(logits, perm_index)
+            # a sampled set has N classes, which `permutation_classification_loss` refuses unless N is a k!
+            return F.cross_entropy(logits.float(), perm_index)
         scores = self.student["temporal_head"](feats)
         if self.config.loss.objective == "pairwise":
             return pairwise_ranking_loss(scores)

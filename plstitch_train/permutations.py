@@ -1,7 +1,10 @@
 """Permutation classes of a k-frame clip: enumerate, sample and apply them (data operations, no loss).
 
-Class `p` is row `p` of `all_permutations(k)` (lexicographic order); shuffling a clip by class `p` puts frame
-`perms[p, i]` at position `i`. Used by the permutation-classification baseline (Shuffle & Learn style).
+The classes are the rows of a permutation set: by default every permutation of `0..k-1`
+(`all_permutations(k)`, lexicographic, k <= 8), or with `n_classes` N > 0 a fixed set of N distinct ones
+(`permutation_set(k, N)`, identity first, the same in every run and seed). Class `p` is row `p` of the set;
+shuffling a clip by class `p` puts frame `perms[p, i]` at position `i`. Used by the permutation-classification
+baseline (Shuffle & Learn style).
 """
 
 from __future__ import annotations
@@ -16,24 +19,50 @@ from torch import Tensor
 from plstitch_eval.errors import ConfigError
 
 __all__ = [
+    "MAX_PERMUTATION_CLASSES",
     "MAX_PERMUTATION_CLIP_LEN",
+    "PERMUTATION_SET_SEED",
     "all_permutations",
     "apply_permutation",
     "check_clip_len",
     "clip_len_of_classes",
+    "permutation_set",
     "sample_permutation_indices",
 ]
 
 MAX_PERMUTATION_CLIP_LEN = 8  # 8! = 40320 classes; 9! = 362880 is too many for a classifier
+# the most classes of a sampled set: as many as every permutation of the longest clip (config/loss.py's too)
+MAX_PERMUTATION_CLASSES = math.factorial(MAX_PERMUTATION_CLIP_LEN)
+# seed of the sampled class sets: one fixed set per (k, N), whatever the run's seed or torch's global RNG
+PERMUTATION_SET_SEED = 20_170_604
+_DRAW_CHUNK = 4096  # permutations drawn at a time while sampling a set
 
 
-def check_clip_len(k: int) -> None:
-    """Raise `ConfigError` unless 1 <= k <= MAX_PERMUTATION_CLIP_LEN (k! classes must stay classifiable)."""
-    if not 1 <= k <= MAX_PERMUTATION_CLIP_LEN:
+def check_clip_len(k: int, n_classes: int = 0) -> None:
+    """Raise `ConfigError` unless a k-frame clip has the classes asked for.
+
+    `n_classes` 0 (every permutation): 1 <= k <= MAX_PERMUTATION_CLIP_LEN (k! classes must stay
+    classifiable). N > 0 (a sampled set): 2 <= N <= min(k!, MAX_PERMUTATION_CLASSES), any clip length.
+    """
+    if n_classes == 0:
+        if not 1 <= k <= MAX_PERMUTATION_CLIP_LEN:
+            raise ConfigError(
+                f"permutation classification needs 1 <= clip_len <= {MAX_PERMUTATION_CLIP_LEN} "
+                f"(got {k}: {math.factorial(k) if k > 0 else 0} classes); "
+                "use --objective pl or pairwise for longer clips, or set permutation_classes to classify "
+                "a sampled set of permutations"
+            )
+        return
+    if not 2 <= n_classes <= MAX_PERMUTATION_CLASSES:
         raise ConfigError(
-            f"permutation classification needs 1 <= clip_len <= {MAX_PERMUTATION_CLIP_LEN} "
-            f"(got {k}: {math.factorial(k) if k > 0 else 0} classes); "
-            "use --objective pl or pairwise for longer clips"
+            f"permutation_classes must be 0 (every permutation) or 2..{MAX_PERMUTATION_CLASSES} "
+            f"(got {n_classes})"
+        )
+    if k < 1 or n_classes > math.factorial(k):
+        total = math.factorial(k) if k > 0 else 0
+        raise ConfigError(
+            f"permutation_classes {n_classes} exceeds the {total} permutations of clip_len {k}; "
+            f"set permutation_classes <= {total} (or 0 for all of them) or a longer clip_len"
         )
 
 
@@ -50,26 +79,68 @@ def _permutation_table(k: int) -> Tensor:
     return torch.tensor(list(itertools.permutations(range(k))), dtype=torch.long).reshape(-1, k)
 
 
+@lru_cache(maxsize=16)
+def _sampled_table(k: int, n_classes: int) -> Tensor:
+    """Identity, then distinct permutations in the order a generator seeded PERMUTATION_SET_SEED draws them.
+
+    Draws uniform permutations (argsort of uniform noise) chunk by chunk and drops repeats, so k! is never
+    enumerated; the draws do not depend on N, so a smaller set is the start of a larger one.
+    """
+    generator = torch.Generator().manual_seed(PERMUTATION_SET_SEED)
+    identity = tuple(range(k))
+    rows: dict[tuple[int, ...], None] = {identity: None}  # insertion-ordered set
+    while len(rows) < n_classes:
+        drawn = torch.rand(_DRAW_CHUNK, k, generator=generator).argsort(dim=1, stable=True)
+        for row in map(tuple, drawn.tolist()):
+            rows.setdefault(row, None)
+            if len(rows) == n_classes:
+                break
+    return torch.tensor(list(rows), dtype=torch.long).reshape(-1, k)
+
+
+def _table(k: int, n_classes: int) -> Tensor:
+    """The cached set (not to be modified): every permutation when n_classes is 0 or k!, else sampled."""
+    check_clip_len(k, n_classes)
+    if n_classes == 0 or n_classes == math.factorial(k):
+        return _permutation_table(k)
+    return _sampled_table(k, n_classes)
+
+
 def all_permutations(k: int) -> Tensor:
     """All k! permutations of `0..k-1` in lexicographic order, [k!, k] int64; row p is class p."""
     check_clip_len(k)
     return _permutation_table(k).clone()
 
 
+def permutation_set(k: int, n_classes: int = 0) -> Tensor:
+    """The permutation classes of a k-frame clip, [P, k] int64; row p is class p, row 0 the identity.
+
+    `n_classes` 0: all k! permutations (`all_permutations`, k <= 8). N > 0: N distinct permutations, drawn
+    once from a torch.Generator seeded `PERMUTATION_SET_SEED` (independent of torch's global RNG, so every
+    run and seed classifies the same set), identity first; N == k! gives all of them, lexicographic.
+    """
+    return _table(k, n_classes).clone()
+
+
 def sample_permutation_indices(
-    batch_size: int, k: int, generator: torch.Generator | None = None, device: torch.device | str = "cpu"
+    batch_size: int,
+    k: int,
+    generator: torch.Generator | None = None,
+    device: torch.device | str = "cpu",
+    n_classes: int = 0,
 ) -> Tensor:
-    """Draw one permutation class per clip uniformly from the k! classes, [B] int64."""
-    check_clip_len(k)
-    return torch.randint(math.factorial(k), (batch_size,), generator=generator).to(device)
+    """Draw one permutation class per clip uniformly from the set's classes (k! by default), [B] int64."""
+    n_rows = len(_table(k, n_classes))
+    return torch.randint(n_rows, (batch_size,), generator=generator).to(device)
 
 
-def apply_permutation(frames: Tensor, perm_index: Tensor) -> Tensor:
+def apply_permutation(frames: Tensor, perm_index: Tensor, n_classes: int = 0) -> Tensor:
     """Shuffle each clip by its permutation class: `out[b, i] = frames[b, perms[perm_index[b], i]]`.
 
-    `frames` is [B, k, ...]; the classifier then predicts `perm_index` from `out`.
+    `frames` is [B, k, ...]; `perms = permutation_set(k, n_classes)`; the classifier then predicts
+    `perm_index` from `out`.
     """
     k = frames.shape[1]
-    perms = all_permutations(k).to(frames.device)[perm_index.to(frames.device)]  # [B, k]
+    perms = _table(k, n_classes).to(frames.device)[perm_index.to(frames.device)]  # [B, k]
     index = perms.reshape(*perms.shape, *([1] * (frames.dim() - 2))).expand_as(frames)
     return frames.gather(1, index)

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from plstitch_eval.analysis.awareness import run_awareness_controls
+from plstitch_eval.analysis.awareness import run_awareness_controls, seed_contrasts
 from plstitch_eval.analysis.order import model_order_tau
 from plstitch_eval.analysis.time_probe import time_probe, write_time_oracle_store
 from plstitch_eval.data.synthetic import generate_synthetic
@@ -56,11 +56,13 @@ from plstitch_eval.utils.console import logger, setup_logging
 from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
 from plstitch_train.config import TrainConfig
 from plstitch_train.export import ExportOptions, export_model
+from plstitch_train.gradient_scale import objective_gradient_scale
 from plstitch_train.heldout import heldout_jigsaw_loss
 from plstitch_train.model import build_vit
 from plstitch_train.presets import get_preset
 from plstitch_train.reproduce_jobs import run_in_parallel, training_seconds
 from plstitch_train.reproduce_presets import (
+    RANDOM_SHARED_INIT,
     REPRODUCE_PRESETS,
     ROWS,
     SYNTHETIC_EPOCHS,
@@ -72,6 +74,13 @@ from plstitch_train.reproduce_presets import (
     get_reproduce_preset,
     run_name,
 )
+from plstitch_train.reproduce_stats import (
+    COMPARISONS,
+    awareness_comparison,
+    comparisons_markdown,
+    paired_comparisons,
+    per_seed_markdown,
+)
 from plstitch_train.reproduce_tables import (
     MAJORITY,
     METRICS,
@@ -79,9 +88,11 @@ from plstitch_train.reproduce_tables import (
     PROTOCOLS,
     RANDOM_INIT,
     RAW_PIXELS,
+    SHARED_INIT,
     aggregate,
     markdown_tables,
     mean_std,
+    shown_tables,
 )
 from plstitch_train.rng import seed_everything
 from plstitch_train.run_dir import config_differences, describe_differences
@@ -116,7 +127,8 @@ __all__ = [  # the orchestrator, and the presets / layout it re-exports from rep
 def train_config(config: ReproduceConfig, row: str, seed: int, reverse_time: bool = False) -> TrainConfig:
     """The TrainConfig of one run: training preset + preset overrides + row overrides + seed/budget.
 
-    With the preset's `shared_init` the run starts from the seed-0 random-init backbone (`--init`).
+    With the preset's `shared_init` the run starts from that backbone (`--init`): the seed-0 random init, or a
+    pretrained stand-in such as the shipped MIM initialisation.
     """
     preset = config.preset
     base = get_preset(preset.train_preset)
@@ -130,8 +142,13 @@ def train_config(config: ReproduceConfig, row: str, seed: int, reverse_time: boo
         "reverse_time": reverse_time,
         "cache_dir": str(ReproduceLayout.of(config).frame_cache),
     }
-    if preset.shared_init:
-        changes["init"] = str(shared_init_dir(config))
+    # a clip-length row lowers the step to fit its clip, never raises it
+    if "min_step" in ROWS[row].overrides:
+        preset_min = preset.train_overrides.get("min_step", base.sampling.min_step)
+        changes["min_step"] = min(ROWS[row].overrides["min_step"], preset_min)
+    init = shared_init_spec(config)
+    if init is not None:
+        changes["init"] = init
     if config.n_steps is not None:
         changes["max_steps"] = config.n_steps
     if config.dataset_options:  # a reduced dataset (tests): its folder read as Cholec80, every video
@@ -140,8 +157,16 @@ def train_config(config: ReproduceConfig, row: str, seed: int, reverse_time: boo
 
 
 def shared_init_dir(config: ReproduceConfig) -> Path:
-    """The run folder of the seed-0 random-init backbone every trained run starts from (`shared_init`)."""
+    """The run folder of the seed-0 random-init backbone (the `shared_init` of RANDOM_SHARED_INIT)."""
     return ReproduceLayout.of(config).run(RANDOM_INIT, 0)
+
+
+def shared_init_spec(config: ReproduceConfig) -> str | None:
+    """The `--init` of every trained run: the seed-0 random-init folder, the preset's encoder, or None."""
+    init = config.preset.shared_init
+    if init == RANDOM_SHARED_INIT:
+        return str(shared_init_dir(config))
+    return init
 
 
 def _dataset_root(config: ReproduceConfig) -> Path:
@@ -241,8 +266,23 @@ def ensure_order_measures(run_dir: Path, config: ReproduceConfig, trained: bool)
     return record
 
 
+def ensure_gradient_scale(run_dir: Path, config: ReproduceConfig, train: TrainConfig) -> dict[str, Any]:
+    """Backbone gradient norm of each weighted loss at the run's start (cached JSON): how hard each objective
+    pushes the shared initialisation, reported beside its row (the objectives' losses differ in scale)."""
+
+    path = ReproduceLayout.eval_dir(run_dir) / "gradients.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    record = objective_gradient_scale(
+        train, n_batches=config.preset.gradient_batches, cache_dir=ReproduceLayout.of(config).frame_cache
+    )
+    write_json_atomic(path, record)
+    return record
+
+
 def ensure_references(config: ReproduceConfig, source_store: Path) -> dict[str, dict[str, Any]]:
-    """The reference rows besides random init: raw pixels, the t/T oracle and the majority class."""
+    """The reference rows besides random init: raw pixels, the t/T oracle, the shared initialisation when it
+    is a pretrained encoder, and the majority class."""
 
     out = ReproduceLayout.of(config).references
     records: dict[str, dict[str, Any]] = {}
@@ -261,6 +301,12 @@ def ensure_references(config: ReproduceConfig, source_store: Path) -> dict[str, 
     results = {p: json.loads(path.read_text(encoding="utf-8")) for p, path in paths.items()}
     records[ORACLE_TIME] = _run_record(ORACLE_TIME, 0, False, oracle, results)
     records[ORACLE_TIME]["order"] = ensure_order_measures(oracle, config, trained=False)
+
+    if config.preset.shared_init not in (None, RANDOM_SHARED_INIT):  # the pretrained start, as it is
+        start = out / SHARED_INIT
+        results = ensure_evaluated(start, config, spec=config.preset.shared_init)
+        records[SHARED_INIT] = _run_record(SHARED_INIT, 0, False, start, results)
+        records[SHARED_INIT]["order"] = ensure_order_measures(start, config, trained=False)
 
     majority = run_majority(source_store)
     accuracy = majority["metrics"]["accuracy"]
@@ -347,12 +393,14 @@ def ensure_awareness(config: ReproduceConfig, row: str) -> dict[str, Any] | None
         if {k: cached.get(k) for k in wanted} == wanted:
             return _awareness_summary(figures / f"{name}.png", cached)
     png, _, summary = run_awareness_controls(forward, reverse, figures, name, matched=matched)
-    return _awareness_summary(png, summary)
+    return _awareness_summary(png, {**summary, "matched": matched})
 
 
 def _awareness_summary(png: Path, summary: dict[str, Any]) -> dict[str, Any]:
     stats = summary["stats"]
+    matched = summary.get("matched") or {}
     return {
+        "seed_contrasts": seed_contrasts(summary["pair_means"], matched) if matched else {},
         "figure": str(png),
         "contrast": summary["contrast"],
         "same_direction_mean": summary["same_direction_mean"],
@@ -395,6 +443,9 @@ def reproduce(
         results = ensure_evaluated(run_dir, config)
         runs[run_dir.name] = _run_record(row, seed, reverse, run_dir, results)
         runs[run_dir.name]["order"] = ensure_order_measures(run_dir, config, trained=True)
+        runs[run_dir.name]["gradients"] = ensure_gradient_scale(
+            run_dir, config, train_config(config, row, seed, reverse)
+        )
         runs[run_dir.name]["train_seconds"] = training_seconds(run_dir)
         if on_run_done is not None:
             on_run_done(runs[run_dir.name])
@@ -428,6 +479,20 @@ def _write_summary(
     aggregated = aggregate(runs)
     seconds = [r["train_seconds"] for r in runs.values() if r.get("train_seconds") is not None]
     markdown = markdown_tables(aggregated, config.n_seeds)
+    comparisons = paired_comparisons(runs, COMPARISONS)
+    if comparisons:
+        markdown += (
+            "\n**Differences between rows** (a − b: paired by seed, or unpaired against random init)\n\n"
+        )
+        markdown += comparisons_markdown(comparisons) + "\n"
+    contrasts = awareness_comparison(awareness)
+    if contrasts["rows"]:
+        markdown += "\n" + contrasts["markdown"] + "\n"
+    shown = [(key, label) for _, rows in shown_tables(aggregated) for key, label in rows]
+    if config.n_seeds > 1 and shown:
+        markdown += "\n**Per seed** (the numbers behind the means)\n\n"
+        for column in ("knn/accuracy", "linear/accuracy"):
+            markdown += per_seed_markdown(runs, shown, column) + "\n\n"
     if seconds:
         markdown += (
             f"\nTraining time: {sum(seconds) / 60:.1f} min for {len(seconds)} runs (the trainer's wall clock "
@@ -441,12 +506,15 @@ def _write_summary(
         "steps": config.n_steps,
         "rows": {slug: ROWS[slug].label for slug in config.row_names()},
         "std": "sample standard deviation over seeds (ddof=1)",
-        "shared_init": str(shared_init_dir(config)) if config.preset.shared_init else None,
+        "shared_init": shared_init_spec(config),
         "runs": runs,
         "aggregated": aggregated,
         "best_pl_run": best_run(runs),
+        "best_export_run": best_run(runs, config.preset.export_row),
         "train_seconds_total": sum(seconds) if seconds else None,
         "awareness": awareness,
+        "comparisons": comparisons,
+        "awareness_comparison": contrasts,
         "awareness_figure": first["figure"] if first else None,
         "table_markdown": markdown,
     }
@@ -456,21 +524,25 @@ def _write_summary(
 
 
 def export_best(summary: dict[str, Any], out_dir: str | Path, model_name: str) -> Path:
-    """Export the best PL-Stitch run (highest k-NN accuracy) in timm format with its card and evaluation."""
+    """Export the preset's export row (PL-Stitch unless it says otherwise) at its best seed (highest k-NN
+    accuracy) in timm format, with its card and evaluation."""
 
-    name = summary.get("best_pl_run")
+    row = summary["preset"].get("export_row", "pl")
+    name = best_run(summary["runs"], row)
     if not name:
-        raise ConfigError("No evaluated PL-Stitch ('pl') run to export; run the reproduction first.")
+        raise ConfigError(f"No evaluated {row!r} run to export; run the reproduction first.")
     run_dir = Path(summary["runs"][name]["run_dir"])
     results = [ReproduceLayout.eval_dir(run_dir) / f"{p}.json" for p in PROTOCOLS]
+    label = ROWS[row].label if row in ROWS else row
+    seeds = summary["seeds"]
     options = ExportOptions(
         model_name=model_name,
         description=(
-            f"Tiny PL-Stitch ViT trained on the synthetic procedural dataset ({name}; best k-NN accuracy of "
-            f"{summary['seeds']} seed{'s' if summary['seeds'] != 1 else ''} in "
+            f"Tiny ViT, {label}, trained on the synthetic procedural dataset ({name}; best k-NN accuracy of "
+            f"{seeds} seed{'s' if seeds != 1 else ''} in "
             f"`plstitch reproduce --preset {summary['preset']['name']}`)."
         ),
-        tags=["pl-stitch", "synthetic", "tiny"],
+        tags=["pl-stitch" if row != "mim-init" else "ibot", "synthetic", "tiny"],
         overwrite=True,
     )
     return export_model(run_dir, out_dir, results, options)

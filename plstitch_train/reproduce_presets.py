@@ -21,6 +21,18 @@ class AblationRow:
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
+# The clip-length rows lower the minimum step where the shortest synthetic video (40 s = 80 frames at 2 fps)
+# cannot hold k frames 10 apart; the paper keeps one step range for every k (its videos are 30-90 min long).
+CLIP_LENGTH_MIN_STEP = {4: 10, 8: 10, 12: 7, 16: 5}
+# The permutation baseline at k = 8 classifies among a fixed sampled set of orders: 8! = 40320 classes are too
+# many for a 64-dim model (Noroozi & Favaro's jigsaw likewise uses 1000 of the 9! tile orders).
+PERMUTATION_CLASSES_K8 = 1000
+# Stand-in for the ImageNet iBOT weights every row of the paper starts from: MIM alone with DINOv2's
+# Sinkhorn-Knopp targets (iBOT's EMA centre collapses at this scale, docs/reproduce.md), 24 epochs from the
+# seed-0 random init.
+MIM_INIT_OVERRIDES = {"lambda_vid": 0.0, "lambda_jigsaw": 0.0, "centering": "sinkhorn_knopp", "epochs": 24}
+SHIPPED_MIM_INIT = "ibot-tiny-synthetic"  # the registry name of that run's backbone, shipped in model_cards/
+
 ROWS: dict[str, AblationRow] = {
     row.name: row
     for row in (
@@ -30,8 +42,39 @@ ROWS: dict[str, AblationRow] = {
         AblationRow("pl", "MIM + L_vid + L_jigsaw (PL-Stitch)", {}),
         AblationRow("pairwise", "pairwise hinge (margin 1)", {"objective": "pairwise"}),
         AblationRow("permutation", "permutation classification", {"objective": "permutation"}),
+        # the paper's objective ablation (its Table 3): MIM + L_vid, jigsaw off, clips of k = 8
+        AblationRow("mim-pl-k8", "MIM + L_vid, Plackett-Luce (k=8)", {"lambda_jigsaw": 0.0, "clip_len": 8}),
+        AblationRow(
+            "mim-pairwise-k8",
+            "MIM + L_vid, pairwise hinge (k=8)",
+            {"lambda_jigsaw": 0.0, "clip_len": 8, "objective": "pairwise"},
+        ),
+        AblationRow(
+            "mim-permutation-k8",
+            f"MIM + L_vid, permutation classification (k=8, {PERMUTATION_CLASSES_K8} orders)",
+            {
+                "lambda_jigsaw": 0.0,
+                "clip_len": 8,
+                "objective": "permutation",
+                "permutation_classes": PERMUTATION_CLASSES_K8,
+            },
+        ),
+        # the paper's clip-length ablation (its Table 5) on the full model; k = 4 is the `pl` row
+        *(
+            AblationRow(
+                f"pl-k{k}",
+                f"PL-Stitch, k={k}",
+                {"clip_len": k, "min_step": CLIP_LENGTH_MIN_STEP[k]},
+            )
+            for k in (8, 12, 16)
+        ),
+        AblationRow("mim-init", "MIM pretraining (the shared initialisation)", MIM_INIT_OVERRIDES),
     )
 }
+COMPONENT_ROWS = ("mim", "mim-vid", "mim-jigsaw", "pl")
+OBJECTIVE_ROWS = ("mim-pl-k8", "mim-pairwise-k8", "mim-permutation-k8")
+CLIP_LENGTH_ROWS = ("pl", "pl-k8", "pl-k12", "pl-k16")
+RANDOM_SHARED_INIT = "random"  # `shared_init` value: the seed-0 random-init backbone of the output folder
 
 
 @dataclass(frozen=True)
@@ -48,11 +91,18 @@ class ReproducePreset:
     eval_fps: float = 1.0
     knn_k: int = 20
     linear_epochs: int = 20
-    awareness_rows: tuple[str, ...] = ("pl",)  # trained again on time-reversed videos, every seed
-    shared_init: bool = True  # every trained run starts from the seed-0 random-init backbone
+    rows: tuple[str, ...] = COMPONENT_ROWS  # the rows trained (`--row` picks among them)
+    awareness_rows: tuple[str, ...] = ()  # trained again on time-reversed videos, every seed
+    # what every trained run starts from: RANDOM_SHARED_INIT (the seed-0 random-init backbone), an encoder
+    # spec (a registry name or folder: a pretrained stand-in, as the paper starts from ImageNet iBOT), or None
+    # (each run from its own fresh weights)
+    shared_init: str | None = RANDOM_SHARED_INIT
     heldout_batches: int = 8  # batches of the test split scored by the held-out jigsaw loss
+    gradient_batches: int = 8  # training batches of the gradient-scale measure at each run's start
     order_clip_len: int = 8  # frames per clip of the Kendall tau measure
     jobs: int = 1  # runs trained at once (`--jobs` overrides)
+    export_row: str = "pl"  # the row whose best seed `--export-best` exports
+    minutes: str = ""  # wall time of the whole preset as measured (docs/reproduce.md), for the help text
 
 
 # The synthetic procedure lasts 40-90 s where a surgery lasts 30-90 min, so its time scale is ~40x shorter.
@@ -76,12 +126,46 @@ SYNTHETIC_TRAINING = {
 SYNTHETIC_EPOCHS = 6
 
 
+_SYNTHETIC = {**SYNTHETIC_TRAINING, "epochs": SYNTHETIC_EPOCHS}
+
 REPRODUCE_PRESETS = {
-    "synthetic": ReproducePreset(
+    "synthetic": ReproducePreset(  # the component table from the shipped MIM initialisation
         name="synthetic",
-        train_overrides={**SYNTHETIC_TRAINING, "epochs": SYNTHETIC_EPOCHS},
-        seeds=3,
+        train_overrides=_SYNTHETIC,
+        rows=COMPONENT_ROWS,
+        seeds=5,
+        shared_init=SHIPPED_MIM_INIT,
         jobs=2,  # two one-thread runs side by side: 1.65x the throughput of one on 2 cores
+        minutes="SYNTHETIC_MINUTES",
+    ),
+    "synthetic-objectives": ReproducePreset(  # the objective ablation and the awareness experiment, k = 8
+        name="synthetic-objectives",
+        train_overrides=_SYNTHETIC,
+        rows=("mim", *OBJECTIVE_ROWS, "pl-k8"),
+        awareness_rows=("mim", "pl-k8"),
+        seeds=5,
+        shared_init=SHIPPED_MIM_INIT,
+        jobs=2,
+        export_row="pl-k8",
+        minutes="not yet run end to end: about 2.5-3 h estimated on 2 cores",
+    ),
+    "synthetic-clip-length": ReproducePreset(  # the clip-length ablation of the full model
+        name="synthetic-clip-length",
+        train_overrides=_SYNTHETIC,
+        rows=CLIP_LENGTH_ROWS,
+        seeds=5,
+        shared_init=SHIPPED_MIM_INIT,
+        jobs=2,
+        minutes="not yet run end to end: about 2-2.5 h estimated on 2 cores",
+    ),
+    "synthetic-mim-init": ReproducePreset(  # regenerates the shipped MIM initialisation (one run)
+        name="synthetic-mim-init",
+        train_overrides=SYNTHETIC_TRAINING,
+        rows=("mim-init",),
+        seeds=1,
+        shared_init=RANDOM_SHARED_INIT,
+        export_row="mim-init",
+        minutes="about 13 min on 2 cores (measured: 2 seeds side by side in 14 min)",
     ),
     "synthetic-smoke": ReproducePreset(  # the pipeline end to end in a minute (tests); numbers mean nothing
         name="synthetic-smoke",
@@ -93,8 +177,11 @@ REPRODUCE_PRESETS = {
             "min_step": 1,
             "max_step": 5,
         },
+        rows=(*COMPONENT_ROWS, "pairwise", "permutation"),
+        awareness_rows=("pl",),
         seeds=2,
         steps=12,
+        minutes="about a minute",
     ),
 }
 
@@ -140,8 +227,8 @@ class ReproduceConfig:
         return self.steps if self.steps is not None else self.preset.steps
 
     def row_names(self) -> list[str]:
-        """Rows to train, validated."""
-        names = list(self.rows) if self.rows else list(ROWS)
+        """Rows to train (`rows`, else the preset's), validated against every known row."""
+        names = list(self.rows) if self.rows else list(self.preset.rows)
         unknown = [n for n in names if n not in ROWS]
         if unknown:
             raise ConfigError(f"Unknown ablation row(s) {unknown}; known: {', '.join(ROWS)}.")

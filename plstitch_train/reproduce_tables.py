@@ -1,8 +1,9 @@
 """Tables of `plstitch reproduce`: per-row mean +- sample std over seeds, in markdown.
 
 A run record (one trained or reference encoder) holds `row`, `seed`, `reverse_time`, `metrics` (protocol ->
-accuracy / macro_f1_video, None where a protocol has no such number) and `order` (t/T probe R^2, Kendall tau
-of the temporal head, held-out jigsaw loss minus chance; None where the run has no such head).
+accuracy / macro_f1_video, None where a protocol has no such number), `order` (t/T probe R^2, Kendall tau
+of the temporal head, held-out jigsaw loss minus chance; None where the run has no such head) and `gradients`
+(backbone gradient norm of each weighted loss on the run's first batches; `plstitch_train.gradient_scale`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ RANDOM_INIT, RAW_PIXELS, MAJORITY = RANDOM_INIT_ROW, RAW_PIXELS_ROW, MAJORITY_RO
 ORACLE_TIME = "oracle-time"
 REVERSED = "-reversed"
 
-# (title, [(row key, label)]); a row key is a row slug, `<slug>-reversed`, or a reference
+SHARED_INIT = "shared-init"
+
+# (title, [(row key, label)]); a row key is a row slug, `<slug>-reversed`, or a reference. A table shows the
+# rows a reproduction has, so one list serves every preset.
 TABLES = (
     (
         "References",
@@ -27,7 +31,9 @@ TABLES = (
             (MAJORITY, "majority class of the training split"),
             (RAW_PIXELS, "raw pixels (8x8x3)"),
             (RANDOM_INIT, "no pretraining (random init)"),
+            (SHARED_INIT, "shared initialisation: MIM pretraining, no further training"),
             (ORACLE_TIME, "oracle: normalised time t/T only"),
+            ("mim-init", "MIM pretraining (24 epochs, Sinkhorn-Knopp targets)"),
         ],
     ),
     (
@@ -48,10 +54,26 @@ TABLES = (
         ],
     ),
     (
+        "Temporal objective (MIM + L_vid, jigsaw off, k = 8; the paper's Table 3)",
+        [
+            ("mim-pl-k8", "Plackett-Luce"),
+            ("mim-pairwise-k8", "pairwise hinge (margin 1)"),
+            ("mim-permutation-k8", "permutation classification (1000 sampled orders)"),
+        ],
+    ),
+    (
+        "Clip length k (full model; the paper's Table 5)",
+        [("pl", "k = 4"), ("pl-k8", "k = 8"), ("pl-k12", "k = 12"), ("pl-k16", "k = 16")],
+    ),
+    (
         "Time direction (awareness runs)",
         [
+            ("mim", "MIM only, forward videos"),
+            (f"mim{REVERSED}", "MIM only, time-reversed videos"),
             ("pl", "PL-Stitch, forward videos"),
             (f"pl{REVERSED}", "PL-Stitch, time-reversed videos"),
+            ("pl-k8", "PL-Stitch (k = 8), forward videos"),
+            (f"pl-k8{REVERSED}", "PL-Stitch (k = 8), time-reversed videos"),
         ],
     ),
 )
@@ -63,6 +85,7 @@ COLUMNS = (  # (aggregated key, header, decimals)
     ("order/time_r2", "t/T probe R²", 2),
     ("order/tau", "Kendall τ (head)", 2),
     ("order/jigsaw_minus_chance", "L_jig − chance (held out)", 3),
+    ("grad/vid", "‖∇θ λ·L_vid‖ at init", 3),
 )
 
 
@@ -71,12 +94,14 @@ def row_key(run: dict[str, Any]) -> str:
     return run["row"] + (REVERSED if run.get("reverse_time") else "")
 
 
-def _values(run: dict[str, Any]) -> dict[str, float | None]:
+def run_values(run: dict[str, Any]) -> dict[str, float | None]:
     values: dict[str, float | None] = {
         f"{p}/{m}": run["metrics"].get(p, {}).get(m) for p in PROTOCOLS for m in METRICS
     }
     order = run.get("order") or {}
     values.update({f"order/{m}": order.get(m) for m in ORDER_MEASURES})
+    vid = ((run.get("gradients") or {}).get("branches") or {}).get("vid") or {}
+    values["grad/vid"] = vid.get("backbone_grad_norm")
     return values
 
 
@@ -89,7 +114,7 @@ def aggregate(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, 
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for key, items in by_row.items():
         items = sorted(items, key=lambda r: r["seed"])
-        columns = [_values(r) for r in items]
+        columns = [run_values(r) for r in items]
         out[key] = {}
         for name in columns[0]:
             values = [c[name] for c in columns]
@@ -107,15 +132,32 @@ def _cell(stats: dict[str, Any] | None, decimals: int) -> str:
     return mean if stats["std"] is None else f"{mean} ± {stats['std']:.{decimals}f}"
 
 
+def shown_tables(aggregated: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The tables a reproduction has rows for: (title, [(row key, label)]) in TABLES order.
+
+    A time-direction row needs its twin (forward and reversed); a table of one row is left out when that row
+    is already in a table of several (a preset with no objective rows prints no one-row objective table).
+    """
+    present = []
+    for title, rows in TABLES:
+        keys = [(key, label) for key, label in rows if key in aggregated]
+        if title.startswith("Time direction"):
+            keys = [(k, lb) for k, lb in keys if _twin(k) in aggregated]
+        present.append((title, keys))
+    in_larger = {key for _, keys in present if len(keys) > 1 for key, _ in keys}
+    return [(t, keys) for t, keys in present if len(keys) > 1 or (keys and keys[0][0] not in in_larger)]
+
+
+def _twin(key: str) -> str:
+    return key[: -len(REVERSED)] if key.endswith(REVERSED) else key + REVERSED
+
+
 def markdown_tables(aggregated: dict[str, dict[str, dict[str, Any]]], n_seeds: int) -> str:
-    """The reference, component, objective and time-direction tables in GitHub markdown (mean ± std)."""
+    """The reference and comparison tables a reproduction has rows for, in GitHub markdown (mean ± std)."""
     header = "| Row | " + " | ".join(h for _, h, _ in COLUMNS) + " |"
     rule = "|---|" + "---:|" * len(COLUMNS)
     lines = []
-    for title, rows in TABLES:
-        present = [(key, label) for key, label in rows if key in aggregated]
-        if not present:
-            continue
+    for title, present in shown_tables(aggregated):
         lines += [f"**{title}** (synthetic test split, mean ± std over {n_seeds} seeds)", "", header, rule]
         for key, label in present:
             cells = [_cell(aggregated[key].get(name), decimals) for name, _, decimals in COLUMNS]

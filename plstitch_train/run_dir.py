@@ -29,14 +29,12 @@ from plstitch_eval.hub.run_folder import (
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
 from plstitch_train.checkpoint import load_training_checkpoint
-from plstitch_train.config import TrainConfig, flat_settings
+from plstitch_train.config import ADDED_SETTINGS, PERMUTATION_SETTINGS, TrainConfig, flat_settings
 
 PLANS = ("new", "resume", "finished", "overwrite")  # what `plan_run` decides
 # settings that do not change what a run computes: a rerun may change them and still resume
 RUNTIME_FIELDS = ("device", "num_workers", "checkpoint_every", "log_every", "cache_dir")
 PATH_FIELDS = ("data", "root")  # compared as absolute paths
-# settings added after run folders were first saved, with the value every run before them computed with
-ADDED_SETTINGS = {"centering": "center"}
 
 
 @dataclass
@@ -55,12 +53,16 @@ def comparable_settings(settings: dict[str, Any]) -> dict[str, Any]:
     absolute. `settings` is any saved form of a TrainConfig: nested sections or the old flat dict.
 
     Why: a rerun with other workers, device, cadence or cache folder is still the same run and may resume it;
-    a run folder saved before the sections existed holds the flat form, and is the same run.
+    a run folder saved before the sections existed holds the flat form, and is the same run; so is one saved
+    before a setting of ADDED_SETTINGS existed; the permutation head's settings matter to that objective only.
     """
     plain = json.loads(
         json.dumps(flat_settings(settings))
     )  # tuples -> lists, as train_config.json holds them
     out = {**ADDED_SETTINGS, **{key: value for key, value in plain.items() if key not in RUNTIME_FIELDS}}
+    if out.get("objective") != "permutation":  # no permutation head is built: its settings change nothing
+        for key in PERMUTATION_SETTINGS:
+            out.pop(key, None)
     for key in PATH_FIELDS:
         if isinstance(out.get(key), str):
             out[key] = os.path.abspath(os.path.expanduser(out[key]))

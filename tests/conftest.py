@@ -17,3 +17,15 @@ pytest_plugins = ["tests.torchcodec_fixtures"]  # torchcodec_ready, fresh_torchc
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _plstitch_log_reaches_caplog(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts with the `plstitch` logger propagating, so `caplog` sees its records.
+
+    Why: a CLI run earlier in the same process calls `setup_logging`, which stops propagation; whether a
+    test's caplog saw the warnings then depended on the order the tests ran in.
+    """
+    from plstitch_eval.utils.console import logger
+
+    monkeypatch.setattr(logger, "propagate", True)

@@ -228,7 +228,8 @@ def control_summary(
     """Per-group statistics of the pooled frames, per-pair means and the cross-minus-same contrast.
 
     `matched` (forward run -> its reversed twin: same seed, heads, data order, masks) splits the cross pairs
-    into those that differ only in the direction of time and those that also differ in seed.
+    into those that differ only in the direction of time and those that also differ in seed, and adds
+    `seed_contrasts` (see `seed_contrasts`) when every matched run has a same-direction pair.
     """
     pooled = {g: np.concatenate(list(p.values())) for g, p in groups.items() if p}
     same = np.concatenate([pooled[g] for g in GROUPS[1:] if g in pooled])
@@ -250,7 +251,48 @@ def control_summary(
             "direction and seed": [d for k, d in groups[GROUPS[0]].items() if k not in twins],
         }
         summary["cross_split"] = {k: summarize(np.concatenate(v)) for k, v in split.items() if v}
+        pair_means = summary["pair_means"]
+        if all(_same_direction_means(pair_means, f, r) for f, r in matched.items()):
+            summary["seed_contrasts"] = seed_contrasts(pair_means, matched)
     return summary
+
+
+def _involves(pair: str, run: str) -> bool:
+    return pair.startswith(f"{run} vs ") or pair.endswith(f" vs {run}")
+
+
+def _same_direction_means(pair_means: dict[str, dict[str, float]], forward: str, reverse: str) -> list[float]:
+    """Means of the forward-forward pairs with `forward` and the reversed-reversed pairs with `reverse`."""
+    fwd = [m for k, m in pair_means.get(GROUPS[1], {}).items() if _involves(k, forward)]
+    rev = [m for k, m in pair_means.get(GROUPS[2], {}).items() if _involves(k, reverse)]
+    return fwd + rev
+
+
+def seed_contrasts(
+    pair_means: dict[str, dict[str, float]], matched: dict[str, str]
+) -> dict[str, dict[str, float]]:
+    """Per matched forward run: its twin distance, its same-direction control and their difference.
+
+    `pair_means` is `control_summary(...)["pair_means"]` (group -> "A vs B" -> mean distance), `matched` maps
+    each forward run to its reversed twin (same seed). twin = mean distance of "f vs r"; control = mean of the
+    forward-forward pair means that involve f and the reversed-reversed pair means that involve r; contrast =
+    twin - control. One number per seed, so two methods can be compared seed by seed.
+    """
+    cross = pair_means.get(GROUPS[0], {})
+    out: dict[str, dict[str, float]] = {}
+    for f, r in matched.items():
+        twin_key = f"{f} vs {r}"
+        if twin_key not in cross:
+            raise ConfigError(f"Seed contrast of {f!r}: no {GROUPS[0]} pair {twin_key!r} in the pair means.")
+        controls = _same_direction_means(pair_means, f, r)
+        if not controls:
+            raise ConfigError(
+                f"Seed contrast of {f!r}: no same-direction pair involves {f!r} or {r!r} (needs two runs "
+                "of one direction)."
+            )
+        twin, control = float(cross[twin_key]), float(np.mean(controls))
+        out[f] = {"twin": twin, "control": control, "contrast": twin - control}
+    return out
 
 
 def render_awareness_controls(

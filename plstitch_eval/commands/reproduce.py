@@ -18,21 +18,30 @@ ROW_HELP = "Only these rows (repeat): " + ", ".join(ROWS) + "."
 
 
 def presets_help() -> str:
-    """One help paragraph per reproduce preset (name, steps, seeds), from `REPRODUCE_PRESETS`.
+    """One help paragraph per reproduce preset (rows, budget, seeds, start, time), from `REPRODUCE_PRESETS`.
 
     Why: the command description has the full terminal width, so no preset name is cut.
     """
     lines = []
     for preset in REPRODUCE_PRESETS.values():
-        epochs = preset.train_overrides.get("epochs")
+        epochs = {ROWS[r].overrides.get("epochs", preset.train_overrides.get("epochs")) for r in preset.rows}
         steps = (
             f"{preset.steps} steps"
             if preset.steps
-            else f"{epochs} epochs"
-            if epochs
+            else " / ".join(f"{e} epochs" for e in sorted(epochs))
+            if None not in epochs
             else f"the {preset.train_preset} preset's epochs"
         )
-        lines.append(f"{preset.name}: {steps} per run, {preset.seeds} seeds per row")
+        start = "its own random init" if preset.shared_init is None else preset.shared_init
+        if start == "random":
+            start = "the seed-0 random init"
+        text = (
+            f"{preset.name}: rows {', '.join(preset.rows)}"
+            + (f" (+ time-reversed {', '.join(preset.awareness_rows)})" if preset.awareness_rows else "")
+            + f"; {steps} per run, {preset.seeds} seed{'s' if preset.seeds != 1 else ''} per row, "
+            f"starting from {start}" + (f"; {preset.minutes}" if preset.minutes else "") + "."
+        )
+        lines.append(text)
     return "Presets (--preset):\n\n" + "\n\n".join(lines)
 
 
@@ -63,7 +72,11 @@ def reproduce(
     ] = None,
     export_best: Annotated[
         Path | None,
-        typer.Option("--export-best", help="Export the best PL-Stitch run here (timm format + card)."),
+        typer.Option(
+            "--export-best",
+            help="Export the best seed of the preset's export row (PL-Stitch; synthetic-mim-init: the MIM "
+            "initialisation) here (timm format + card).",
+        ),
     ] = None,
 ) -> None:
     """Train each ablation row (same budget, several seeds), evaluate with k-NN + linear, print mean ± std.
@@ -105,7 +118,7 @@ def reproduce(
     console.print(f"results: {out / 'ablation.json'}, {out / 'ablation.md'}", highlight=False)
     if export_best is not None:
         folder = run_export(summary, export_best, export_best.name)
-        console.print(f"exported {summary['best_pl_run']} to {folder}", highlight=False)
+        console.print(f"exported {summary['best_export_run']} to {folder}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,5 @@
-"""Registry entries of PL-Stitch itself: the authors' three released teachers and the shipped tiny model.
+"""Registry entries of PL-Stitch itself: the authors' three released teachers, the shipped tiny model and the
+shipped tiny MIM initialisation its CPU reproduction starts from.
 
 Entries only: `hub/registry.py` registers them in the order `plstitch models` lists them.
 """
@@ -55,4 +56,20 @@ PLSTITCH_TINY = ModelEntry(
     preprocessing_source="its timm config.json (written by `plstitch train`)",
     citation=PL_STITCH_CITATION,
     description="Tiny PL-Stitch ViT (4 blocks x 64, 64 px) trained on the synthetic dataset; shipped.",
+)
+
+IBOT_TINY = ModelEntry(
+    name="ibot-tiny-synthetic",
+    architecture="vit_tiny_patch8_64",
+    feature_dim=64,
+    converter="timm",
+    local_path="model_cards/ibot-tiny-synthetic",
+    license="MIT",
+    license_source="this package (pyproject.toml: MIT)",
+    preprocessing_source="its timm config.json (written by `plstitch train`)",
+    citation=PL_STITCH_CITATION,
+    description=(
+        "Tiny ViT (4 blocks x 64, 64 px) pretrained by MIM alone on the synthetic dataset; the shared "
+        "initialisation of `plstitch reproduce`, standing in for ImageNet iBOT. Shipped."
+    ),
 )

@@ -40,6 +40,7 @@ from plstitch_eval.hub.models_general import (
     VIT_B16,
 )
 from plstitch_eval.hub.models_plstitch import (
+    IBOT_TINY,
     PL_STITCH_CITATION,
     PL_STITCH_EVAL,
     PL_STITCH_PREPROCESSING_SOURCE,
@@ -142,6 +143,7 @@ SHIPPED_MODELS = (
     VJEPA2_VITL16,
     VIDEOMAEV2_VITL16,
     PLSTITCH_TINY,
+    IBOT_TINY,
     RAW_PIXELS,
 )
 for _entry in SHIPPED_MODELS:

@@ -10,8 +10,10 @@ from plstitch_train.config.optim import OptimConfig
 from plstitch_train.config.run import RunConfig
 from plstitch_train.config.sampling import SamplingConfig
 from plstitch_train.config.train_config import (
+    ADDED_SETTINGS,
     FIELD_SECTION,
     FLAT_FIELDS,
+    PERMUTATION_SETTINGS,
     SECTIONS,
     TrainConfig,
     flat_settings,
@@ -19,11 +21,13 @@ from plstitch_train.config.train_config import (
 )
 
 __all__ = [
+    "ADDED_SETTINGS",
     "DECODER_CHOICES",
     "FIELD_SECTION",
     "FLAT_FIELDS",
     "FRAME_STORES",
     "OBJECTIVES",
+    "PERMUTATION_SETTINGS",
     "SECTIONS",
     "FramesConfig",
     "LossConfig",

@@ -12,6 +12,9 @@ from plstitch_train.config.section import Section, require
 from plstitch_train.losses.sinkhorn import CENTERINGS
 
 OBJECTIVES = ("pl", "pairwise", "permutation")
+# the most classes of a sampled permutation set: 8!, every permutation of the longest full-set clip
+# (the same as plstitch_train.permutations.MAX_PERMUTATION_CLASSES; this module stays free of torch)
+MAX_PERMUTATION_CLASSES = 40320
 
 
 @dataclass
@@ -34,6 +37,9 @@ class LossConfig(Section):
     warmup_teacher_temp_epochs: int = 3
     # iBOT's teacher targets: "center" (its EMA centre, as published) or "sinkhorn_knopp" (DINOv2's)
     centering: str = "center"
+    # objective "permutation": 0 = every clip_len! permutation is a class (clip_len <= 8); N > 0 = a fixed
+    # sampled set of N distinct permutations, identity included (plstitch_train.permutations.permutation_set)
+    permutation_classes: int = 0
 
     def __post_init__(self) -> None:
         require(
@@ -43,6 +49,11 @@ class LossConfig(Section):
         require(
             self.centering in CENTERINGS,
             f"centering {self.centering!r} unknown; use one of {', '.join(CENTERINGS)}.",
+        )
+        require(
+            self.permutation_classes == 0 or 2 <= self.permutation_classes <= MAX_PERMUTATION_CLASSES,
+            f"permutation_classes must be 0 (every clip_len! permutation) or 2..{MAX_PERMUTATION_CLASSES} "
+            f"(a sampled set of that many permutations); got {self.permutation_classes}.",
         )
         for name in ("lambda_vid", "lambda_mim", "lambda_jigsaw"):
             value = getattr(self, name)

@@ -7,6 +7,10 @@ from typing import Any
 
 from plstitch_train.config.section import Section, require
 
+# the permutation objective's classifier: "temporal" = the temporal head's trunk, then a Linear over the
+# flattened frames; "linear" = one Linear over the concatenated frame embeddings (runs before the setting)
+PERMUTATION_HEADS = ("temporal", "linear")
+
 
 @dataclass
 class ModelConfig(Section):
@@ -29,6 +33,7 @@ class ModelConfig(Section):
     temporal_dropout: float = 0.1
     jigsaw_heads: int = 0  # 0 = authors' rule (12 when D=768 else 8)
     mask_ratio: float = 0.3
+    permutation_head: str = "temporal"  # objective "permutation" only: one of PERMUTATION_HEADS
 
     def __post_init__(self) -> None:
         require(
@@ -40,5 +45,9 @@ class ModelConfig(Section):
         require(self.temporal_heads >= 1, f"temporal_heads must be >= 1 (got {self.temporal_heads}).")
         require(
             self.jigsaw_heads >= 0, f"jigsaw_heads must be >= 0, 0 meaning auto (got {self.jigsaw_heads})."
+        )
+        require(
+            self.permutation_head in PERMUTATION_HEADS,
+            f"permutation_head {self.permutation_head!r} unknown; use one of {', '.join(PERMUTATION_HEADS)}.",
         )
         require(0 <= self.mask_ratio < 1, f"mask_ratio must be in [0, 1) (got {self.mask_ratio}).")

@@ -51,6 +51,13 @@ def setting_name(key: str) -> str:
     raise ConfigError(f"Unknown training setting {key!r}{hint}; known: {sorted(FLAT_FIELDS)}.")
 
 
+# settings added after run folders were first saved, with the value every config saved before them computed
+# with: a saved config without one reads as that value (`from_dict`, `run_dir.comparable_settings`)
+ADDED_SETTINGS = {"centering": "center", "permutation_head": "linear", "permutation_classes": 0}
+# settings that change nothing unless the objective is permutation classification
+PERMUTATION_SETTINGS = ("permutation_head", "permutation_classes")
+
+
 def flat_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """Any saved form of a TrainConfig (nested sections, old flat dict, `section.name` keys) as one flat dict.
 
@@ -124,7 +131,8 @@ class TrainConfig:
         if self.loss.objective == "permutation":
             from plstitch_train.permutations import check_clip_len  # torch: only for this objective
 
-            check_clip_len(self.sampling.clip_len)  # clip_len! classes: <= 8 frames
+            # every clip_len! order (<= 8 frames), or a sampled set of permutation_classes orders
+            check_clip_len(self.sampling.clip_len, self.loss.permutation_classes)
 
     def __getattr__(self, name: str) -> Any:
         """Compatibility path: a flat setting name (`config.epochs`) reads the setting in its section."""
@@ -161,7 +169,8 @@ class TrainConfig:
     def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
         """Inverse of `to_dict`, and of the old flat form; an unknown key is a ConfigError naming it.
 
-        A flat dict without `frame_store` was saved before the LMDB store existed: it trained from raw frames.
+        A flat dict without `frame_store` was saved before the LMDB store existed: it trained from raw frames;
+        a setting of ADDED_SETTINGS that `data` lacks reads as the value configs saved before it used.
         """
         settings: dict[str, Any] = {}
         nested = False
@@ -176,6 +185,8 @@ class TrainConfig:
                 cls._unknown(key)
         if not nested and "frame_store" not in data:
             settings["frame_store"] = "raw"
+        given = {key.rpartition(".")[2] for key in settings}
+        settings.update({key: value for key, value in ADDED_SETTINGS.items() if key not in given})
         return cls(**settings)
 
     @staticmethod

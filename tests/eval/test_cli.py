@@ -139,6 +139,9 @@ def test_reproduce_help_lists_every_preset_in_full() -> None:
     assert len(REPRODUCE_PRESETS) >= 2
     text = " ".join(result.stdout.split())  # undo the wrapping of a narrow terminal
     for name, preset in REPRODUCE_PRESETS.items():
-        assert f"{name}: " in text and f"{preset.seeds} seeds per row" in text
+        assert (
+            f"{name}: " in text and f"{preset.seeds} seed{'s' if preset.seeds != 1 else ''} per row" in text
+        )
         if preset.steps:
-            assert f"{name}: {preset.steps} steps per run, {preset.seeds} seeds per row" in text
+            assert f"; {preset.steps} steps per run, {preset.seeds} seeds per row" in text
+        assert f"{name}: rows {', '.join(preset.rows)}" in text

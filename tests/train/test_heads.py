@@ -302,3 +302,59 @@ def test_permutation_head() -> None:
         PermutationHead(8, 9)
     with pytest.raises(ConfigError, match="expects"):
         head(torch.randn(5, 3, 8))
+    assert {name for name, _ in head.named_parameters()} == {"classifier.weight", "classifier.bias"}
+
+
+def tiny_permutation_head(k: int = 6, n_classes: int = 0, in_dim: int = 24) -> PermutationHead:
+    return PermutationHead(
+        in_dim, k, n_classes, "temporal", hidden_dim=16, n_layers=2, n_heads=4, ff_dim=32, dropout=0.1
+    )
+
+
+def test_temporal_permutation_head_is_the_temporal_trunk_without_scorer() -> None:
+    head = tiny_permutation_head(k=6, n_classes=50)
+    assert head(torch.randn(5, 6, 24)).shape == (5, 50)
+    assert tiny_permutation_head(k=4)(torch.randn(2, 4, 24)).shape == (2, 24)  # 0: all 4! classes
+    assert tiny_permutation_head(k=10, n_classes=7)(torch.randn(3, 10, 24)).shape == (3, 7)  # k > 8
+    assert head.classifier.in_features == 6 * 16
+    # the trunk is TemporalHead's reduce + temporal, under the same names and sizes; nothing else
+    reference = TemporalHead(24, hidden_dim=16, n_layers=2, n_heads=4, ff_dim=32, dropout=0.1)
+    trunk = {k: v.shape for k, v in reference.state_dict().items() if not k.startswith("scorer.")}
+    mine = {k: v.shape for k, v in head.state_dict().items() if not k.startswith("classifier.")}
+    assert mine == trunk
+    # every parameter gets a gradient (DDP refuses unused parameters)
+    head(torch.randn(2, 6, 24)).logsumexp(dim=1).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in head.parameters())
+
+
+def test_only_the_flatten_order_tells_the_temporal_permutation_head_the_order() -> None:
+    torch.manual_seed(0)
+    head = tiny_permutation_head(k=6, n_classes=20).eval()
+    frames = torch.randn(3, 6, 24)
+    perm = torch.tensor([2, 0, 5, 1, 4, 3])
+    with torch.no_grad():
+        # the trunk alone is permutation-equivariant: reordering the frames reorders its outputs
+        torch.testing.assert_close(
+            head.trunk(frames[:, perm]), head.trunk(frames)[:, perm], rtol=1e-5, atol=1e-5
+        )
+        # so a reordered clip gets other logits only because the flatten puts the outputs elsewhere
+        logits, shuffled = head(frames), head(frames[:, perm])
+        assert (logits - shuffled).abs().max() > 1e-3
+        by_hand = head.classifier(head.trunk(frames)[:, perm].flatten(1))
+        torch.testing.assert_close(shuffled, by_hand, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"k": 9}, r"clip_len 9 needs 362880 classes.*or a sampled set: permutation_classes"),
+        ({"k": 4, "n_classes": 25}, r"permutation_classes 25 exceeds the 24 permutations of clip_len 4"),
+        ({"k": 4, "n_classes": 1}, r"permutation_classes must be 0"),
+        ({"k": 4, "kind": "mlp"}, r"kind 'mlp' unknown; use one of temporal, linear"),
+        ({"k": 4, "kind": "temporal", "hidden_dim": 10}, r"hidden_dim 10 must be divisible by n_heads 4"),
+    ],
+)
+def test_permutation_head_refuses_bad_sizes_in_one_line(args: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        PermutationHead(24, n_heads=4, **args)
+    assert "\n" not in str(caught.value)

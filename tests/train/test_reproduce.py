@@ -31,7 +31,8 @@ from plstitch_train.reproduce import (
 )
 
 SMALL_DATASET = {"n_videos": 6, "min_seconds": 8.0, "max_seconds": 12.0}
-ROW_FIELDS = ("lambda_vid", "lambda_mim", "lambda_jigsaw", "objective")
+ROW_FIELDS = ("lambda_vid", "lambda_mim", "lambda_jigsaw", "objective", "clip_len", "min_step")
+ROW_ONLY = (*ROW_FIELDS, "permutation_classes", "centering", "epochs")
 
 
 def _config(out: Path, linear_epochs: int | None = None, **changes) -> ReproduceConfig:
@@ -43,13 +44,24 @@ def _config(out: Path, linear_epochs: int | None = None, **changes) -> Reproduce
 
 def test_rows_follow_the_paper_tables(tmp_path: Path) -> None:
     config = _config(tmp_path, steps=7)
-    expected = {  # (lambda_vid, lambda_mim, lambda_jigsaw, objective); paper weights 1, 1, 0.4
-        "mim": (0.0, 1.0, 0.0, "pl"),
-        "mim-vid": (1.0, 1.0, 0.0, "pl"),
-        "mim-jigsaw": (0.0, 1.0, 0.4, "pl"),
-        "pl": (1.0, 1.0, 0.4, "pl"),
-        "pairwise": (1.0, 1.0, 0.4, "pairwise"),
-        "permutation": (1.0, 1.0, 0.4, "permutation"),
+    # (lambda_vid, lambda_mim, lambda_jigsaw, objective, clip_len, min_step); paper weights 1, 1, 0.4. The
+    # smoke preset's clip steps start at 1; the clip-length rows set their own minimum step.
+    expected = {
+        "mim": (0.0, 1.0, 0.0, "pl", 4, 1),
+        "mim-vid": (1.0, 1.0, 0.0, "pl", 4, 1),
+        "mim-jigsaw": (0.0, 1.0, 0.4, "pl", 4, 1),
+        "pl": (1.0, 1.0, 0.4, "pl", 4, 1),
+        "pairwise": (1.0, 1.0, 0.4, "pairwise", 4, 1),
+        "permutation": (1.0, 1.0, 0.4, "permutation", 4, 1),
+        # the paper's objective ablation: jigsaw off, k = 8
+        "mim-pl-k8": (1.0, 1.0, 0.0, "pl", 8, 1),
+        "mim-pairwise-k8": (1.0, 1.0, 0.0, "pairwise", 8, 1),
+        "mim-permutation-k8": (1.0, 1.0, 0.0, "permutation", 8, 1),
+        # the clip-length ablation of the full model
+        "pl-k8": (1.0, 1.0, 0.4, "pl", 8, 1),
+        "pl-k12": (1.0, 1.0, 0.4, "pl", 12, 1),
+        "pl-k16": (1.0, 1.0, 0.4, "pl", 16, 1),
+        "mim-init": (0.0, 1.0, 0.0, "pl", 4, 1),
     }
     assert set(expected) == set(ROWS)
     budgets = []
@@ -57,8 +69,20 @@ def test_rows_follow_the_paper_tables(tmp_path: Path) -> None:
         train = train_config(config, row, seed=3).to_flat_dict()
         assert tuple(train[f] for f in ROW_FIELDS) == values, row
         assert train["max_steps"] == 7 and train["seed"] == 3 and train["dataset"] == "synthetic"
-        budgets.append({k: v for k, v in train.items() if k not in ROW_FIELDS})
+        if row != "mim-init":
+            budgets.append({k: v for k, v in train.items() if k not in ROW_ONLY})
     assert all(b == budgets[0] for b in budgets)  # same budget and settings except the row's own
+    permutation = train_config(config, "mim-permutation-k8", seed=0)
+    assert permutation.permutation_classes == 1000 and permutation.permutation_head == "temporal"
+    init = train_config(config, "mim-init", seed=0)  # the MIM pretraining: Sinkhorn-Knopp targets, 24 epochs
+    assert (init.centering, init.epochs) == ("sinkhorn_knopp", 24)
+    assert train_config(config, "mim", seed=0).centering == "center"  # every ablation row: iBOT as published
+    # the clip-length preset: the shortest synthetic video (80 frames at 2 fps) holds every clip
+    clips = ReproduceConfig(preset=get_reproduce_preset("synthetic-clip-length"), out=tmp_path / "k")
+    for row, k, step in (("pl", 4, 10), ("pl-k8", 8, 10), ("pl-k12", 12, 7), ("pl-k16", 16, 5)):
+        sampling = train_config(clips, row, seed=0).sampling
+        assert (sampling.clip_len, sampling.min_step, sampling.max_step) == (k, step, 40)
+        assert step * (k - 1) < 80
     reversed_run = train_config(config, "pl", seed=0, reverse_time=True)
     assert reversed_run.reverse_time and not train_config(config, "pl", seed=0).reverse_time
 
@@ -92,9 +116,11 @@ def test_aggregate_markdown_and_best_run() -> None:
     assert agg["pl-reversed"]["knn/accuracy"]["values"] == [10.0]
     text = markdown_tables(agg, 2)
     assert "| MIM only | 51.0 ± 1.4 | 25.5 ± 0.7 | 60.5 ± 0.7 | 30.2 ± 0.4 |" in text
-    assert "| Plackett-Luce (PL-Stitch) | 72.0 ± 2.8 |" in text
+    assert "| MIM + L_vid + L_jigsaw (PL-Stitch) | 72.0 ± 2.8 |" in text
+    # a one-row objective table repeating a row of a larger table is left out
+    assert "| Plackett-Luce (PL-Stitch) |" not in text and "Temporal objective" not in text
     assert "MIM + L_jigsaw" not in text  # rows without runs are left out
-    assert "| PL-Stitch, time-reversed videos | 10.0 | 5.0 | 10.0 | 5.0 | - | - | - |" in text
+    assert "| PL-Stitch, time-reversed videos | 10.0 | 5.0 | 10.0 | 5.0 | - | - | - | - |" in text
     assert best_run(runs) == "pl-seed1"
     runs["pl-seed0"] = _run("pl", 0, 74.0, 78.0)  # a tie goes to the lower seed
     assert best_run(runs) == "pl-seed0"
@@ -168,7 +194,7 @@ def test_reproduction_trains_evaluates_and_tabulates(tiny_reproduction) -> None:
     assert reversed_config["reverse_time"] is True and reversed_config["max_steps"] == 1
     on_disk = json.loads((out / "ablation.json").read_text())
     assert on_disk["table_markdown"] == (out / "ablation.md").read_text() == summary["table_markdown"]
-    for label in ("Plackett-Luce (PL-Stitch)", "raw pixels (8x8x3)", "oracle: normalised time t/T only"):
+    for label in ("PL-Stitch, forward videos", "raw pixels (8x8x3)", "oracle: normalised time t/T only"):
         assert f"| {label} |" in summary["table_markdown"]
 
 

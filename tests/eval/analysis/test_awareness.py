@@ -167,3 +167,79 @@ def read_features(root, video: str) -> np.ndarray:
     from plstitch_eval.features import FeatureStore
 
     return FeatureStore(root).read(video).features
+
+
+def test_seed_contrasts_by_hand():
+    from plstitch_eval.analysis.awareness import seed_contrasts
+
+    pair_means = {
+        "forward vs reversed": {
+            "F1 vs R1": 0.5,
+            "F1 vs R2": 0.6,  # other seed: neither twin nor control
+            "F2 vs R1": 0.55,
+            "F2 vs R2": 0.4,
+            "F10 vs R1": 0.7,
+            "F10 vs R2": 0.8,
+        },
+        "forward vs forward": {"F1 vs F2": 0.1, "F1 vs F10": 0.2, "F2 vs F10": 0.3},  # F10 is not F1
+        "reversed vs reversed": {"R1 vs R2": 0.15},
+    }
+    out = seed_contrasts(pair_means, {"F1": "R1", "F2": "R2"})
+    assert list(out) == ["F1", "F2"]
+    # F1: twin 0.5, controls F1-F2 0.1, F1-F10 0.2, R1-R2 0.15 -> 0.15, contrast 0.35
+    assert out["F1"] == pytest.approx({"twin": 0.5, "control": 0.15, "contrast": 0.35})
+    # F2: twin 0.4, controls F1-F2 0.1, F2-F10 0.3, R1-R2 0.15 -> 0.55 / 3
+    assert out["F2"] == pytest.approx({"twin": 0.4, "control": 0.55 / 3, "contrast": 0.4 - 0.55 / 3})
+    # one forward run: the reversed-reversed pairs with its twin are the only control
+    only_reversed = {
+        "forward vs reversed": {"F1 vs R1": 0.3, "F1 vs R2": 0.9},
+        "forward vs forward": {},
+        "reversed vs reversed": {"R1 vs R2": 0.1},
+    }
+    assert seed_contrasts(only_reversed, {"F1": "R1"})["F1"] == pytest.approx(
+        {"twin": 0.3, "control": 0.1, "contrast": 0.2}
+    )
+    with pytest.raises(ConfigError, match="'F3 vs R3'"):
+        seed_contrasts(pair_means, {"F1": "R1", "F3": "R3"})
+    no_controls = {**only_reversed, "reversed vs reversed": {"R2 vs R3": 0.1}}
+    with pytest.raises(ConfigError, match="no same-direction pair involves 'F1' or 'R1'"):
+        seed_contrasts(no_controls, {"F1": "R1"})
+
+
+def test_control_summary_adds_seed_contrasts():
+    from plstitch_eval.analysis.awareness import control_distances, control_summary
+
+    rng = np.random.default_rng(5)
+    f = {f"F{i}": rng.normal(size=(11, 6)) for i in (1, 2, 3)}
+    r = {f"R{i}": rng.normal(size=(11, 6)) for i in (1, 2)}
+    groups = control_distances(f, r)
+    assert "seed_contrasts" not in control_summary(groups)
+    s = control_summary(groups, matched={"F1": "R1", "F2": "R2"})
+    assert set(s) == {
+        "stats",
+        "pair_means",
+        "same_direction_mean",
+        "contrast",
+        "contrast_definition",
+        "cross_split",
+        "seed_contrasts",
+    }
+    assert s["contrast"] == pytest.approx(control_summary(groups)["contrast"])
+
+    def mean_distance(x, y):
+        return float(np.mean(1 - (x * y).sum(1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1))))
+
+    for fwd, rev, others in (("F1", "R1", ("F2", "F3")), ("F2", "R2", ("F1", "F3"))):
+        other_rev = "R2" if rev == "R1" else "R1"
+        twin = mean_distance(f[fwd], r[rev])
+        controls = [mean_distance(f[fwd], f[o]) for o in others] + [mean_distance(r[rev], r[other_rev])]
+        expected = {"twin": twin, "control": np.mean(controls), "contrast": twin - np.mean(controls)}
+        assert s["seed_contrasts"][fwd] == pytest.approx(expected, abs=1e-12)
+    # a matched run without any same-direction pair: no seed contrasts, the rest as before
+    hand = {
+        "forward vs reversed": {"F1 vs R1": cosine_distances(f["F1"], r["R1"])},
+        "forward vs forward": {},
+        "reversed vs reversed": {"R2 vs R3": cosine_distances(r["R2"], r["R1"])},
+    }
+    partial = control_summary(hand, matched={"F1": "R1"})
+    assert "seed_contrasts" not in partial and "cross_split" in partial

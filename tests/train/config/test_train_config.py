@@ -43,7 +43,7 @@ def test_sections_and_their_field_names() -> None:
         OptimConfig,
         RunConfig,
     ]
-    assert len(FLAT_FIELDS) == len(set(FLAT_FIELDS)) == 65  # unique across sections
+    assert len(FLAT_FIELDS) == len(set(FLAT_FIELDS)) == 67  # unique across sections
     assert not set(FLAT_FIELDS) & set(SECTIONS)  # so `config.data` and `config.objective` stay settings
     assert PresetsTrainConfig is TrainConfig
 
@@ -52,14 +52,38 @@ def test_an_old_flat_saved_config_loads_and_equals_the_preset() -> None:
     old = json.loads(OLD_FLAT_TINY.read_text(encoding="utf-8"))
     assert "optim" not in old and old["base_lr"] == 0.016  # the flat form indeed
     preset = get_preset("tiny-cpu")
-    assert TrainConfig.from_dict(old) == preset
-    added = {"centering": "center"}  # settings added since, at the value old runs computed with
-    assert preset.to_flat_dict() == {**old, **added}
+    # settings added since, at the value old runs computed with (the permutation head: one Linear)
+    added = {"centering": "center", "permutation_head": "linear", "permutation_classes": 0}
+    as_old = preset.replace(**added)  # the preset at those values
+    assert TrainConfig.from_dict(old) == as_old  # a saved config lacking them reads them as old runs used
+    assert as_old.to_flat_dict() == {**old, **added}
     assert [key for key in preset.to_flat_dict() if key not in added] == list(old)  # same keys, same order
-    assert config_differences(old, preset.to_dict()) == {}  # the old run folder resumes
-    assert config_differences(old, preset.replace(centering="sinkhorn_knopp").to_dict()) == {
+    assert config_differences(old, as_old.to_dict()) == {}  # the old run folder resumes
+    assert config_differences(old, as_old.replace(centering="sinkhorn_knopp").to_dict()) == {
         "centering": ("center", "sinkhorn_knopp")
     }
+
+
+def test_an_old_permutation_run_resumes_only_with_the_head_and_classes_it_trained() -> None:
+    old = {**json.loads(OLD_FLAT_TINY.read_text(encoding="utf-8")), "objective": "permutation"}
+    preset = get_preset("tiny-cpu").replace(objective="permutation")
+    assert (preset.permutation_head, preset.permutation_classes) == ("temporal", 0)  # today's defaults
+    assert config_differences(old, preset.replace(permutation_head="linear").to_dict()) == {}
+    # today's defaults train another classifier: a rerun is refused, naming the setting
+    assert config_differences(old, preset.to_dict()) == {"permutation_head": ("linear", "temporal")}
+    sampled = preset.replace(permutation_head="linear", permutation_classes=12)
+    assert config_differences(old, sampled.to_dict()) == {"permutation_classes": (0, 12)}
+
+
+def test_an_old_pl_run_folder_resumes_with_todays_defaults() -> None:
+    old = json.loads(OLD_FLAT_TINY.read_text(encoding="utf-8"))
+    assert old["objective"] == "pl"
+    assert config_differences(old, get_preset("tiny-cpu").to_dict()) == {}
+
+
+def test_an_old_permutation_runs_saved_config_rebuilds_its_linear_head() -> None:
+    old = {**json.loads(OLD_FLAT_TINY.read_text(encoding="utf-8")), "objective": "permutation"}
+    assert TrainConfig.from_dict(old).permutation_head == "linear"
 
 
 def test_to_dict_writes_the_nested_form_and_reads_it_back() -> None:
@@ -140,6 +164,16 @@ def test_checks_across_sections_run_on_every_path() -> None:
     with pytest.raises(ConfigError, match=message):
         TrainConfig(clip_len=9).replace(loss=LossConfig(objective="permutation"))
     assert TrainConfig(clip_len=16).replace(objective="permutation", clip_len=8).clip_len == 8
+    # a sampled set (permutation_classes N) within the clip's permutations passes at clip_len <= 8 too
+    sampled = TrainConfig(objective="permutation", clip_len=8, permutation_classes=1000)
+    assert sampled.permutation_classes == 1000
+
+
+def test_a_sampled_permutation_set_is_checked_against_the_clip_on_construction() -> None:
+    assert TrainConfig(objective="permutation", clip_len=12, permutation_classes=500).clip_len == 12
+    message = r"permutation_classes 30 exceeds the 24 permutations of clip_len 4"
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(objective="permutation", clip_len=4, permutation_classes=30)
 
 
 def test_validate_rechecks_every_section_and_the_data_source() -> None:
