@@ -42,7 +42,7 @@ ROWS: dict[str, AblationRow] = {
         AblationRow("pl", "MIM + L_vid + L_jigsaw (PL-Stitch)", {}),
         AblationRow("pairwise", "pairwise hinge (margin 1)", {"objective": "pairwise"}),
         AblationRow("permutation", "permutation classification", {"objective": "permutation"}),
-        # the paper's objective ablation (its Table 3): MIM + L_vid, jigsaw off, clips of k = 8
+        # the paper's objective ablation (its Table 4): MIM + L_vid, jigsaw off, clips of k = 8
         AblationRow("mim-pl-k8", "MIM + L_vid, Plackett-Luce (k=8)", {"lambda_jigsaw": 0.0, "clip_len": 8}),
         AblationRow(
             "mim-pairwise-k8",

@@ -54,7 +54,7 @@ TABLES = (
         ],
     ),
     (
-        "Temporal objective (MIM + L_vid, jigsaw off, k = 8; the paper's Table 3)",
+        "Temporal objective (MIM + L_vid, jigsaw off, k = 8; the paper's Table 4)",
         [
             ("mim-pl-k8", "Plackett-Luce"),
             ("mim-pairwise-k8", "pairwise hinge (margin 1)"),
