@@ -158,7 +158,8 @@ def markdown_tables(aggregated: dict[str, dict[str, dict[str, Any]]], n_seeds: i
     rule = "|---|" + "---:|" * len(COLUMNS)
     lines = []
     for title, present in shown_tables(aggregated):
-        lines += [f"**{title}** (synthetic test split, mean ± std over {n_seeds} seeds)", "", header, rule]
+        over = f"mean ± std over {n_seeds} seeds" if n_seeds != 1 else "one seed"
+        lines += [f"**{title}** (synthetic test split, {over})", "", header, rule]
         for key, label in present:
             cells = [_cell(aggregated[key].get(name), decimals) for name, _, decimals in COLUMNS]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")

@@ -114,7 +114,9 @@ def test_aggregate_markdown_and_best_run() -> None:
     assert agg["pl"]["knn/accuracy"]["values"] == [70.0, 74.0]
     assert agg["mim"]["linear/macro_f1_video"]["mean"] == pytest.approx(30.25)
     assert agg["pl-reversed"]["knn/accuracy"]["values"] == [10.0]
+    assert "(synthetic test split, one seed)" in markdown_tables(agg, 1)  # no "over 1 seeds"
     text = markdown_tables(agg, 2)
+    assert "(synthetic test split, mean ± std over 2 seeds)" in text
     assert "| MIM only | 51.0 ± 1.4 | 25.5 ± 0.7 | 60.5 ± 0.7 | 30.2 ± 0.4 |" in text
     assert "| MIM + L_vid + L_jigsaw (PL-Stitch) | 72.0 ± 2.8 |" in text
     # a one-row objective table repeating a row of a larger table is left out
