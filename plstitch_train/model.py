@@ -12,7 +12,6 @@ from typing import Any
 
 import timm
 import torch
-import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer
 from torch import Tensor, nn
 
@@ -214,10 +213,7 @@ class PLStitchModel(nn.Module):
         feats = self.student["backbone"](clip.flatten(0, 1))[:, 0].reshape(batch, k, -1)
         if perm_index is not None:
             logits = self.student["permutation_head"](feats)
-            if n_classes == 0:
-                return permutation_classification_loss(logits, perm_index)
-            # a sampled set has N classes, which `permutation_classification_loss` refuses unless N is a k!
-            return F.cross_entropy(logits.float(), perm_index)
+            return permutation_classification_loss(logits, perm_index, n_classes=n_classes)
         scores = self.student["temporal_head"](feats)
         if self.config.loss.objective == "pairwise":
             return pairwise_ranking_loss(scores)

@@ -127,18 +127,23 @@ def pairwise_ranking_loss(
 
 
 def permutation_classification_loss(
-    logits: Tensor, target_perm_index: Tensor, reduction: str = "mean"
+    logits: Tensor, target_perm_index: Tensor, reduction: str = "mean", n_classes: int = 0
 ) -> Tensor:
-    """Cross-entropy over the k! shuffles of a clip: `-log softmax(logits)[p]` for the applied shuffle p.
+    """Cross-entropy over the shuffles of a clip: `-log softmax(logits)[p]` for the applied shuffle p.
 
     The permutation-classification baseline of PL-Stitch's objective ablation (order prediction as in
-    Lee et al., ICCV 2017); `logits` [B, k!], `target_perm_index` [B] int64.
+    Lee et al., ICCV 2017); `logits` [B, P], `target_perm_index` [B] int64. `n_classes` 0: P must be a k!
+    (every shuffle); N > 0: the sampled set `permutation_set(k, N)`, so P must be N.
     """
     if reduction not in ("mean", "sum", "none"):
         raise ConfigError(f"unknown reduction {reduction!r}; use mean, sum or none")
-    n_classes = logits.shape[-1]
-    if clip_len_of_classes(n_classes) is None:
-        raise ConfigError(f"permutation logits must have k! classes, got {n_classes}")
+    width = logits.shape[-1]
+    if n_classes == 0 and clip_len_of_classes(width) is None:
+        raise ConfigError(f"permutation logits must have k! classes, got {width}")
+    if n_classes > 0 and width != n_classes:
+        raise ConfigError(
+            f"permutation logits must have one column per sampled order ({n_classes}), got {width}"
+        )
     return F.cross_entropy(_upcast(logits), target_perm_index.to(logits.device).long(), reduction=reduction)
 
 

@@ -217,6 +217,16 @@ def test_permutation_loss_matches_manual_cross_entropy() -> None:
         permutation_classification_loss(torch.randn(2, 10), torch.tensor([0, 1]))
 
 
+def test_permutation_loss_over_a_sampled_set() -> None:
+    logits = torch.randn(3, 1000, dtype=torch.float64)  # 1,000 sampled orders of an 8-frame clip
+    target = torch.tensor([0, 999, 412])
+    manual = torch.stack([-(logits[b, target[b]] - torch.logsumexp(logits[b], 0)) for b in range(3)])
+    ours = permutation_classification_loss(logits, target, reduction="none", n_classes=1000)
+    torch.testing.assert_close(ours.double(), manual)
+    with pytest.raises(ConfigError, match="one column per sampled order"):
+        permutation_classification_loss(torch.randn(2, 24), torch.tensor([0, 1]), n_classes=1000)
+
+
 def test_permutation_logits_from_scores_are_pl_likelihoods_of_the_shuffle() -> None:
     scores = torch.randn(3, 4, dtype=torch.float64)
     logits = permutation_logits_from_scores(scores)
