@@ -1,6 +1,7 @@
 """Mean and sample standard deviation over runs (seeds), the one rule every table of several runs uses.
 
-And the paired difference of two rows run over the same seeds, with its Student t interval.
+And the difference of two rows with its Student t interval: paired over the same seeds, or of two independent
+samples (Welch).
 """
 
 from __future__ import annotations
@@ -27,6 +28,25 @@ def mean_std_by_key(records: Sequence[Mapping[str, float]]) -> tuple[dict[str, f
     return mean, std
 
 
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ConfigError(f"Confidence {confidence!r} is not in (0, 1); use e.g. 0.95 for a 95 % interval.")
+
+
+def _t_interval(mean: float, sem: float, df: float, confidence: float) -> dict[str, float]:
+    """Two-sided Student t interval, statistic and p-value of `mean` with standard error `sem`."""
+    from scipy.stats import t as student_t  # scipy comes with scikit-learn; imported here to keep this light
+
+    half = float(student_t.ppf(0.5 + confidence / 2.0, df)) * sem
+    t_stat = mean / sem
+    return {
+        "ci_low": mean - half,
+        "ci_high": mean + half,
+        "t": float(t_stat),
+        "p_value": float(2.0 * student_t.sf(abs(t_stat), df)),
+    }
+
+
 def paired_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
     """Mean of the paired differences `a_i - b_i` with a Student t interval (n - 1 degrees of freedom).
 
@@ -40,8 +60,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], confidence: float 
         raise ConfigError(f"Paired difference needs one b per a: got {len(x)} a and {len(y)} b values.")
     if len(x) == 0:
         raise ConfigError("Paired difference of no pairs: give at least one (a, b) pair.")
-    if not 0.0 < confidence < 1.0:
-        raise ConfigError(f"Confidence {confidence!r} is not in (0, 1); use e.g. 0.95 for a 95 % interval.")
+    _check_confidence(confidence)
     d = x - y
     if not np.isfinite(d).all():
         raise ConfigError(f"Paired difference of non-finite values (a - b = {d.tolist()}).")
@@ -53,14 +72,9 @@ def paired_difference(a: Sequence[float], b: Sequence[float], confidence: float 
     if np.ptp(d) <= 1e-12 * max(np.abs(x).max(), np.abs(y).max()):  # no spread, up to rounding of a - b
         out.update({"std": 0.0, "sem": 0.0, "ci_low": mean, "ci_high": mean})
         return out
-    from scipy.stats import t as student_t  # scipy comes with scikit-learn; imported here to keep this light
-
     std = float(d.std(ddof=1))
     sem = std / float(np.sqrt(n))
-    half = float(student_t.ppf(0.5 + confidence / 2.0, n - 1)) * sem
-    t_stat = mean / sem
-    out.update({"std": std, "sem": sem, "ci_low": mean - half, "ci_high": mean + half})
-    out.update({"t": float(t_stat), "p_value": float(2.0 * student_t.sf(abs(t_stat), n - 1))})
+    out.update({"std": std, "sem": sem, **_t_interval(mean, sem, n - 1, confidence)})
     return out
 
 
@@ -76,8 +90,7 @@ def welch_difference(a: Sequence[float], b: Sequence[float], confidence: float =
     y = np.asarray(b, dtype=np.float64).ravel()
     if len(x) == 0 or len(y) == 0:
         raise ConfigError(f"Difference of means needs values on both sides: got {len(x)} a and {len(y)} b.")
-    if not 0.0 < confidence < 1.0:
-        raise ConfigError(f"Confidence {confidence!r} is not in (0, 1); use e.g. 0.95 for a 95 % interval.")
+    _check_confidence(confidence)
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise ConfigError(f"Difference of means of non-finite values (a = {x.tolist()}, b = {y.tolist()}).")
     mean = float(x.mean() - y.mean())
@@ -88,12 +101,7 @@ def welch_difference(a: Sequence[float], b: Sequence[float], confidence: float =
     var_a, var_b = float(x.var(ddof=1)) / len(x), float(y.var(ddof=1)) / len(y)
     if var_a + var_b == 0.0:
         return out
-    from scipy.stats import t as student_t  # as in paired_difference
-
     sem = float(np.sqrt(var_a + var_b))
     df = (var_a + var_b) ** 2 / (var_a**2 / (len(x) - 1) + var_b**2 / (len(y) - 1))
-    half = float(student_t.ppf(0.5 + confidence / 2.0, df)) * sem
-    t_stat = mean / sem
-    out.update({"sem": sem, "df": float(df), "ci_low": mean - half, "ci_high": mean + half})
-    out.update({"t": float(t_stat), "p_value": float(2.0 * student_t.sf(abs(t_stat), df))})
+    out.update({"sem": sem, "df": float(df), **_t_interval(mean, sem, df, confidence)})
     return out
