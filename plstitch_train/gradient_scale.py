@@ -11,18 +11,18 @@ import statistics
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.utils.data import default_collate
 
 from plstitch_eval.errors import ConfigError
-
-if TYPE_CHECKING:
-    from plstitch_train.config import TrainConfig
-    from plstitch_train.data import TrainingData
-    from plstitch_train.model import PLStitchModel
+from plstitch_eval.utils.device import resolve_device
+from plstitch_train.config import TrainConfig
+from plstitch_train.data import TrainingData, build_training_data, open_frame_store
+from plstitch_train.model import PLStitchModel
+from plstitch_train.rng import capture_rng, restore_rng, seed_everything
 
 __all__ = ["BRANCHES", "active_branches", "branch_gradient_norms", "objective_gradient_scale"]
 
@@ -133,11 +133,6 @@ def objective_gradient_scale(
     "backbone_grad_norm", "backbone_grad_norm_std" (sample std over batches, 0 for one), and for vid
     "feature_grad_norm"}}}; losses are unweighted, gradient norms are of weight * loss.
     """
-    from plstitch_eval.utils.device import resolve_device
-    from plstitch_train.data import build_training_data, open_frame_store
-    from plstitch_train.model import PLStitchModel
-    from plstitch_train.rng import capture_rng, restore_rng, seed_everything
-
     if n_batches < 1:
         raise ConfigError(f"n_batches must be >= 1, got {n_batches}.")
     config.validate()

@@ -74,7 +74,7 @@ def test_leaves_weights_buffers_and_rng_unchanged(
             super().__init__(config)
             built.append(self)
 
-    monkeypatch.setattr("plstitch_train.model.PLStitchModel", Recorded)
+    monkeypatch.setattr("plstitch_train.gradient_scale.PLStitchModel", Recorded)
     torch.manual_seed(123)
     np.random.seed(4)
     random.seed(5)
