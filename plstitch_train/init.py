@@ -2,8 +2,10 @@
 
 A released `pl_*.pth` (the authors' training checkpoint; by path, registry name such as `pl-stitch-lemon`, or
 `hf-hub:` file spec) continues pretraining: student and teacher backbones (the student's with `masked_embed`),
-both iBOT heads, the iBOT centres, the temporal head and the jigsaw head are loaded strictly. Any other
-encoder spec fills the student and teacher backbones alone, as the authors start from ImageNet iBOT.
+both iBOT heads, the iBOT centres, the temporal head and the jigsaw head are loaded strictly. A full iBOT
+training checkpoint (`student`, `teacher`, `ibot_loss`, no PL-Stitch heads; what the authors' `--load_from`
+restores from ImageNet iBOT) loads the same parts it has; the PL-Stitch heads start fresh. Any other encoder
+spec fills the student and teacher backbones alone.
 
 Layout of a released checkpoint (DDP-saved, so keys may start with `module.`):
 `student` = `backbone.*` (ViT in timm naming + `masked_embed`) and `head.*` (iBOT head: `mlp.*`,
@@ -27,7 +29,7 @@ from plstitch_eval.hub.temporal_head import strip_wrappers
 from plstitch_eval.utils.console import logger
 from plstitch_train.heads import convert_ibot_head_state_dict
 
-__all__ = ["initialise", "is_official_checkpoint", "load_official_checkpoint"]
+__all__ = ["initialise", "is_ibot_checkpoint", "is_official_checkpoint", "load_official_checkpoint"]
 
 HEAD_ENTRIES = ("temporal_head", "puzzle_decoder")
 
@@ -41,6 +43,14 @@ def is_official_checkpoint(checkpoint: Any) -> bool:
     )
 
 
+def is_ibot_checkpoint(checkpoint: Any) -> bool:
+    """True for a full iBOT training checkpoint: `student` and `teacher` dicts (backbone and iBOT head) plus
+    the `ibot_loss` centres - what the authors start PL-Stitch from (ImageNet iBOT, `--load_from`)."""
+    return isinstance(checkpoint, Mapping) and all(
+        isinstance(checkpoint.get(k), Mapping) for k in ("student", "teacher", "ibot_loss")
+    )
+
+
 def initialise(model: nn.Module, spec: str) -> None:
     """Fill `model` from `spec`: a released PL-Stitch checkpoint entirely, another encoder's backbone only."""
     from plstitch_eval.hub.safe_load import load_checkpoint
@@ -48,7 +58,7 @@ def initialise(model: nn.Module, spec: str) -> None:
     path = _checkpoint_file(spec)
     if path is not None and path.suffix != ".safetensors":
         checkpoint = load_checkpoint(path)
-        if is_official_checkpoint(checkpoint):
+        if is_official_checkpoint(checkpoint) or is_ibot_checkpoint(checkpoint):
             load_official_checkpoint(model, checkpoint, f"--init {spec}")
             return
     init_backbones(model, spec)

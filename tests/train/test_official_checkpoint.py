@@ -196,3 +196,29 @@ def test_mismatches_are_errors_listing_keys(official, video_dir, frame_cache, tm
     torch.save(dict(broken, student=student), tmp_path / "no_mask.pth")
     with pytest.raises(CheckpointError, match="masked_embed"):
         PLStitchModel(_config(video_dir, frame_cache, init=str(tmp_path / "no_mask.pth")))
+
+
+def test_init_from_a_full_ibot_checkpoint(
+    video_dir: Path, frame_cache: Path, tmp_path: Path, log_messages
+) -> None:
+    """A full iBOT checkpoint (student, teacher, ibot_loss; no PL-Stitch heads), as the authors start from
+    ImageNet iBOT: backbones, both iBOT heads and the centres come from the file, the PL heads start fresh."""
+    checkpoint = official_checkpoint()
+    ibot = {k: checkpoint[k] for k in ("student", "teacher", "ibot_loss")}
+    torch.save(ibot, tmp_path / "ibot_full.pth")
+    config = _config(video_dir, frame_cache)
+    torch.manual_seed(3)
+    fresh = PLStitchModel(config)
+    torch.manual_seed(3)
+    model = PLStitchModel(config.replace(init=str(tmp_path / "ibot_full.pth")))
+    state = model.state_dict()
+    pl_heads = ("student.temporal_head.", "student.jigsaw_head.")
+    expected = {k: v for k, v in expected_tensors(checkpoint).items() if not k.startswith(pl_heads)}
+    assert any(k.startswith("teacher.ibot_head.") for k in expected) and "ibot_loss.center" in expected
+    for key, value in expected.items():
+        assert torch.equal(state[key], value), key
+    for name in ("temporal_head", "jigsaw_head"):  # as a run without --init builds them (same seed)
+        torch.testing.assert_close(model.student[name].state_dict(), fresh.student[name].state_dict())
+    text = "\n".join(log_messages)
+    assert "teacher iBOT head (shared last layer); iBOT centres" in text
+    assert "starting fresh: temporal_head; jigsaw_head" in text
