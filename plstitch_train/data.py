@@ -236,7 +236,8 @@ def _lmdb_cache_name(videos: list[VideoSource], frames: FramesConfig, decoding: 
 
 
 class TrainDataset(Dataset):
-    """`SampleSpec` -> {"clip" [k,3,S,S], "crops" [2,3,S,S], "context" [3,3,S,S], "masks" [3,h,w] bool}.
+    """`SampleSpec` -> {"clip" [k,3,S,S], "crops" [2,3,S,S], "context" [3,3,S,S], "masks" [3,h,w] bool},
+    plus "local_crops" [L,3,s,s] when the augmentation asks for iBOT local views.
 
     Only the parts the enabled branches need are built. The clip comes from `spec.clip_source`, the rest from
     `spec.video`. Crops are the two iBOT global views of the current frame; context is (past, current,
@@ -273,6 +274,8 @@ class TrainDataset(Dataset):
         if self.need_mim:
             current = _chw(self.store.frames(spec.video, [spec.current]))[0]
             item["crops"] = self.augment.crops(current, spec.seed)
+            if self.augment.settings.local_crops:
+                item["local_crops"] = self.augment.local_crops(current, spec.seed)
         if self.need_jigsaw:
             triplet = _chw(self.store.frames(spec.video, [spec.past, spec.current, spec.future]))
             item["context"] = self.augment.context(triplet, spec.seed)
@@ -280,6 +283,13 @@ class TrainDataset(Dataset):
             mask_rng = np.random.default_rng(spec.seed)
             item["masks"] = torch.stack([self.masker(mask_rng) for _ in range(3)]).bool()
         return item
+
+
+def local_crop_size(size: int, img_size: int, patch: int) -> int:
+    """The local views' side in pixels: `size`, or for 0 DINO's 96/224 of `img_size` in whole patches."""
+    if size:
+        return size
+    return max(patch, round(img_size * 96 / 224 / patch) * patch)
 
 
 def _chw(frames: np.ndarray) -> torch.Tensor:
@@ -330,7 +340,15 @@ def build_training_data(
         need_clip=loss.lambda_vid > 0,
         need_mim=loss.lambda_mim > 0,
         need_jigsaw=loss.lambda_jigsaw > 0,
-        augmentation=AugmentationSettings(model.img_size, neighbour_colour=sampling.jigsaw_neighbour_colour),
+        augmentation=AugmentationSettings(
+            model.img_size,
+            neighbour_colour=sampling.jigsaw_neighbour_colour,
+            local_crops=sampling.local_crops,
+            local_crop_size=local_crop_size(
+                sampling.local_crop_size, model.img_size, model.img_size // grid[0]
+            ),
+            local_crop_scale=sampling.local_crops_scale,
+        ),
     )
     sampler = TrainSampler.from_settings(
         sampling,

@@ -42,7 +42,8 @@ def _branch_loss(model: PLStitchModel, batch: dict[str, Tensor], branch: str) ->
     if branch == "vid":
         return model.video_loss(batch["clip"])
     if branch == "mim":
-        return model.mim_loss(batch["crops"], batch["masks"][:, :2], epoch=0)
+        local_crops = batch.get("local_crops")
+        return model.mim_loss(batch["crops"], batch["masks"][:, :2], epoch=0, local_crops=local_crops)
     if branch == "jigsaw":
         return model.jigsaw_loss(batch["context"], batch["masks"][:, 2])
     raise ConfigError(f"Unknown branch {branch!r}; use one of {', '.join(BRANCHES)}.")

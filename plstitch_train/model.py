@@ -12,6 +12,7 @@ from typing import Any
 
 import timm
 import torch
+from timm.layers import resample_abs_pos_embed
 from timm.models.vision_transformer import VisionTransformer
 from torch import Tensor, nn
 
@@ -55,6 +56,10 @@ class ViTBackbone(nn.Module):
     def forward(self, images: Tensor, masks: Tensor | None = None, pos_embed: bool = True) -> Tensor:
         """Tokens of `images`; `masks` [B, h, w] (True = use masked_embed); `pos_embed=False` adds no PE."""
         vit = self.vit
+        patch = vit.patch_embed.patch_size
+        grid = (images.shape[-2] // patch[0], images.shape[-1] // patch[1])
+        if grid != self.grid_size:  # another input size (iBOT local crops): interpolated position embedding
+            return self._other_size(images, grid, pos_embed)
         x = vit.patch_embed(images)
         if masks is not None:
             if self.masked_embed is None:
@@ -64,6 +69,23 @@ class ViTBackbone(nn.Module):
             x = vit._pos_embed(x)
         else:
             x = torch.cat([vit.cls_token.expand(x.shape[0], -1, -1).to(x.dtype), x], dim=1)
+        x = vit.norm_pre(vit.patch_drop(x))
+        return vit.norm(vit.blocks(x))
+
+    def _other_size(self, images: Tensor, grid: tuple[int, int], pos_embed: bool) -> Tensor:
+        """Tokens of images off the native size (no masks): the position embedding resampled to `grid`
+        (bicubic, as iBOT's `interpolate_pos_encoding`); patches must tile the image exactly."""
+        vit = self.vit
+        patch = vit.patch_embed.patch_size
+        if images.shape[-2] != grid[0] * patch[0] or images.shape[-1] != grid[1] * patch[1]:
+            raise ConfigError(
+                f"Image size {tuple(images.shape[-2:])} is not a whole number of {tuple(patch)} patches."
+            )
+        x = vit.patch_embed.norm(vit.patch_embed.proj(images).flatten(2).transpose(1, 2))
+        x = torch.cat([vit.cls_token.expand(x.shape[0], -1, -1).to(x.dtype), x], dim=1)
+        if pos_embed:
+            x = x + resample_abs_pos_embed(vit.pos_embed, list(grid), num_prefix_tokens=1).to(x.dtype)
+            x = vit.pos_drop(x)
         x = vit.norm_pre(vit.patch_drop(x))
         return vit.norm(vit.blocks(x))
 
@@ -192,7 +214,7 @@ class PLStitchModel(nn.Module):
             out["vid"] = self.video_loss(batch["clip"])
             terms.append(loss.lambda_vid * out["vid"])
         if loss.lambda_mim > 0:
-            out["mim"] = self.mim_loss(batch["crops"], batch["masks"][:, :2], epoch)
+            out["mim"] = self.mim_loss(batch["crops"], batch["masks"][:, :2], epoch, batch.get("local_crops"))
             terms.append(loss.lambda_mim * out["mim"])
         if jigsaw_weight > 0 and loss.lambda_jigsaw > 0:
             out["jigsaw"] = self.jigsaw_loss(batch["context"], batch["masks"][:, 2])
@@ -219,8 +241,13 @@ class PLStitchModel(nn.Module):
             return pairwise_ranking_loss(scores)
         return pl_loss_per_item(scores)
 
-    def mim_loss(self, crops: Tensor, masks: Tensor, epoch: int) -> Tensor:
-        """iBOT on two global crops [B, 2, 3, H, W] with block masks [B, 2, h, w] (view-major inside)."""
+    def mim_loss(self, crops: Tensor, masks: Tensor, epoch: int, local_crops: Tensor | None = None) -> Tensor:
+        """iBOT on two global crops [B, 2, 3, H, W] with block masks [B, 2, h, w] (view-major inside), plus
+        the CLS terms of the student's local crops [B, L, 3, h, w] if given (the teacher sees globals)."""
+        student_local_cls = None
+        if local_crops is not None and local_crops.shape[1]:
+            local_tokens = self.student["backbone"](local_crops.transpose(0, 1).flatten(0, 1))
+            student_local_cls = self.student["ibot_head"](local_tokens[:, :1])[0]
         crops = crops.transpose(0, 1).flatten(0, 1)
         masks = masks.transpose(0, 1).flatten(0, 1)
         with torch.no_grad():
@@ -234,6 +261,7 @@ class PLStitchModel(nn.Module):
             masks,
             epoch=epoch,
             update_center=self.training,
+            student_local_cls=student_local_cls,
         )
         return losses["total"]
 

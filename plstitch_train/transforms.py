@@ -9,6 +9,8 @@ from its `SampleSpec.seed` whatever the worker, rank or resume point. Settings f
 - iBOT global crops: RandomResizedCrop (scale 0.14-1, bicubic), flip, jitter p=0.8, grayscale p=0.2,
   blur 1.0 / 0.1, solarize 0 / 0.2;
 - jigsaw current frame: its own RandomResizedCrop (scale 0.14-1, bicubic), jitter p=0.3, grayscale p=0.2;
+- iBOT local crops (`local_crops` > 0; the authors' default is none): RandomResizedCrop to the local size
+  (scale 0.05-0.4, bicubic), flip, jitter p=0.8, grayscale p=0.2, blur p=0.5 (DINO's local view);
 - jigsaw neighbours (past, future): square resize only (the issue and REFERENCE section 1); the authors'
   released loader also recolours them (jitter p=0.3, grayscale p=0.2): `neighbour_colour=True`.
 """
@@ -29,7 +31,7 @@ from plstitch_eval.preprocess import IMAGENET_MEAN, IMAGENET_STD
 Transform = Callable[[Tensor], Tensor]
 
 # stream ids mixed into an item's seed, one per part of the item, so parts never share a draw
-_CLIP, _CROPS, _CONTEXT = 1, 2, 3
+_CLIP, _CROPS, _CONTEXT, _LOCAL = 1, 2, 3, 4
 
 
 def _blur(img_size: int, p: float) -> v2.Transform:
@@ -94,6 +96,12 @@ def global_crop_transforms(
     return first, second
 
 
+def local_crop_transform(size: int, scale: tuple[float, float] = (0.05, 0.4)) -> v2.Compose:
+    """DINO/iBOT local view: small resized crop, flip, jitter p=0.8, grayscale p=0.2, blur p=0.5."""
+    flip = v2.RandomHorizontalFlip()
+    return v2.Compose([_resized_crop(size, scale), flip, *_colour(0.8), _blur(size, 0.5), *_normalise()])
+
+
 def jigsaw_current_transform(img_size: int, scale: tuple[float, float] = (0.14, 1.0)) -> v2.Compose:
     """Jigsaw current frame: its own resized crop (bicubic), jitter p=0.3, grayscale p=0.2, no blur/flip."""
     return v2.Compose([_resized_crop(img_size, scale), *_colour(0.3), *_normalise()])
@@ -137,8 +145,16 @@ class AugmentationSettings:
     img_size: int = 224
     crop_scale: tuple[float, float] = (0.14, 1.0)  # iBOT global crops and the jigsaw current frame
     neighbour_colour: bool = False  # True = authors' loader: jitter p=0.3 + grayscale p=0.2 on past/future
+    local_crops: int = 0  # iBOT local views of the current frame (0: none, as PL-Stitch)
+    local_crop_size: int = 32
+    local_crop_scale: tuple[float, float] = (0.05, 0.4)
 
     def __post_init__(self) -> None:
+        if self.local_crops < 0 or self.local_crop_size < 1:
+            raise ConfigError(
+                f"local_crops must be >= 0 and local_crop_size >= 1 (got {self.local_crops}, "
+                f"{self.local_crop_size})."
+            )
         low, high = self.crop_scale
         if self.img_size < 1:
             raise ConfigError(f"img_size must be >= 1 (got {self.img_size}).")
@@ -160,6 +176,7 @@ class ItemAugmentation:
         self.crop_views = global_crop_transforms(size, settings.crop_scale)
         self.current = jigsaw_current_transform(size, settings.crop_scale)
         self.neighbour = jigsaw_neighbour_transform(size, settings.neighbour_colour)
+        self.local_view = local_crop_transform(settings.local_crop_size, settings.local_crop_scale)
 
     def clip(self, frames: Tensor, seed: int) -> Tensor:
         """uint8 [k,3,H,W] -> float [k,3,S,S]: every frame its own draw (no shared colour drift)."""
@@ -169,6 +186,11 @@ class ItemAugmentation:
     def crops(self, frame: Tensor, seed: int) -> Tensor:
         """uint8 [3,H,W] current frame -> float [2,3,S,S] iBOT global views."""
         return apply_seeded(self.crop_views, frame.expand(2, *frame.shape), part_seeds(seed, _CROPS, 2))
+
+    def local_crops(self, frame: Tensor, seed: int) -> Tensor:
+        """uint8 [3,H,W] current frame -> float [L,3,s,s] iBOT local views (L = `local_crops`)."""
+        n = self.settings.local_crops
+        return apply_seeded([self.local_view] * n, frame.expand(n, *frame.shape), part_seeds(seed, _LOCAL, n))
 
     def context(self, triplet: Tensor, seed: int) -> Tensor:
         """uint8 [3,3,H,W] (past, current, future) -> float [3,3,S,S]: neighbour, current, neighbour."""

@@ -13,7 +13,7 @@ class SamplingConfig(Section):
     """Clip length and frame steps, clips per video by video length, the jigsaw context offsets."""
 
     NAME = "sampling"
-    TUPLE_FIELDS = ("clip_length_bounds", "clips_per_video", "context_seconds")
+    TUPLE_FIELDS = ("clip_length_bounds", "clips_per_video", "context_seconds", "local_crops_scale")
 
     clip_len: int = 8
     min_step: int = 1
@@ -24,6 +24,11 @@ class SamplingConfig(Section):
     jigsaw_neighbour_colour: bool = (
         False  # True: jitter p=0.3 + grayscale p=0.2 on past/future (authors' code)
     )
+    # iBOT/DINO multi-crop: small crops whose CLS the student matches to the teacher's global CLS. The
+    # authors' `--local_crops_number` defaults to 0 (PL-Stitch uses none); ImageNet iBOT, its start, used 10.
+    local_crops: int = 0
+    local_crops_scale: tuple[float, float] = (0.05, 0.4)
+    local_crop_size: int = 0  # pixels; 0: 96/224 of img_size, rounded to whole patches
 
     def __post_init__(self) -> None:
         self._tuples()
@@ -32,6 +37,10 @@ class SamplingConfig(Section):
             1 <= self.min_step <= self.max_step,
             f"need 1 <= min_step <= max_step (got {self.min_step}, {self.max_step}).",
         )
+        require(self.local_crops >= 0, f"local_crops must be >= 0 (got {self.local_crops}).")
+        require(self.local_crop_size >= 0, f"local_crop_size must be >= 0 (got {self.local_crop_size}).")
+        low, high = self.local_crops_scale
+        require(0 < low <= high <= 1, f"local_crops_scale must be 0 < MIN <= MAX <= 1 (got {low}, {high}).")
         low, high = self.context_seconds
         require(0 < low <= high, f"context_seconds must be 0 < MIN <= MAX (got {low}, {high}).")
         require(

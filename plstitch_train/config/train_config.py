@@ -53,7 +53,14 @@ def setting_name(key: str) -> str:
 
 # settings added after run folders were first saved, with the value every config saved before them computed
 # with: a saved config without one reads as that value (`from_dict`, `run_dir.comparable_settings`)
-ADDED_SETTINGS = {"centering": "center", "permutation_head": "linear", "permutation_classes": 0}
+ADDED_SETTINGS = {
+    "centering": "center",
+    "permutation_head": "linear",
+    "permutation_classes": 0,
+    "local_crops": 0,
+    "local_crops_scale": [0.05, 0.4],  # as saved (JSON lists)
+    "local_crop_size": 0,
+}
 # settings that change nothing unless the objective is permutation classification
 PERMUTATION_SETTINGS = ("permutation_head", "permutation_classes")
 

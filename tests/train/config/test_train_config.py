@@ -43,7 +43,7 @@ def test_sections_and_their_field_names() -> None:
         OptimConfig,
         RunConfig,
     ]
-    assert len(FLAT_FIELDS) == len(set(FLAT_FIELDS)) == 67  # unique across sections
+    assert len(FLAT_FIELDS) == len(set(FLAT_FIELDS)) == 70  # unique across sections
     assert not set(FLAT_FIELDS) & set(SECTIONS)  # so `config.data` and `config.objective` stay settings
     assert PresetsTrainConfig is TrainConfig
 
@@ -53,7 +53,14 @@ def test_an_old_flat_saved_config_loads_and_equals_the_preset() -> None:
     assert "optim" not in old and old["base_lr"] == 0.016  # the flat form indeed
     preset = get_preset("tiny-cpu")
     # settings added since, at the value old runs computed with (the permutation head: one Linear)
-    added = {"centering": "center", "permutation_head": "linear", "permutation_classes": 0}
+    added = {
+        "centering": "center",
+        "permutation_head": "linear",
+        "permutation_classes": 0,
+        "local_crops": 0,
+        "local_crops_scale": [0.05, 0.4],
+        "local_crop_size": 0,
+    }
     as_old = preset.replace(**added)  # the preset at those values
     assert TrainConfig.from_dict(old) == as_old  # a saved config lacking them reads them as old runs used
     assert as_old.to_flat_dict() == {**old, **added}
