@@ -21,13 +21,13 @@ from torch.nn.utils.parametrizations import weight_norm
 from plstitch_eval.errors import CheckpointError, ConfigError
 from plstitch_eval.hub.temporal_head import (
     AUTHORS_TEMPORAL_HEADS,
-    TemporalEncoder,
     TemporalHead,
     check_state_dict,
     head_state_from_checkpoint,
     load_temporal_head,
     resolve_head_source,
     save_temporal_head,
+    temporal_trunk,
 )
 from plstitch_train.config import flat_settings
 from plstitch_train.config.model import PERMUTATION_HEADS
@@ -323,13 +323,8 @@ class PermutationHead(nn.Module):
         self.n_classes = n_classes or math.factorial(k)
         width = dim
         if kind == "temporal":
-            width = int(hidden_dim or dim // 2)
-            if width < 2 or width % n_heads != 0:
-                raise ConfigError(
-                    f"PermutationHead: hidden_dim {width} must be divisible by n_heads {n_heads}"
-                )
-            self.reduce = nn.Sequential(nn.Linear(dim, width), nn.GELU())
-            self.temporal = TemporalEncoder(width, n_layers, n_heads, int(ff_dim or 4 * width), dropout)
+            trunk = temporal_trunk(dim, hidden_dim, n_layers, n_heads, ff_dim, dropout, "PermutationHead")
+            self.reduce, self.temporal, width = trunk.reduce, trunk.temporal, trunk.hidden_dim
         self.classifier = nn.Linear(k * width, self.n_classes)
 
     def trunk(self, frames: Tensor) -> Tensor:

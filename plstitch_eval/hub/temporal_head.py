@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from safetensors.torch import save_file
@@ -30,6 +30,7 @@ __all__ = [
     "HEAD_CONFIG_FILE",
     "HEAD_WEIGHTS_FILE",
     "TemporalHead",
+    "TemporalTrunk",
     "check_state_dict",
     "head_state_from_checkpoint",
     "load_temporal_head",
@@ -62,6 +63,34 @@ class TemporalEncoder(nn.Module):
         return self.enc(x, src_key_padding_mask=padding)
 
 
+class TemporalTrunk(NamedTuple):
+    """The per-frame trunk shared by the ranking head and the permutation classifier, and its sizes."""
+
+    reduce: nn.Sequential  # Linear(D -> hidden) + GELU
+    temporal: TemporalEncoder
+    hidden_dim: int
+    ff_dim: int
+
+
+def temporal_trunk(
+    in_dim: int,
+    hidden_dim: int | None = None,
+    n_layers: int = 6,
+    n_heads: int = AUTHORS_TEMPORAL_HEADS,
+    ff_dim: int | None = None,
+    dropout: float = 0.1,
+    owner: str = "TemporalHead",
+) -> TemporalTrunk:
+    """`reduce` and `temporal` of the authors' head: hidden D/2 and ff 4*hidden unless given (`owner` names
+    the module in the one-line error when hidden is not a multiple of the heads)."""
+    hidden = int(hidden_dim or in_dim // 2)
+    ff = int(ff_dim or 4 * hidden)
+    if hidden < 2 or hidden % n_heads != 0:
+        raise ConfigError(f"{owner}: hidden_dim {hidden} must be divisible by n_heads {n_heads}")
+    reduce = nn.Sequential(nn.Linear(in_dim, hidden), nn.GELU())
+    return TemporalTrunk(reduce, TemporalEncoder(hidden, n_layers, n_heads, ff, dropout), hidden, ff)
+
+
 class TemporalHead(nn.Module):
     """Frame embeddings [B, K, D] -> ranking scores [B, K] (higher = earlier in the procedure).
 
@@ -80,10 +109,8 @@ class TemporalHead(nn.Module):
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
-        hidden_dim = int(hidden_dim or in_dim // 2)
-        ff_dim = int(ff_dim or 4 * hidden_dim)
-        if hidden_dim < 2 or hidden_dim % n_heads != 0:
-            raise ConfigError(f"TemporalHead: hidden_dim {hidden_dim} must be divisible by n_heads {n_heads}")
+        trunk = temporal_trunk(in_dim, hidden_dim, n_layers, n_heads, ff_dim, dropout)
+        hidden_dim, ff_dim = trunk.hidden_dim, trunk.ff_dim
         self.config: dict[str, Any] = {
             "in_dim": int(in_dim),
             "hidden_dim": hidden_dim,
@@ -92,8 +119,7 @@ class TemporalHead(nn.Module):
             "ff_dim": ff_dim,
             "dropout": float(dropout),
         }
-        self.reduce = nn.Sequential(nn.Linear(in_dim, hidden_dim), nn.GELU())
-        self.temporal = TemporalEncoder(hidden_dim, n_layers, n_heads, ff_dim, dropout)
+        self.reduce, self.temporal = trunk.reduce, trunk.temporal
         self.scorer = nn.Sequential(
             nn.Linear(hidden_dim, hidden_dim // 2), nn.GELU(), nn.Linear(hidden_dim // 2, 1)
         )
