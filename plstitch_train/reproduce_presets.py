@@ -28,9 +28,20 @@ CLIP_LENGTH_MIN_STEP = {4: 10, 8: 10, 12: 7, 16: 5}
 # many for a 64-dim model (Noroozi & Favaro's jigsaw likewise uses 1000 of the 9! tile orders).
 PERMUTATION_CLASSES_K8 = 1000
 # Stand-in for the ImageNet iBOT weights every row of the paper starts from: MIM alone with DINOv2's
-# Sinkhorn-Knopp targets (iBOT's EMA centre collapses at this scale, docs/reproduce.md), 24 epochs from the
-# seed-0 random init.
-MIM_INIT_OVERRIDES = {"lambda_vid": 0.0, "lambda_jigsaw": 0.0, "centering": "sinkhorn_knopp", "epochs": 24}
+# Sinkhorn-Knopp targets and teacher temperatures of 0.02, 24 epochs from the seed-0 random init. At 0.04 the
+# tiny head's outputs differ by less than the temperature, the teacher stays uniform and MIM collapses
+# (docs/reproduce.md, "What the collapse looks like"); at 0.02 it does not.
+MIM_INIT_TEACHER_TEMP = 0.02
+MIM_INIT_OVERRIDES = {
+    "lambda_vid": 0.0,
+    "lambda_jigsaw": 0.0,
+    "centering": "sinkhorn_knopp",
+    "epochs": 24,
+    "teacher_temp": MIM_INIT_TEACHER_TEMP,
+    "warmup_teacher_temp": MIM_INIT_TEACHER_TEMP,
+    "teacher_patch_temp": MIM_INIT_TEACHER_TEMP,
+    "warmup_teacher_patch_temp": MIM_INIT_TEACHER_TEMP,
+}
 SHIPPED_MIM_INIT = "ibot-tiny-synthetic"  # the registry name of that run's backbone, shipped in model_cards/
 
 ROWS: dict[str, AblationRow] = {
@@ -136,7 +147,7 @@ REPRODUCE_PRESETS = {
         seeds=5,
         shared_init=SHIPPED_MIM_INIT,
         jobs=2,  # two one-thread runs side by side: 1.65x the throughput of one on 2 cores
-        minutes="84 min on 2 cores, measured under load",
+        minutes="84 min on 2 cores from the previous initialisation, measured under load",
     ),
     "synthetic-objectives": ReproducePreset(  # the objective ablation and the awareness experiment, k = 8
         name="synthetic-objectives",
@@ -165,7 +176,7 @@ REPRODUCE_PRESETS = {
         seeds=1,
         shared_init=RANDOM_SHARED_INIT,
         export_row="mim-init",
-        minutes="about 13 min on 2 cores (measured: 2 seeds side by side in 14 min)",
+        minutes="about 13 min on 2 cores (measured: 10.7 min of training beside another run)",
     ),
     "synthetic-smoke": ReproducePreset(  # the pipeline end to end in a minute (tests); numbers mean nothing
         name="synthetic-smoke",

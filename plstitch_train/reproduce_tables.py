@@ -33,7 +33,7 @@ TABLES = (
             (RANDOM_INIT, "no pretraining (random init)"),
             (SHARED_INIT, "shared initialisation: MIM pretraining, no further training"),
             (ORACLE_TIME, "oracle: normalised time t/T only"),
-            ("mim-init", "MIM pretraining (24 epochs, Sinkhorn-Knopp targets)"),
+            ("mim-init", "MIM pretraining (24 epochs, Sinkhorn-Knopp targets, teacher 0.02)"),
         ],
     ),
     (
