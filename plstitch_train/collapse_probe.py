@@ -59,6 +59,6 @@ def probe_checkpoint(checkpoint: str | Path, images: Tensor, branch: str = "teac
     tokens = part["backbone"](images)
     head = part["ibot_head"]
     bottleneck = F.normalize(head.mlp(tokens[:, 0]), dim=-1)
-    logits = head(tokens[:, :1])[0]
+    logits = head.last_layer(bottleneck)  # the head's CLS output, from the bottleneck already computed
     temperature = model.ibot_loss.temperatures(10**9)[0]
     return collapse_measures(tokens[:, 0], bottleneck, logits, model.ibot_loss.center, temperature)

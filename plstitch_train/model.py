@@ -54,38 +54,34 @@ class ViTBackbone(nn.Module):
         return tuple(self.vit.patch_embed.grid_size)
 
     def forward(self, images: Tensor, masks: Tensor | None = None, pos_embed: bool = True) -> Tensor:
-        """Tokens of `images`; `masks` [B, h, w] (True = use masked_embed); `pos_embed=False` adds no PE."""
+        """Tokens of `images`; `masks` [B, h, w] (True = use masked_embed); `pos_embed=False` adds no PE.
+
+        Images off the native size (iBOT local crops) get the position embedding resampled to their patch grid
+        (bicubic, as iBOT's `interpolate_pos_encoding`); their patches must tile them exactly.
+        """
         vit = self.vit
         patch = vit.patch_embed.patch_size
         grid = (images.shape[-2] // patch[0], images.shape[-1] // patch[1])
-        if grid != self.grid_size:  # another input size (iBOT local crops): interpolated position embedding
-            return self._other_size(images, grid, pos_embed)
-        x = vit.patch_embed(images)
+        native = grid == self.grid_size
+        if native:
+            x = vit.patch_embed(images)
+        elif images.shape[-2:] != (grid[0] * patch[0], grid[1] * patch[1]):
+            raise ConfigError(
+                f"Image size {tuple(images.shape[-2:])} is not a whole number of {tuple(patch)} patches."
+            )
+        else:
+            x = vit.patch_embed.norm(vit.patch_embed.proj(images).flatten(2).transpose(1, 2))
         if masks is not None:
             if self.masked_embed is None:
                 raise ConfigError("This backbone has no masked_embed (a teacher); it cannot take masks.")
             x = torch.where(masks.flatten(1).unsqueeze(-1), self.masked_embed.to(x.dtype), x)
-        if pos_embed:
+        if pos_embed and native:
             x = vit._pos_embed(x)
         else:
             x = torch.cat([vit.cls_token.expand(x.shape[0], -1, -1).to(x.dtype), x], dim=1)
-        x = vit.norm_pre(vit.patch_drop(x))
-        return vit.norm(vit.blocks(x))
-
-    def _other_size(self, images: Tensor, grid: tuple[int, int], pos_embed: bool) -> Tensor:
-        """Tokens of images off the native size (no masks): the position embedding resampled to `grid`
-        (bicubic, as iBOT's `interpolate_pos_encoding`); patches must tile the image exactly."""
-        vit = self.vit
-        patch = vit.patch_embed.patch_size
-        if images.shape[-2] != grid[0] * patch[0] or images.shape[-1] != grid[1] * patch[1]:
-            raise ConfigError(
-                f"Image size {tuple(images.shape[-2:])} is not a whole number of {tuple(patch)} patches."
-            )
-        x = vit.patch_embed.norm(vit.patch_embed.proj(images).flatten(2).transpose(1, 2))
-        x = torch.cat([vit.cls_token.expand(x.shape[0], -1, -1).to(x.dtype), x], dim=1)
-        if pos_embed:
-            x = x + resample_abs_pos_embed(vit.pos_embed, list(grid), num_prefix_tokens=1).to(x.dtype)
-            x = vit.pos_drop(x)
+            if pos_embed:
+                resampled = resample_abs_pos_embed(vit.pos_embed, list(grid), num_prefix_tokens=1)
+                x = vit.pos_drop(x + resampled.to(x.dtype))
         x = vit.norm_pre(vit.patch_drop(x))
         return vit.norm(vit.blocks(x))
 
