@@ -43,8 +43,9 @@ def init_distributed(device: torch.device) -> tuple[DistInfo, torch.device]:
             info.owned = True
         info.rank, info.world_size = dist.get_rank(), dist.get_world_size()
         info.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if device.type == "cuda" and info.world_size > 1 and device.index is None:
-        device = torch.device("cuda", info.local_rank)
+    if device.type == "cuda" and device.index is None:
+        # torch.cuda.set_device refuses a bare "cuda": name the rank's GPU, or the current one when alone
+        device = torch.device("cuda", info.local_rank if info.active else torch.cuda.current_device())
     if device.type == "cuda":
         torch.cuda.set_device(device)
     return info, device
