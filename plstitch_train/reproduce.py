@@ -410,6 +410,26 @@ def _awareness_summary(png: Path, summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def refuse_other_presets_tables(layout: ReproduceLayout, preset: str) -> None:
+    """Stop before any training when `--out` holds another preset's `ablation.json`, which would be replaced.
+
+    Presets may share an output folder (their common rows are trained once); their tables may not.
+    """
+    path = layout.summary_json
+    if not path.is_file():
+        return
+    try:
+        owner = json.loads(path.read_text())["preset"]["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        owner = None
+    if owner != preset:
+        raise ConfigError(
+            f"{path} holds the tables of preset {owner!r}, which --preset {preset} would replace; move "
+            f"{path.name} and {layout.summary_md.name} aside (runs shared by both presets are reused) or "
+            "choose another --out."
+        )
+
+
 def reproduce(
     config: ReproduceConfig, on_run_done: Callable[[dict[str, Any]], None] | None = None
 ) -> dict[str, Any]:
@@ -419,6 +439,7 @@ def reproduce(
     PL-Stitch run, awareness).
     """
     layout = ReproduceLayout.of(config)
+    refuse_other_presets_tables(layout, config.preset.name)
     layout.root.mkdir(parents=True, exist_ok=True)
     rows = config.row_names()
     runs: dict[str, dict[str, Any]] = {}

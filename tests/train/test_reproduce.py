@@ -273,6 +273,19 @@ def test_rerun_skips_finished_runs(tiny_reproduction, monkeypatch: pytest.Monkey
     assert again["aggregated"] == summary["aggregated"]
 
 
+def test_another_presets_tables_are_not_replaced(tiny_reproduction) -> None:
+    config, _, _ = tiny_reproduction
+    summary = config.out / "ablation.json"
+    before = summary.read_bytes()
+    runs_before = sorted(p.name for p in (config.out / "runs").iterdir())
+    other = ReproduceConfig(preset=get_reproduce_preset("synthetic-objectives"), out=config.out, seeds=1)
+    refused = r"holds the tables of preset 'synthetic-smoke'.*move ablation.json"
+    with pytest.raises(ConfigError, match=refused):
+        reproduce(other)
+    assert summary.read_bytes() == before  # refused before anything was trained or written
+    assert sorted(p.name for p in (config.out / "runs").iterdir()) == runs_before
+
+
 def test_export_best_gives_a_loadable_model(tiny_reproduction, tmp_path: Path) -> None:
     import timm
 
