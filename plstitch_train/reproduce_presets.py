@@ -147,7 +147,7 @@ REPRODUCE_PRESETS = {
         seeds=5,
         shared_init=SHIPPED_MIM_INIT,
         jobs=2,  # two one-thread runs side by side: 1.65x the throughput of one on 2 cores
-        minutes="84 min on 2 cores from the previous initialisation, measured under load",
+        minutes="about 67 min on 2 cores (measured; 120.6 min of trainer time, two runs at a time)",
     ),
     "synthetic-objectives": ReproducePreset(  # the objective ablation and the awareness experiment, k = 8
         name="synthetic-objectives",
