@@ -21,6 +21,8 @@ ORACLE_TIME = "oracle-time"
 REVERSED = "-reversed"
 
 SHARED_INIT = "shared-init"
+# reference rows measured once, whatever the seed count (deterministic: no training, no sampled init)
+ONE_OFF_ROWS = frozenset({MAJORITY, RAW_PIXELS, SHARED_INIT, ORACLE_TIME})
 
 # (title, [(row key, label)]); a row key is a row slug, `<slug>-reversed`, or a reference. A table shows the
 # rows a reproduction has, so one list serves every preset.
@@ -152,13 +154,27 @@ def _twin(key: str) -> str:
     return key[: -len(REVERSED)] if key.endswith(REVERSED) else key + REVERSED
 
 
+def _n_seeds(row: dict[str, dict[str, Any]]) -> int:
+    return max((len(stats["values"]) for stats in row.values()), default=0)
+
+
+def _seed_phrase(counts: list[int], n_seeds: int) -> str:
+    """How many seeds a table's rows average: the preset's count, or what is finished while runs go on."""
+    if all(c == n_seeds for c in counts):  # also a table of one-off references only
+        return f"mean ± std over {n_seeds} seeds" if n_seeds != 1 else "one seed"
+    done = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}"
+    return f"mean ± std over the seeds finished so far: {done} of {n_seeds}"
+
+
 def markdown_tables(aggregated: dict[str, dict[str, dict[str, Any]]], n_seeds: int) -> str:
     """The reference and comparison tables a reproduction has rows for, in GitHub markdown (mean ± std)."""
     header = "| Row | " + " | ".join(h for _, h, _ in COLUMNS) + " |"
     rule = "|---|" + "---:|" * len(COLUMNS)
     lines = []
     for title, present in shown_tables(aggregated):
-        over = f"mean ± std over {n_seeds} seeds" if n_seeds != 1 else "one seed"
+        over = _seed_phrase(
+            [_n_seeds(aggregated[key]) for key, _ in present if key not in ONE_OFF_ROWS], n_seeds
+        )
         lines += [f"**{title}** (synthetic test split, {over})", "", header, rule]
         for key, label in present:
             cells = [_cell(aggregated[key].get(name), decimals) for name, _, decimals in COLUMNS]

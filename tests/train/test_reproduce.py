@@ -114,8 +114,15 @@ def test_aggregate_markdown_and_best_run() -> None:
     assert agg["pl"]["knn/accuracy"]["values"] == [70.0, 74.0]
     assert agg["mim"]["linear/macro_f1_video"]["mean"] == pytest.approx(30.25)
     assert agg["pl-reversed"]["knn/accuracy"]["values"] == [10.0]
-    assert "(synthetic test split, one seed)" in markdown_tables(agg, 1)  # no "over 1 seeds"
-    text = markdown_tables(agg, 2)
+    assert "(synthetic test split, one seed)" not in markdown_tables(agg, 1)  # pl and mim have 2 seeds
+    assert "(synthetic test split, one seed)" in markdown_tables(
+        {"mim": {k: {**v, "values": v["values"][:1]} for k, v in agg["mim"].items()}}, 1
+    )  # no "over 1 seeds"
+    partial = markdown_tables(agg, 3)  # a preset of 3 seeds with 2 finished
+    assert "mean ± std over the seeds finished so far: 2 of 3" in partial and "over 3 seeds" not in partial
+    one_off = {"values": [54.0], "mean": 54.0, "std": None}
+    text = markdown_tables({**agg, "raw-pixels": {"knn/accuracy": one_off}}, 2)
+    assert "**References** (synthetic test split, mean ± std over 2 seeds)" in text  # measured once by design
     assert "(synthetic test split, mean ± std over 2 seeds)" in text
     assert "| MIM only | 51.0 ± 1.4 | 25.5 ± 0.7 | 60.5 ± 0.7 | 30.2 ± 0.4 |" in text
     assert "| MIM + L_vid + L_jigsaw (PL-Stitch) | 72.0 ± 2.8 |" in text
@@ -334,3 +341,16 @@ def test_the_synthetic_preset_trains_two_runs_at_once_unless_told_otherwise() ->
     full, smoke = get_reproduce_preset("synthetic"), get_reproduce_preset("synthetic-smoke")
     assert ReproduceConfig(preset=full).n_jobs == 2 and ReproduceConfig(preset=smoke).n_jobs == 1
     assert ReproduceConfig(preset=full, jobs=1).n_jobs == 1
+
+
+def test_unreadable_tables_are_not_replaced(tmp_path: Path) -> None:
+    from plstitch_train.reproduce import ReproduceLayout, refuse_other_presets_tables
+
+    config = _config(tmp_path, steps=5)
+    layout = ReproduceLayout.of(config)
+    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.summary_json.write_text("{not json")
+    unreadable = r"cannot be read as the tables of a reproduction.*move ablation.json"
+    with pytest.raises(ConfigError, match=unreadable):
+        refuse_other_presets_tables(layout, config.preset.name)
+    assert layout.summary_json.read_text() == "{not json"
