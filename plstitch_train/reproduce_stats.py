@@ -53,6 +53,7 @@ COMPARISONS = (
     Comparison(
         "mim-pairwise-k8", "mim-permutation-k8", "pairwise hinge − permutation classification (k = 8)"
     ),
+    Comparison("mim-permutation-k8", "mim", "permutation classification (k = 8) − MIM only"),
     Comparison("pl-k8", "mim-pl-k8", "PL-Stitch − MIM + L_vid at k = 8 (what the jigsaw adds)"),
     Comparison("pl-k8", "mim", "PL-Stitch (k = 8) − MIM only"),
     Comparison("pl", "pl-k8", "k = 4 − k = 8 (full model)"),
