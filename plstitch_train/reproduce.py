@@ -422,17 +422,18 @@ def refuse_other_presets_tables(layout: ReproduceLayout, preset: str) -> None:
         owner = json.loads(path.read_text())["preset"]["name"]
     except (OSError, ValueError, KeyError, TypeError):
         owner = None
-    if owner is None:
-        raise ConfigError(
-            f"{path} cannot be read as the tables of a reproduction, and --preset {preset} would replace it; "
-            f"move {path.name} and {layout.summary_md.name} aside or choose another --out."
-        )
-    if owner != preset:
-        raise ConfigError(
-            f"{path} holds the tables of preset {owner!r}, which --preset {preset} would replace; move "
-            f"{path.name} and {layout.summary_md.name} aside (runs shared by both presets are reused) or "
-            "choose another --out."
-        )
+    if owner == preset:
+        return
+    held = (
+        "cannot be read as the tables of a reproduction"
+        if owner is None
+        else f"holds the tables of preset {owner!r}"
+    )
+    shared = "" if owner is None else " (runs shared by both presets are reused)"
+    raise ConfigError(
+        f"{path} {held}, which --preset {preset} would replace; move {path.name} and "
+        f"{layout.summary_md.name} aside{shared} or choose another --out."
+    )
 
 
 def reproduce(

@@ -18,6 +18,7 @@ from plstitch_train.reproduce import (
     RANDOM_INIT,
     ROWS,
     ReproduceConfig,
+    ReproduceLayout,
     aggregate,
     best_run,
     ensure_trained,
@@ -25,6 +26,7 @@ from plstitch_train.reproduce import (
     get_reproduce_preset,
     markdown_tables,
     mean_std,
+    refuse_other_presets_tables,
     reproduce,
     train_config,
     training_seconds,
@@ -344,8 +346,6 @@ def test_the_synthetic_preset_trains_two_runs_at_once_unless_told_otherwise() ->
 
 
 def test_unreadable_tables_are_not_replaced(tmp_path: Path) -> None:
-    from plstitch_train.reproduce import ReproduceLayout, refuse_other_presets_tables
-
     config = _config(tmp_path, steps=5)
     layout = ReproduceLayout.of(config)
     layout.root.mkdir(parents=True, exist_ok=True)
