@@ -110,15 +110,17 @@ def check_out_folder(root: Path) -> None:
     again under the store's lock): extraction never deletes (`--overwrite`) or writes into such a folder."""
     if root.exists() and not root.is_dir():
         raise FeatureStoreError(f"{root} is a file, not a folder; choose a new or empty --out folder.")
-    if (root / MANIFEST).exists() or not root.is_dir():
+    if not root.is_dir():
         return
-    # ours: the lock folder, and a manifest another run is writing right now (or that a kill cut short)
+    # ours: the lock folder, and a manifest another run is writing right now (or that a kill cut short).
+    # Listed before the manifest is looked for: a run starting beside this one writes its manifest before
+    # any other file, so whatever the listing holds that is not ours is foreign only if no manifest follows.
     foreign = [
         p.name
         for p in root.iterdir()
         if p.name != LOCK_DIR and not (p.name.startswith(f".{MANIFEST}.") and p.name.endswith(".tmp"))
     ]
-    if foreign:
+    if foreign and not (root / MANIFEST).exists():
         raise FeatureStoreError(
             f"{root} exists, is not empty and has no {MANIFEST}, so it is not a feature store; "
             "choose a new or empty --out folder."

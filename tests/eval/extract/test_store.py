@@ -34,6 +34,23 @@ def test_out_folder_must_be_new_empty_or_a_store(tmp_path):
     check_out_folder(tmp_path / "photos")
 
 
+def test_a_manifest_another_run_writes_during_the_check_is_not_foreign(tmp_path, monkeypatch):
+    """Two runs starting into one new folder: the other run's manifest lands while this one lists the folder
+    (the race CI once hit); the folder is a store by then, not a foreign one."""
+    root = tmp_path / "shared"
+    (root / LOCK_DIR).mkdir(parents=True)
+    listing = Path.iterdir
+
+    def other_run_writes_its_manifest(self):
+        if self == root:
+            (root / MANIFEST).write_text("{}")
+        return listing(self)
+
+    monkeypatch.setattr(Path, "iterdir", other_run_writes_its_manifest)
+    check_out_folder(root)
+    assert (root / MANIFEST).exists()
+
+
 def test_the_preprocessing_record_adds_only_the_settings_in_use():
     config = DataConfig.for_size(32)
     plain = preprocessing_record(config, frame_plan(config, 1.0))
