@@ -10,7 +10,8 @@ into one output folder::
     <out>/features/<row>/               feature store per encoder (1 fps), resumable
     <out>/results/<row>/knn.json        plstitch.results/v1 (k-NN, k=20, exp weighting)
     <out>/results/<row>/linear.json     plstitch.results/v1 (linear-probe grid, best on held-out train videos)
-    <out>/results/table.md              the printed table in markdown
+    <out>/results/table.md              the printed table in markdown, with the model's differences from
+                                        each reference row paired over the test videos
     <out>/figures/timeline.png          ground truth vs. the model's k-NN predictions (+ timeline.json)
 
 with `<row>` = `model`, `random-init`, `raw-pixels`.
@@ -111,6 +112,7 @@ class QuickstartResult:
     table_md: Path
     timeline_png: Path
     seconds: dict[str, float]
+    differences: list[dict[str, Any]] = field(default_factory=list)  # `video_differences`
 
     @property
     def model(self) -> EncoderRow:
@@ -156,6 +158,7 @@ class QuickstartResult:
             "table_md": str(self.table_md),
             "timeline_png": str(self.timeline_png),
             "seconds": self.seconds,
+            "differences": self.differences,
         }
 
 
@@ -184,8 +187,11 @@ def run_quickstart(config: QuickstartConfig) -> QuickstartResult:
 
     start = time.perf_counter()
     majority = run_majority(rows[0].features)
+    differences = video_differences(rows)
     table_md = out / "results" / "table.md"
-    write_text_atomic(table_md, to_markdown(comparison_table(rows, majority)))
+    write_text_atomic(
+        table_md, to_markdown(comparison_table(rows, majority)) + differences_markdown(differences)
+    )
     timeline_png, _, _ = run_timeline(
         TimelineConfig(
             features=str(rows[0].features),
@@ -196,7 +202,7 @@ def run_quickstart(config: QuickstartConfig) -> QuickstartResult:
     )
     seconds = {row.name: round(sum(row.seconds.values()), 2) for row in rows}
     seconds["table+figure"] = round(time.perf_counter() - start, 2)
-    return QuickstartResult(out, rows, majority, skipped, table_md, timeline_png, seconds)
+    return QuickstartResult(out, rows, majority, skipped, table_md, timeline_png, seconds, differences)
 
 
 def display_name(spec: str) -> str:
@@ -273,6 +279,92 @@ def comparison_table(rows: list[EncoderRow], majority: dict[str, Any] | None = N
     return table
 
 
+def video_differences(rows: list[EncoderRow], metric: str = "accuracy") -> list[dict[str, Any]]:
+    """The model's row minus each reference row, per protocol: the per-video `metric` paired over the test
+    videos both rows scored, with a Student t 95 % interval (`paired_difference`) and how many videos the
+    model is ahead in.
+
+    Why: one model and one split give no seeds to vary, so the videos are the sample; the frame-pooled numbers
+    of the table weigh long videos more and differ a little from the mean of the per-video differences.
+    """
+    from plstitch_eval.utils.stats import paired_difference
+
+    model, found = rows[0], []
+    for other in rows[1:]:
+        for protocol in ("knn", "linear"):
+            mine = model.results[protocol].get("per_video") or {}
+            theirs = other.results[protocol].get("per_video") or {}
+            pairs = [
+                (float(mine[v][metric]), float(theirs[v][metric]))
+                for v in sorted(set(mine) & set(theirs))
+                if _is_number(mine[v].get(metric)) and _is_number(theirs[v].get(metric))
+            ]
+            if not pairs:
+                continue
+            a, b = [x for x, _ in pairs], [y for _, y in pairs]
+            found.append(
+                {
+                    "a": model.name,
+                    "b": other.name,
+                    "b_label": other.label,
+                    "protocol": protocol,
+                    "metric": metric,
+                    "videos": len(pairs),
+                    "ahead": sum(x > y for x, y in pairs),
+                    **paired_difference(a, b),
+                }
+            )
+    return found
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _difference_cells(diff: dict[str, Any]) -> list[str]:
+    """Protocol, difference, interval and videos ahead of one `video_differences` entry, as text."""
+    interval = "n/a" if diff["ci_low"] is None else f"[{diff['ci_low']:+.1f}, {diff['ci_high']:+.1f}]"
+    return [
+        PROTOCOL_NAMES.get(diff["protocol"], diff["protocol"]),
+        f"{diff['mean']:+.1f}",
+        interval,
+        f"{diff['ahead']} of {diff['videos']}",
+    ]
+
+
+DIFFERENCES_TITLE = "model − reference, per-video accuracy paired over the test videos (95 % t interval)"
+
+
+def differences_markdown(differences: list[dict[str, Any]]) -> str:
+    """`video_differences` as a markdown table (empty without reference rows)."""
+    if not differences:
+        return ""
+    lines = [
+        "",
+        f"**{DIFFERENCES_TITLE}**",
+        "",
+        "| reference | protocol | difference | 95 % CI | model ahead in |",
+        "|---|---|---:|---:|---:|",
+    ]
+    lines += [f"| {d['b_label']} | " + " | ".join(_difference_cells(d)) + " |" for d in differences]
+    return "\n".join(lines) + "\n"
+
+
+def differences_table(differences: list[dict[str, Any]]):
+    """`video_differences` as the rich table printed under the results table (plain `Text`, never markup)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(DIFFERENCES_TITLE, style="table.title"))
+    table.add_column(Text("reference"))
+    table.add_column(Text("protocol"))
+    for header in ("difference", "95 % CI", "model ahead in"):
+        table.add_column(Text(header), justify="right")
+    for diff in differences:
+        table.add_row(*(Text(cell) for cell in (diff["b_label"], *_difference_cells(diff))))
+    return table
+
+
 def summary_table(result: QuickstartResult):
     """The rich table that is printed: encoder rows and the majority class, headers "k-NN Acc" etc."""
     from plstitch_eval.tables import METRIC_LABELS, to_rich
@@ -294,6 +386,8 @@ def print_quickstart(result: QuickstartResult, *, table_on_stdout: bool = True) 
 
     target = result_console(width=max(console.width, 140)) if table_on_stdout else console
     target.print(summary_table(result))
+    if result.differences:
+        target.print(differences_table(result.differences))
     for note in result.skipped.values():
         console.print(note, highlight=False)
     total = sum(result.seconds.values())

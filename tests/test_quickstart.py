@@ -21,7 +21,13 @@ from typer.testing import CliRunner
 from plstitch_eval.commands import quickstart as quickstart_cmd
 from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import DataConfig, load_encoder, save_timm_dir
-from plstitch_eval.quickstart import SHIPPED_DIR, QuickstartConfig, default_model_spec, run_quickstart
+from plstitch_eval.quickstart import (
+    PROTOCOL_NAMES,
+    SHIPPED_DIR,
+    QuickstartConfig,
+    default_model_spec,
+    run_quickstart,
+)
 
 SMALL_DATASET = {"n_videos": 6, "min_seconds": 8.0, "max_seconds": 12.0}
 # Floors of the shipped model on the synthetic test split (k=20, exp weighting, 1 fps), in accuracy points
@@ -157,6 +163,36 @@ def test_quickstart_majority_row_is_the_training_mode(quickstart_run) -> None:
     assert result.majority["metrics"]["accuracy"] == pytest.approx(100.0 * np.mean(labelled == mode))
 
 
+def test_quickstart_differences_are_paired_over_the_test_videos(quickstart_run) -> None:
+    """The model minus each reference row: per-video accuracy from the results files, checked against
+    scipy's paired t-test written out here; the same numbers are in table.md and the JSON."""
+    from scipy.stats import ttest_rel
+
+    result = quickstart_run
+    assert [(d["b"], d["protocol"]) for d in result.differences] == [
+        (other, protocol) for other in ("random-init", "raw-pixels") for protocol in ("knn", "linear")
+    ]
+    table = result.table_md.read_text()
+    for diff in result.differences:
+        other = next(row for row in result.rows if row.name == diff["b"])
+        mine = json.loads(result.model.paths[diff["protocol"]].read_text())["per_video"]
+        theirs = json.loads(other.paths[diff["protocol"]].read_text())["per_video"]
+        videos = sorted(mine)
+        assert videos == sorted(theirs) == sorted(result.knn["splits"]["test"]) and len(videos) >= 2
+        a = np.array([mine[v]["accuracy"] for v in videos])
+        b = np.array([theirs[v]["accuracy"] for v in videos])
+        test = ttest_rel(a, b)
+        low, high = test.confidence_interval(0.95)
+        assert diff["videos"] == len(videos) and diff["ahead"] == int(np.sum(a > b))
+        assert diff["mean"] == pytest.approx(float(np.mean(a - b)))
+        if np.std(a - b) > 0:
+            assert (diff["ci_low"], diff["ci_high"]) == pytest.approx((low, high))
+            assert diff["p_value"] == pytest.approx(test.pvalue)
+            assert f"[{low:+.1f}, {high:+.1f}]" in table
+        assert f"| {other.label} | {PROTOCOL_NAMES[diff['protocol']]} | {diff['mean']:+.1f} |" in table
+    assert json.loads(json.dumps(result.to_dict()))["differences"] == result.differences
+
+
 def test_quickstart_rerun_resumes_without_reextracting(quickstart_run, tiny_vit: Path) -> None:
     result = quickstart_run
     before = {p: p.stat().st_mtime_ns for p in (result.out / "features").glob("*/*.safetensors")}
@@ -203,6 +239,7 @@ def test_quickstart_command_prints_table(tiny_vit: Path, tmp_path: Path, monkeyp
     assert f"{knn['metrics']['accuracy']:.1f}" in res.stdout
     for label in (tiny_vit.name, "random init (seed 0)", "raw pixels (8x8x3)", "majority class"):
         assert label in res.stdout
+    assert "paired over the test videos" in res.stdout and "model ahead in" in res.stdout
     assert (out / "figures" / "timeline.png").is_file()
 
     # --no-reference --json -: only the model and the majority class; stdout is the JSON alone
@@ -213,7 +250,7 @@ def test_quickstart_command_prints_table(tiny_vit: Path, tmp_path: Path, monkeyp
     )
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
-    assert [row["name"] for row in report["rows"]] == ["model", "majority"]
+    assert [row["name"] for row in report["rows"]] == ["model", "majority"] and report["differences"] == []
     assert report["rows"][0]["metrics"]["knn"]["accuracy"] == pytest.approx(knn["metrics"]["accuracy"])
     assert "raw pixels" not in (out / "results" / "table.md").read_text()
 
