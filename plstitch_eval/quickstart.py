@@ -321,10 +321,22 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
+# (header, justification) of the differences table, in markdown and on the terminal alike
+DIFFERENCE_COLUMNS = (
+    ("reference", "left"),
+    ("protocol", "left"),
+    ("difference", "right"),
+    ("95 % CI", "right"),
+    ("model ahead in", "right"),
+)
+DIFFERENCES_TITLE = "model − reference, per-video accuracy paired over the test videos (95 % t interval)"
+
+
 def _difference_cells(diff: dict[str, Any]) -> list[str]:
-    """Protocol, difference, interval and videos ahead of one `video_differences` entry, as text."""
+    """One `video_differences` entry as the text of `DIFFERENCE_COLUMNS`."""
     interval = "n/a" if diff["ci_low"] is None else f"[{diff['ci_low']:+.1f}, {diff['ci_high']:+.1f}]"
     return [
+        diff["b_label"],
         PROTOCOL_NAMES.get(diff["protocol"], diff["protocol"]),
         f"{diff['mean']:+.1f}",
         interval,
@@ -332,21 +344,19 @@ def _difference_cells(diff: dict[str, Any]) -> list[str]:
     ]
 
 
-DIFFERENCES_TITLE = "model − reference, per-video accuracy paired over the test videos (95 % t interval)"
-
-
 def differences_markdown(differences: list[dict[str, Any]]) -> str:
     """`video_differences` as a markdown table (empty without reference rows)."""
     if not differences:
         return ""
+    rule = "|" + "".join("---:|" if justify == "right" else "---|" for _, justify in DIFFERENCE_COLUMNS)
     lines = [
         "",
         f"**{DIFFERENCES_TITLE}**",
         "",
-        "| reference | protocol | difference | 95 % CI | model ahead in |",
-        "|---|---|---:|---:|---:|",
+        "| " + " | ".join(h for h, _ in DIFFERENCE_COLUMNS) + " |",
+        rule,
     ]
-    lines += [f"| {d['b_label']} | " + " | ".join(_difference_cells(d)) + " |" for d in differences]
+    lines += ["| " + " | ".join(_difference_cells(d)) + " |" for d in differences]
     return "\n".join(lines) + "\n"
 
 
@@ -356,12 +366,10 @@ def differences_table(differences: list[dict[str, Any]]):
     from rich.text import Text
 
     table = Table(title=Text(DIFFERENCES_TITLE, style="table.title"))
-    table.add_column(Text("reference"))
-    table.add_column(Text("protocol"))
-    for header in ("difference", "95 % CI", "model ahead in"):
-        table.add_column(Text(header), justify="right")
+    for header, justify in DIFFERENCE_COLUMNS:
+        table.add_column(Text(header), justify=justify)
     for diff in differences:
-        table.add_row(*(Text(cell) for cell in (diff["b_label"], *_difference_cells(diff))))
+        table.add_row(*(Text(cell) for cell in _difference_cells(diff)))
     return table
 
 
