@@ -18,12 +18,12 @@ from plstitch_eval.extract import ExtractOptions, ExtractSummary, extract_featur
 from plstitch_eval.hub import Encoder, load_encoder
 from plstitch_eval.knn import KnnConfig
 from plstitch_eval.linear import LinearConfig
-from plstitch_eval.protocols import run_knn, run_linear
+from plstitch_eval.protocols import get_protocol
 from plstitch_eval.results_json import write_results
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.device import resolve_device
 
-PROTOCOLS = ("knn", "linear")
+PROTOCOLS = ("knn", "linear")  # the registered protocols `evaluate_encoder` runs, each with its section below
 
 
 def result_paths(results_dir: str | Path) -> dict[str, Path]:
@@ -44,6 +44,7 @@ class EvaluateConfig:
     extract: ExtractOptions = field(default_factory=ExtractOptions)
     knn: KnnConfig = field(default_factory=KnnConfig)
     linear: LinearConfig = field(default_factory=LinearConfig)
+    val_fraction: float = 0.2  # linear: training videos held out when the store has no val split
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str) or not self.dataset:
@@ -121,7 +122,7 @@ def evaluate_encoder(
     clock.lap("extract")
     logger.info("extracted %d frames of %d videos", summary.frames, len(summary.results))
 
-    results = {"knn": run_knn(features, config.knn), "linear": run_linear(features, config.linear)}
+    results = {name: get_protocol(name).run(features, config, None) for name in PROTOCOLS}
     paths = result_paths(results_dir)
     for protocol, result in results.items():
         write_results(paths[protocol], result)

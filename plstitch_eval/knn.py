@@ -95,6 +95,7 @@ def _prepare(x: np.ndarray, what: str) -> np.ndarray:
 def _search_faiss(
     train: np.ndarray, queries: np.ndarray, k: int, chunk_size: int, num_threads: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
+    # lazy: the torch backend runs where FAISS is not installed (the lent GPU machine has none)
     import faiss
 
     faiss.omp_set_num_threads(int(num_threads or os.cpu_count() or 1))

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from plstitch_eval.errors import ConfigError, EvaluationError
+from plstitch_eval.metrics import macro_scores
 from plstitch_eval.utils.device import resolve_device, torch_threads
 
 OPTIMIZERS = ("sgd", "adamw")
@@ -301,8 +302,6 @@ def _score(preds: np.ndarray, labels: np.ndarray, metric: str, num_classes: int)
     if metric == "accuracy":
         return float((preds == labels).mean() * 100.0)
     if metric == "macro_f1":
-        from plstitch_eval.metrics import macro_scores
-
         return macro_scores(preds, labels, num_classes)["macro_f1_pooled"]
     raise ConfigError(f"Unknown selection metric {metric!r}; use accuracy or macro_f1.")
 

@@ -391,6 +391,7 @@ def clustering_scores(
     features: np.ndarray, labels: np.ndarray, num_clusters: int | None = None, seed: int = 0
 ) -> dict[str, float]:
     """ARI and NMI (percent) between k-means clusters (k = number of classes) of features and labels."""
+    # lazy: scikit-learn costs seconds to import (python -X importtime) and only this function needs it
     from sklearn.cluster import KMeans
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 

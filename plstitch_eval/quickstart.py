@@ -30,8 +30,9 @@ from plstitch_eval.hub.pixels import PIXELS_SPEC
 from plstitch_eval.hub.random_init import DEFAULT_SEED, TIMM_SOURCES, is_timm_format_spec, random_init_spec
 from plstitch_eval.hub.registry import MODELS
 from plstitch_eval.hub.timm_format import is_timm_dir
+from plstitch_eval.protocols import TASK_LABELS
 from plstitch_eval.resources import model_cards_dir
-from plstitch_eval.results_json import MAJORITY_ROW, RANDOM_INIT_ROW, RAW_PIXELS_ROW, TASK_LABELS
+from plstitch_eval.results_json import MAJORITY_ROW, RANDOM_INIT_ROW, RAW_PIXELS_ROW
 from plstitch_eval.utils.console import console
 
 SHIPPED_MODEL = "plstitch-tiny-synthetic"

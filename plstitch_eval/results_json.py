@@ -19,25 +19,7 @@ from plstitch_eval.scoring import default_metrics
 from plstitch_eval.utils.io import write_json_output
 
 SCHEMA = "plstitch.results/v1"
-# what a results `task` is called: short labels for table columns, titles for model-card metric names
-TOOLS_TASK = "linear-tools"  # tool presence (multi-label linear probe, AP / mAP): plstitch_eval.tool_presence
-TASK_LABELS = {
-    "knn": "k-NN",
-    "linear": "linear",
-    TOOLS_TASK: "linear (tools)",
-    "temporal": "MS-TCN",
-    "cv-knn": "CV k-NN",
-    "cv-linear": "CV linear",
-    "cv-temporal": "CV MS-TCN",
-}
-TASK_TITLES = {
-    "knn": "k-NN",
-    "linear": "Linear probe",
-    TOOLS_TASK: "Tool presence (linear probe, AP)",
-    "temporal": "MS-TCN on frozen features",
-    "cv": "Cross-validated linear probe",
-    "score": "Scored",
-}
+# what a results `task` is called (labels, titles) is each protocol's: `plstitch_eval.protocols.registry`
 # the reference rows every table of encoders carries beside them (quickstart, reproduce)
 RANDOM_INIT_ROW, RAW_PIXELS_ROW, MAJORITY_ROW = "random-init", "raw-pixels", "majority"
 

@@ -17,8 +17,8 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from plstitch_eval.data.datasets import dataset_facts
 from plstitch_eval.hub.registry import get_model_entry
+from plstitch_eval.protocols import task_title
 from plstitch_eval.resources import load_paper_results, model_cards_dir, paper_results_path
-from plstitch_eval.results_json import TASK_TITLES
 from plstitch_eval.utils.io import write_text_atomic
 
 MODEL_CARDS_DIR = model_cards_dir()
@@ -93,7 +93,7 @@ def eval_results_from_results(results: Sequence[dict[str, Any]]) -> list[EvalRes
     out = []
     for result in results:
         task, dataset = str(result["task"]), str(result["dataset"])
-        protocol = TASK_TITLES.get(task, task)
+        protocol = task_title(task)
         hyper = result.get("protocol") or {}
         detail = f" (k={hyper['k']})" if task == "knn" and "k" in hyper else ""
         args = {k: v for k, v in hyper.items() if isinstance(v, str | int | float | bool)}

@@ -15,6 +15,9 @@ import torch.distributed as dist
 
 from plstitch_eval.errors import TrainingError
 from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, backbone_dir, checkpoint_path
+from plstitch_eval.hub.temporal_head import save_temporal_head
+from plstitch_eval.hub.timm_format import save_timm_dir
+from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.distributed import DistInfo
 from plstitch_eval.utils.io import atomic_path, temp_dir_beside
@@ -161,10 +164,6 @@ def export_backbone(model: PLStitchModel, out_dir: Path, settings: ModelConfig) 
 
     Why atomic (staged folder, then one rename): a run counts as finished exactly when the folder exists.
     """
-    from plstitch_eval.hub.temporal_head import save_temporal_head
-    from plstitch_eval.hub.timm_format import save_timm_dir
-    from plstitch_eval.preprocess import DataConfig
-
     target = backbone_dir(out_dir)
     staging = temp_dir_beside(target)  # whole folder renamed into place: its presence means "finished"
     try:

@@ -12,6 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from plstitch_train.checkpoint import load_training_checkpoint
+from plstitch_train.config import TrainConfig
+from plstitch_train.model import PLStitchModel
+
 __all__ = ["collapse_measures", "mean_pairwise_cosine", "probe_checkpoint"]
 
 
@@ -47,10 +51,6 @@ def collapse_measures(
 def probe_checkpoint(checkpoint: str | Path, images: Tensor, branch: str = "teacher") -> dict[str, float]:
     """The measures of `branch` (teacher or student) of a training run's checkpoint on normalised `images`
     [N, 3, S, S] at the run's last teacher CLS temperature."""
-    from plstitch_train.checkpoint import load_training_checkpoint
-    from plstitch_train.config import TrainConfig
-    from plstitch_train.model import PLStitchModel
-
     saved = load_training_checkpoint(checkpoint)
     model = PLStitchModel(TrainConfig.from_dict(saved["config"]))
     model.load_state_dict(saved["model"])

@@ -26,9 +26,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import lmdb
 import numpy as np
 from PIL import Image
 
+from plstitch_eval.data.decoders import PYAV, read_frames
 from plstitch_eval.errors import ConfigError, DataError
 from plstitch_eval.utils.console import console, logger, progress_bar
 from plstitch_eval.utils.io import atomic_path
@@ -72,8 +74,6 @@ def _lmdb_folder(path: str | os.PathLike) -> Path:
 
 
 def _open_env(folder: Path, *, write: bool = False) -> Any:
-    import lmdb
-
     if write:
         return lmdb.open(str(folder), map_size=MAP_SIZE, subdir=True, metasync=False)
     # lock=False: read-only training readers need no reader table (the authors' setting); readahead off
@@ -301,8 +301,6 @@ def write_frames_lmdb(
     A finished LMDB at `out` written with the same settings and videos is returned as it is; anything else
     at `out` is refused (nothing written is replaced). An interrupted write resumes in `<out>.partial`.
     """
-    from plstitch_eval.data.decoders import PYAV, read_frames
-
     decoding = (decoding or PYAV).on_cpu()
     if not 1 <= quality <= 100:
         raise ConfigError(f"JPEG quality must be in 1..100 (got {quality}).")

@@ -19,34 +19,21 @@ from torch.utils.data import default_collate
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.device import resolve_device
-from plstitch_train.config import TrainConfig
+from plstitch_train.config import BRANCH_NAMES, TrainConfig, branch_weights
 from plstitch_train.data import TrainingData, build_training_data, open_frame_store
 from plstitch_train.model import PLStitchModel
 from plstitch_train.rng import capture_rng, restore_rng, seed_everything
 
 __all__ = ["BRANCHES", "active_branches", "branch_gradient_norms", "objective_gradient_scale"]
 
-BRANCHES = ("vid", "mim", "jigsaw")
+BRANCHES = BRANCH_NAMES  # the branch names, from their home (config/branches.py)
 
 
 def active_branches(config: TrainConfig) -> dict[str, float]:
     """{branch: weight} of the branches `config` trains (weight > 0), in forward order; jigsaw at full
     weight (its ramp ignored)."""
-    loss = config.loss
-    weights = {"vid": loss.lambda_vid, "mim": loss.lambda_mim, "jigsaw": loss.lambda_jigsaw}
+    weights = branch_weights(config.loss)
     return {name: float(weight) for name, weight in weights.items() if weight > 0}
-
-
-def _branch_loss(model: PLStitchModel, batch: dict[str, Tensor], branch: str) -> Tensor:
-    """The unweighted loss of `branch` on `batch`, computed as `PLStitchModel.forward` does at epoch 0."""
-    if branch == "vid":
-        return model.video_loss(batch["clip"])
-    if branch == "mim":
-        local_crops = batch.get("local_crops")
-        return model.mim_loss(batch["crops"], batch["masks"][:, :2], epoch=0, local_crops=local_crops)
-    if branch == "jigsaw":
-        return model.jigsaw_loss(batch["context"], batch["masks"][:, 2])
-    raise ConfigError(f"Unknown branch {branch!r}; use one of {', '.join(BRANCHES)}.")
 
 
 def _norm(grads: list[Tensor | None]) -> float:
@@ -87,7 +74,7 @@ def branch_gradient_norms(
     )
     try:
         with _buffers_kept(model), torch.enable_grad():
-            loss = _branch_loss(model, batch, branch)
+            loss = model.branch_loss(branch, batch, epoch=0)
     finally:
         if hook is not None:
             hook.remove()

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from torch.nn.utils.parametrizations import weight_norm
 
 from plstitch_eval.errors import CheckpointError, ConfigError
+from plstitch_eval.hub.safe_load import load_checkpoint
 from plstitch_eval.hub.temporal_head import (
     AUTHORS_TEMPORAL_HEADS,
     TemporalHead,
@@ -29,7 +30,7 @@ from plstitch_eval.hub.temporal_head import (
     save_temporal_head,
     temporal_trunk,
 )
-from plstitch_train.config import flat_settings
+from plstitch_train.config import ModelConfig, flat_settings
 from plstitch_train.config.model import PERMUTATION_HEADS
 from plstitch_train.permutations import MAX_PERMUTATION_CLIP_LEN, check_clip_len
 
@@ -45,6 +46,7 @@ __all__ = [
     "load_jigsaw_head",
     "load_temporal_head",
     "save_temporal_head",
+    "temporal_head_size",
 ]
 
 JIGSAW_ATTN_SCALE = 4.0  # authors' PuzzleDecoder(attn_mul=4): the cross-attention output is scaled by 4
@@ -185,8 +187,6 @@ def load_jigsaw_head(
     Specs: a released `pl_*.pth` (entry `puzzle_decoder`) by path, registry name or `hf-hub:` spec, or a
     `plstitch train` run folder / `last.ckpt` (heads as in its config). Exported folders carry no jigsaw head.
     """
-    from plstitch_eval.hub.safe_load import load_checkpoint
-
     source = resolve_head_source(spec, revision=revision, cache_dir=cache_dir, folder_files=None)
     checkpoint = load_checkpoint(source, trust_pickle=trust_pickle)
     state, train_config = head_state_from_checkpoint(
@@ -338,3 +338,12 @@ class PermutationHead(nn.Module):
     def forward(self, frames: Tensor) -> Tensor:
         """Frame embeddings [B, k, D] in (shuffled) presentation order -> class logits [B, n_classes]."""
         return self.classifier(self.trunk(frames).flatten(1))
+
+
+def temporal_head_size(model: ModelConfig, dim: int) -> tuple[int, int]:
+    """(hidden width, feed-forward width) of the temporal head: D/2 and 4*hidden unless `model` sets them.
+
+    The authors' `hidden_mul=0.5`; `temporal_dim` / `temporal_ff` of 0 (or None) mean "auto".
+    """
+    hidden = model.temporal_dim or dim // 2
+    return hidden, model.temporal_ff or 4 * hidden

@@ -16,6 +16,10 @@ import torch
 from torch.utils.data import default_collate
 
 from plstitch_eval.errors import ConfigError
+from plstitch_train.checkpoint import load_training_checkpoint
+from plstitch_train.config import TrainConfig
+from plstitch_train.data import build_training_data, open_frame_store
+from plstitch_train.model import PLStitchModel
 
 __all__ = ["heldout_jigsaw_loss", "jigsaw_chance"]
 
@@ -42,11 +46,6 @@ def heldout_jigsaw_loss(
     The model is rebuilt from the run's `last.ckpt` (strict load) and run in eval mode; samples are drawn by
     the run's own sampler settings with `seed`, in forward time, so every run is scored on the same items.
     """
-    from plstitch_train.checkpoint import load_training_checkpoint
-    from plstitch_train.config import TrainConfig
-    from plstitch_train.data import build_training_data, open_frame_store
-    from plstitch_train.model import PLStitchModel
-
     checkpoint = load_training_checkpoint(run_dir)
     saved = TrainConfig.from_dict(checkpoint["config"])
     if saved.loss.lambda_jigsaw <= 0:

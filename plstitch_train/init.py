@@ -24,8 +24,12 @@ import torch
 from torch import Tensor, nn
 
 from plstitch_eval.errors import CheckpointError
+from plstitch_eval.hub import load_encoder
 from plstitch_eval.hub.convert import load_strict
-from plstitch_eval.hub.temporal_head import strip_wrappers
+from plstitch_eval.hub.hub_files import parse_hf_spec
+from plstitch_eval.hub.registry import MODELS
+from plstitch_eval.hub.safe_load import load_checkpoint
+from plstitch_eval.hub.temporal_head import resolve_head_source, strip_wrappers
 from plstitch_eval.utils.console import logger
 from plstitch_train.heads import convert_ibot_head_state_dict
 
@@ -53,8 +57,6 @@ def is_ibot_checkpoint(checkpoint: Any) -> bool:
 
 def initialise(model: nn.Module, spec: str) -> None:
     """Fill `model` from `spec`: a released PL-Stitch checkpoint entirely, another encoder's backbone only."""
-    from plstitch_eval.hub.safe_load import load_checkpoint
-
     path = _checkpoint_file(spec)
     if path is not None and path.suffix != ".safetensors":
         checkpoint = load_checkpoint(path)
@@ -66,10 +68,6 @@ def initialise(model: nn.Module, spec: str) -> None:
 
 def _checkpoint_file(spec: str) -> Path | None:
     """The checkpoint file `spec` names (a file, a registry entry's raw file, an hf-hub file), else None."""
-    from plstitch_eval.hub.hub_files import parse_hf_spec
-    from plstitch_eval.hub.registry import MODELS
-    from plstitch_eval.hub.temporal_head import resolve_head_source
-
     if spec in MODELS:
         local = MODELS[spec].resolve_local_path()
         names_file = local.is_file() if local is not None else MODELS[spec].filename is not None
@@ -82,8 +80,6 @@ def _checkpoint_file(spec: str) -> Path | None:
 
 def init_backbones(model: nn.Module, spec: str) -> None:
     """Student and teacher ViTs <- the encoder `spec` (strict); every head starts fresh."""
-    from plstitch_eval.hub import load_encoder
-
     encoder = load_encoder(spec, device="cpu")
     state = encoder.model.state_dict()
     for branch in (model.student, model.teacher):

@@ -17,17 +17,21 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import Tensor, nn
 
 from plstitch_eval.errors import ConfigError
-from plstitch_train.config import ModelConfig, TrainConfig
-from plstitch_train.heads import IBOTHead, JigsawHead, PermutationHead, TemporalHead
-from plstitch_train.losses import (
-    IBOTLoss,
-    pairwise_ranking_loss,
-    permutation_classification_loss,
-    pl_loss_per_item,
-)
-from plstitch_train.permutations import apply_permutation, sample_permutation_indices
+from plstitch_eval.hub import load_encoder
+from plstitch_eval.hub.convert import load_strict
+from plstitch_train.config import ModelConfig, TrainConfig, branch, branch_weights
+from plstitch_train.heads import IBOTHead, JigsawHead, temporal_head_size
+from plstitch_train.init import initialise
+from plstitch_train.losses import IBOTLoss, get_objective, pl_loss_per_item
 
-__all__ = ["PLStitchModel", "ViTBackbone", "build_vit", "init_from_encoder", "pl_loss_per_item"]
+__all__ = [
+    "PLStitchModel",
+    "ViTBackbone",
+    "build_vit",
+    "init_from_encoder",
+    "pl_loss_per_item",
+    "temporal_head_size",
+]
 
 
 class ViTBackbone(nn.Module):
@@ -107,20 +111,8 @@ def build_vit(model: ModelConfig, drop_path: float) -> VisionTransformer:
 
 def init_from_encoder(vit: VisionTransformer, spec: str) -> None:
     """Fill `vit` strictly from encoder `spec` (registry name, hf-hub:, folder, run dir or checkpoint)."""
-    from plstitch_eval.hub import load_encoder
-    from plstitch_eval.hub.convert import load_strict
-
     encoder = load_encoder(spec, device="cpu")
     load_strict(vit, encoder.model.state_dict(), source=f"--init {spec}")
-
-
-def temporal_head_size(model: ModelConfig, dim: int) -> tuple[int, int]:
-    """(hidden width, feed-forward width) of the temporal head: D/2 and 4*hidden unless `model` sets them.
-
-    The authors' `hidden_mul=0.5`; `temporal_dim` / `temporal_ff` of 0 (or None) mean "auto".
-    """
-    hidden = model.temporal_dim or dim // 2
-    return hidden, model.temporal_ff or 4 * hidden
 
 
 class PLStitchModel(nn.Module):
@@ -153,32 +145,14 @@ class PLStitchModel(nn.Module):
             self.ibot_loss = IBOTLoss.from_settings(loss, model.ibot_out_dim, config.optim.epochs)
         if loss.lambda_mim == 0 and loss.lambda_jigsaw == 0:
             self.student["backbone"].masked_embed.requires_grad_(False)  # no branch sees masks
-        if loss.lambda_vid > 0:
-            if loss.objective == "permutation":  # "temporal": the temporal head's trunk, no scorer
-                hidden, ff = temporal_head_size(model, dim)
-                self.student["permutation_head"] = PermutationHead(
-                    dim,
-                    config.sampling.clip_len,
-                    n_classes=loss.permutation_classes,
-                    kind=model.permutation_head,
-                    hidden_dim=hidden,
-                    n_layers=model.temporal_layers,
-                    n_heads=model.temporal_heads,
-                    ff_dim=ff,
-                    dropout=model.temporal_dropout,
-                )
-            else:
-                hidden, ff = temporal_head_size(model, dim)
-                self.student["temporal_head"] = TemporalHead(
-                    dim, hidden, model.temporal_layers, model.temporal_heads, ff, model.temporal_dropout
-                )
+        if loss.lambda_vid > 0:  # the objective named by `loss.objective` brings its own head
+            self.objective = get_objective(loss.objective)(config)
+            self.student[self.objective.head_name] = self.objective.build_head(dim)
         if loss.lambda_jigsaw > 0:
             self.student["jigsaw_head"] = JigsawHead(dim, model.jigsaw_heads or None)
         self.copy_student_to_teacher()
         self.teacher.requires_grad_(False)
         if model.init:
-            from plstitch_train.init import initialise
-
             initialise(self, model.init)
 
     @torch.no_grad()
@@ -200,42 +174,45 @@ class PLStitchModel(nn.Module):
     def forward(
         self, batch: dict[str, Tensor], epoch: int = 0, jigsaw_weight: float | None = None
     ) -> dict[str, Tensor]:
-        """Losses of one batch: `loss` (weighted sum) and the unweighted `vid`, `mim`, `jigsaw` that ran."""
+        """Losses of one batch: `loss` (weighted sum) and the unweighted `vid`, `mim`, `jigsaw` that ran.
+
+        Each branch of `BRANCHES` runs when its `lambda_*` is > 0; `jigsaw_weight` (the ramp) replaces
+        `lambda_jigsaw` as its weight and, at 0, skips it.
+        """
         loss = self.config.loss
-        jigsaw_weight = loss.lambda_jigsaw if jigsaw_weight is None else jigsaw_weight
+        weights = branch_weights(loss)
+        if jigsaw_weight is not None:
+            weights["jigsaw"] = jigsaw_weight if weights["jigsaw"] > 0 else 0.0
         out: dict[str, Tensor] = {}
         total = None
         terms = []
-        if loss.lambda_vid > 0:
-            out["vid"] = self.video_loss(batch["clip"])
-            terms.append(loss.lambda_vid * out["vid"])
-        if loss.lambda_mim > 0:
-            out["mim"] = self.mim_loss(batch["crops"], batch["masks"][:, :2], epoch, batch.get("local_crops"))
-            terms.append(loss.lambda_mim * out["mim"])
-        if jigsaw_weight > 0 and loss.lambda_jigsaw > 0:
-            out["jigsaw"] = self.jigsaw_loss(batch["context"], batch["masks"][:, 2])
-            terms.append(jigsaw_weight * out["jigsaw"])
+        for name, weight in weights.items():
+            if weight > 0:
+                out[name] = self.branch_loss(name, batch, epoch)
+                terms.append(weight * out[name])
         for term in terms:
             total = term if total is None else total + term
         out["loss"] = total
         return out
 
+    def branch_loss(self, name: str, batch: dict[str, Tensor], epoch: int = 0) -> Tensor:
+        """The unweighted loss of branch `name` (config/branches.py) on `batch`; the one dispatch on names."""
+        if name == "vid":
+            return self.video_loss(batch["clip"])
+        if name == "mim":
+            return self.mim_loss(batch["crops"], batch["masks"][:, :2], epoch, batch.get("local_crops"))
+        if name == "jigsaw":
+            return self.jigsaw_loss(batch["context"], batch["masks"][:, 2])
+        raise ConfigError(
+            f"Branch {branch(name).name!r} has no loss in PLStitchModel.branch_loss; add it there."
+        )
+
     def video_loss(self, clip: Tensor) -> Tensor:
-        """L_vid on clips [B, k, 3, H, W] in true order: CLS (PE on, with grad) -> head -> ranking loss."""
+        """L_vid on clips [B, k, 3, H, W] in true order: CLS (PE on, with grad) -> head -> the objective."""
         batch, k = clip.shape[:2]
-        perm_index = None
-        n_classes = self.config.loss.permutation_classes  # 0: all k!; N: the fixed sampled set
-        if self.config.loss.objective == "permutation":
-            perm_index = sample_permutation_indices(batch, k, device=clip.device, n_classes=n_classes)
-            clip = apply_permutation(clip, perm_index, n_classes)
+        clip, target = self.objective.prepare(clip)  # e.g. the permutation objective's shuffle
         feats = self.student["backbone"](clip.flatten(0, 1))[:, 0].reshape(batch, k, -1)
-        if perm_index is not None:
-            logits = self.student["permutation_head"](feats)
-            return permutation_classification_loss(logits, perm_index, n_classes=n_classes)
-        scores = self.student["temporal_head"](feats)
-        if self.config.loss.objective == "pairwise":
-            return pairwise_ranking_loss(scores)
-        return pl_loss_per_item(scores)
+        return self.objective(self.student[self.objective.head_name](feats), target)
 
     def mim_loss(self, crops: Tensor, masks: Tensor, epoch: int, local_crops: Tensor | None = None) -> Tensor:
         """iBOT on two global crops [B, 2, 3, H, W] with block masks [B, 2, h, w] (view-major inside), plus

@@ -16,7 +16,11 @@ from functools import lru_cache
 import torch
 from torch import Tensor
 
-from plstitch_eval.errors import ConfigError
+from plstitch_train.config.permutation_limits import (
+    MAX_PERMUTATION_CLASSES,
+    MAX_PERMUTATION_CLIP_LEN,
+    check_clip_len,
+)
 
 __all__ = [
     "MAX_PERMUTATION_CLASSES",
@@ -30,40 +34,9 @@ __all__ = [
     "sample_permutation_indices",
 ]
 
-MAX_PERMUTATION_CLIP_LEN = 8  # 8! = 40320 classes; 9! = 362880 is too many for a classifier
-# the most classes of a sampled set: as many as every permutation of the longest clip (config/loss.py's too)
-MAX_PERMUTATION_CLASSES = math.factorial(MAX_PERMUTATION_CLIP_LEN)
 # seed of the sampled class sets: one fixed set per (k, N), whatever the run's seed or torch's global RNG
 PERMUTATION_SET_SEED = 20_170_604
 _DRAW_CHUNK = 4096  # permutations drawn at a time while sampling a set
-
-
-def check_clip_len(k: int, n_classes: int = 0) -> None:
-    """Raise `ConfigError` unless a k-frame clip has the classes asked for.
-
-    `n_classes` 0 (every permutation): 1 <= k <= MAX_PERMUTATION_CLIP_LEN (k! classes must stay
-    classifiable). N > 0 (a sampled set): 2 <= N <= min(k!, MAX_PERMUTATION_CLASSES), any clip length.
-    """
-    if n_classes == 0:
-        if not 1 <= k <= MAX_PERMUTATION_CLIP_LEN:
-            raise ConfigError(
-                f"permutation classification needs 1 <= clip_len <= {MAX_PERMUTATION_CLIP_LEN} "
-                f"(got {k}: {math.factorial(k) if k > 0 else 0} classes); "
-                "use --objective pl or pairwise for longer clips, or set permutation_classes to classify "
-                "a sampled set of permutations"
-            )
-        return
-    if not 2 <= n_classes <= MAX_PERMUTATION_CLASSES:
-        raise ConfigError(
-            f"permutation_classes must be 0 (every permutation) or 2..{MAX_PERMUTATION_CLASSES} "
-            f"(got {n_classes})"
-        )
-    if k < 1 or n_classes > math.factorial(k):
-        total = math.factorial(k) if k > 0 else 0
-        raise ConfigError(
-            f"permutation_classes {n_classes} exceeds the {total} permutations of clip_len {k}; "
-            f"set permutation_classes <= {total} (or 0 for all of them) or a longer clip_len"
-        )
 
 
 def clip_len_of_classes(n_classes: int) -> int | None:

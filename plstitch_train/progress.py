@@ -9,9 +9,10 @@ import torch
 from rich.progress import TextColumn
 
 from plstitch_eval.utils.console import console, logger, progress_bar
-from plstitch_train.config import OptimConfig
+from plstitch_train.config import LOSS_KEYS, OptimConfig
 
-LOSS_KEYS = ("loss", "vid", "mim", "jigsaw")
+# LOSS_KEYS is re-exported from its home, plstitch_train/config/branches.py
+__all__ = ["LOSS_KEYS", "LiveLine", "announce_plan"]
 
 
 class LiveLine:

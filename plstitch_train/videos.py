@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.data.media import VIDEO_EXTENSIONS, is_image_file, is_video_file
 from plstitch_eval.errors import ConfigError, DataError
 
@@ -47,8 +48,6 @@ def discover_videos(folder: str | os.PathLike, folder_fps: float) -> list[VideoS
 
 def dataset_videos(name: str, root: str | None, split: str | None) -> list[VideoSource]:
     """The videos of a registered dataset's split (same adapters as extraction)."""
-    from plstitch_eval.data.datasets import get_dataset
-
     adapter = get_dataset(name, root)
     records = adapter.videos(split)
     if not records:

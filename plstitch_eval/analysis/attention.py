@@ -14,9 +14,12 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from PIL import Image
 
 from plstitch_eval.analysis.style import new_figure, write_outputs
 from plstitch_eval.errors import ConfigError, DataError
+from plstitch_eval.hub import load_encoder
+from plstitch_eval.utils.device import resolve_device
 
 CMAP = "inferno"  # perceptually uniform, readable with colour-vision deficiencies
 
@@ -128,11 +131,6 @@ def plot_attention(
 
 def run_attention(config: AttentionConfig) -> tuple[Path, Path, dict[str, Any]]:
     """Load the encoder and frames, compute last-block CLS attention, draw overlays and save them."""
-    from PIL import Image
-
-    from plstitch_eval.hub import load_encoder
-    from plstitch_eval.utils.device import resolve_device
-
     if not config.frames:
         raise ConfigError("Give at least one image with --frames.")
     device = resolve_device(config.device)

@@ -16,8 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from plstitch_eval.analysis.frames import dataset_records, encode_records
 from plstitch_eval.analysis.style import class_colors, new_figure, write_outputs
 from plstitch_eval.errors import ConfigError, FeatureStoreError
+from plstitch_eval.features import FeatureStore
+from plstitch_eval.hub import load_encoder
+from plstitch_eval.utils.console import logger
+from plstitch_eval.utils.device import resolve_device, resolve_precision
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -148,11 +153,6 @@ def render_awareness(
 
 def run_awareness(config: AwarenessConfig) -> tuple[Path, Path, dict[str, Any]]:
     """Load every pair's encoders, encode the same frames with all of them, draw and save the violins."""
-    from plstitch_eval.analysis.frames import dataset_records, encode_records
-    from plstitch_eval.hub import load_encoder
-    from plstitch_eval.utils.console import logger
-    from plstitch_eval.utils.device import resolve_device, resolve_precision
-
     if not config.pairs:
         raise ConfigError("No model pair given: pass --forward and --backward, or one or more --pair.")
     device = resolve_device(config.device)
@@ -335,8 +335,6 @@ def aligned_store_features(
     stores: dict[str, str | Path], split: str | None = "test"
 ) -> dict[str, np.ndarray]:
     """Run name -> [N, D] features of one split, checked to hold the same videos and frame times."""
-    from plstitch_eval.features import FeatureStore
-
     feats: dict[str, np.ndarray] = {}
     ref_name, ref = None, None
     for run, root in stores.items():

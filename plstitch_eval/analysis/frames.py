@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from plstitch_eval.data.datasets import get_dataset
+from plstitch_eval.data.datasets.base import decode, labels_at
+from plstitch_eval.data.video import probe
 from plstitch_eval.errors import DataError
 from plstitch_eval.preprocess import frame_plan, normalize_crops, prepare_frame
 from plstitch_eval.utils.device import autocast
@@ -31,8 +34,6 @@ class EncodedVideo:
 
 def dataset_records(dataset: str, root: str | Path | None, split: str | None, fps: float | None = None):
     """The dataset adapter and the records of one split (`None`/"all" = every video)."""
-    from plstitch_eval.data.datasets import get_dataset
-
     adapter = get_dataset(dataset, root=root) if fps is None else get_dataset(dataset, root=root, fps=fps)
     records = adapter.videos(split)
     if not records:
@@ -73,9 +74,6 @@ def encode_records(
     max_frames_per_video: int = 0,
 ) -> Iterator[EncodedVideo]:
     """Decode each record at `fps` (lowered to give at most `max_frames_per_video` frames) and encode."""
-    from plstitch_eval.data.datasets.base import decode, labels_at
-    from plstitch_eval.data.video import probe
-
     device = torch.device(device)
     for record in records:
         rate = fps
@@ -110,8 +108,6 @@ def encode_records(
 
 def frame_at(record: Any, time: float, size: int | None = 224) -> np.ndarray:
     """The first decoded frame at or after `time` seconds (the last one if the video is shorter)."""
-    from plstitch_eval.data.datasets.base import decode
-
     last = None
     for frame in decode(record, fps=None, size=size):
         last = frame.image

@@ -21,6 +21,8 @@ import torch
 
 from plstitch_eval.analysis.progression import score_clips
 from plstitch_eval.errors import ConfigError, EvaluationError
+from plstitch_eval.features import FeatureStore
+from plstitch_eval.hub.temporal_head import load_temporal_head
 
 
 def kendall_tau_of_scores(scores: np.ndarray, frame_times: np.ndarray) -> float:
@@ -28,6 +30,7 @@ def kendall_tau_of_scores(scores: np.ndarray, frame_times: np.ndarray) -> float:
 
     Constant scores (or fewer than two frames) carry no order and give 0.0 rather than NaN.
     """
+    # lazy: scipy.stats costs seconds to import (python -X importtime); only tau needs it
     from scipy.stats import kendalltau
 
     s = np.asarray(scores, dtype=np.float64)
@@ -96,8 +99,6 @@ def head_order_tau(
 
 def read_split_videos(store_dir: str | Path, split: str | None = "test") -> dict[str, tuple[np.ndarray, ...]]:
     """name -> (features, frame_times) of one split of a feature store (all videos when split is None)."""
-    from plstitch_eval.features import FeatureStore
-
     store = FeatureStore(store_dir)
     names = store.splits().get(split, []) if split else store.videos()
     if not names:
@@ -114,8 +115,6 @@ def model_order_tau(
     device: torch.device | str = "cpu",
 ) -> dict[str, Any]:
     """Kendall tau of the temporal head of `model` (any head spec) on its own features in `store_dir`."""
-    from plstitch_eval.hub.temporal_head import load_temporal_head
-
     head = load_temporal_head(str(model), device)
     videos = read_split_videos(store_dir, split)
     in_dim = head.config["in_dim"]

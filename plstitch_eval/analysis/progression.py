@@ -22,8 +22,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from plstitch_eval.analysis.frames import dataset_records, encode_records
 from plstitch_eval.analysis.style import OKABE_ITO, new_figure, write_outputs
 from plstitch_eval.errors import ConfigError, EvaluationError
+from plstitch_eval.features import FeatureStore
+from plstitch_eval.hub import load_encoder
+from plstitch_eval.hub.temporal_head import load_temporal_head
+from plstitch_eval.utils.console import logger
+from plstitch_eval.utils.device import resolve_device, resolve_precision
 
 
 @dataclass
@@ -133,6 +139,7 @@ def aggregate_curves(curves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 def spearman(values: np.ndarray) -> float:
     """Spearman rank correlation between progress values and frame order (1 = perfectly monotone)."""
+    # lazy: scipy.stats costs seconds to import and predict imports this module for its scorer
     from scipy.stats import spearmanr
 
     v = np.asarray(values, dtype=np.float64)
@@ -214,16 +221,10 @@ def run_progression(config: ProgressionConfig) -> tuple[Path, Path, dict[str, An
     `config.model` is any `load_encoder` spec that carries a temporal head: a training run or exported folder,
     a released `pl_*.pth`, or a registry name such as `pl-stitch-lemon`.
     """
-    from plstitch_eval.hub.temporal_head import load_temporal_head
-    from plstitch_eval.utils.console import logger
-    from plstitch_eval.utils.device import resolve_device, resolve_precision
-
     device = resolve_device(config.device)
     head = load_temporal_head(config.model, device)
     videos: dict[str, np.ndarray] = {}
     if config.features:
-        from plstitch_eval.features import FeatureStore
-
         store = FeatureStore(config.features)
         names = store.splits().get(config.split, []) if config.split else store.videos()
         if not names:
@@ -234,9 +235,6 @@ def run_progression(config: ProgressionConfig) -> tuple[Path, Path, dict[str, An
             names = names[: config.max_videos]
         videos = {v.video: v.features for v in store.read_many(names)}
     elif config.dataset:
-        from plstitch_eval.analysis.frames import dataset_records, encode_records
-        from plstitch_eval.hub import load_encoder
-
         precision = resolve_precision(config.precision, device)
         encoder = load_encoder(config.model, device=str(device))
         adapter, records = dataset_records(config.dataset, config.root, config.split, config.fps)

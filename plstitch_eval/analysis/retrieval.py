@@ -12,8 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from plstitch_eval.analysis.frames import dataset_records, frame_at
 from plstitch_eval.analysis.style import RIGHT, WRONG, class_colors, new_figure, write_outputs
 from plstitch_eval.errors import ConfigError
+from plstitch_eval.features import FeatureStore
 
 
 @dataclass
@@ -109,8 +111,6 @@ def plot_retrieval(query: dict[str, Any], neighbours: list[dict[str, Any]], n_cl
 
 def run_retrieval(config: RetrievalConfig) -> tuple[Path, Path, dict[str, Any]]:
     """Find the query frame's nearest neighbours in the other videos of a store, draw and save them."""
-    from plstitch_eval.features import FeatureStore
-
     if config.top < 1:
         raise ConfigError(f"--top must be >= 1, got {config.top}.")
     store = FeatureStore(config.features)
@@ -171,8 +171,6 @@ def run_retrieval(config: RetrievalConfig) -> tuple[Path, Path, dict[str, Any]]:
 
 def _load_images(config: RetrievalConfig, frames: list[dict[str, Any]]) -> list[np.ndarray]:
     """Decode the shown frames from the dataset videos (first frame at or after each time)."""
-    from plstitch_eval.analysis.frames import dataset_records, frame_at
-
     _, records = dataset_records(config.dataset, config.root, None)
     by_name = {r.name: r for r in records}
     missing = sorted({f["video"] for f in frames} - set(by_name))

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from plstitch_eval.errors import ConfigError, EvaluationError
+from plstitch_eval.features import FeatureStore, VideoFeatures
 
 
 def normalised_time(frame_times: np.ndarray) -> np.ndarray:
@@ -45,6 +46,7 @@ def choose_alpha(
 
     Ties go to the larger penalty (the simpler probe). Each fold standardises with its own train part.
     """
+    # lazy: scikit-learn costs seconds to import and reproduce imports this module at its top
     from sklearn.model_selection import GroupKFold
 
     n_groups = len(np.unique(groups))
@@ -63,6 +65,7 @@ def fit_time_probe(
     x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, alpha: float = 1.0
 ) -> dict[str, float]:
     """Ridge fit on train, R^2 and MAE on test; features standardised with train statistics (std 0 -> 1)."""
+    # lazy, as above
     from sklearn.linear_model import Ridge
     from sklearn.metrics import mean_absolute_error, r2_score
 
@@ -83,8 +86,6 @@ def time_probe(
 
     `alpha=None` chooses the ridge penalty by cross-validation over the train videos (`choose_alpha`).
     """
-    from plstitch_eval.features import FeatureStore
-
     store = FeatureStore(store_dir)
     splits = store.splits()
     for split in (train_split, test_split):
@@ -130,8 +131,6 @@ def write_time_oracle_store(source: str | Path, target: str | Path, overwrite: b
     Same videos, labels, frame times and splits as `source`; every protocol then scores what knowing the
     normalised time alone (no pixels) gives - an upper reference for order-only features.
     """
-    from plstitch_eval.features import FeatureStore, VideoFeatures
-
     src = FeatureStore(source)
     manifest = {
         **{k: v for k, v in src.manifest.items() if k != "format_version"},

@@ -17,6 +17,7 @@ from matplotlib.patches import Patch
 
 from plstitch_eval.analysis.style import ERROR_STRIP, UNLABELLED, class_colors, new_figure, write_outputs
 from plstitch_eval.errors import ConfigError, EvaluationError
+from plstitch_eval.features import FeatureStore
 
 
 @dataclass
@@ -120,8 +121,6 @@ def plot_timelines(rows: list[dict[str, Any]], class_names: list[str], title: st
 
 def run_timeline(config: TimelineConfig) -> tuple[Path, Path, dict[str, Any]]:
     """Pair each chosen video's predictions with its ground truth, draw and save the ribbons."""
-    from plstitch_eval.features import FeatureStore
-
     results = load_predictions(config.pred)
     store = FeatureStore(config.features)
     class_names = list(results.get("class_names") or store.class_names)

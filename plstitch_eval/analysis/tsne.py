@@ -11,9 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from plstitch_eval.analysis.style import UNLABELLED, class_colors, new_figure, write_outputs
 from plstitch_eval.errors import ConfigError
+from plstitch_eval.features import FeatureStore
+from plstitch_eval.metrics import clustering_scores
+from plstitch_eval.utils.console import logger
 
 
 @dataclass
@@ -32,8 +36,6 @@ class TsneConfig:
 
 def load_points(store_path: str | Path, split: str) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
     """Frames of a split ("all" = every video): features [N, D], labels [N], video per row, class names."""
-    from plstitch_eval.features import FeatureStore
-
     store = FeatureStore(store_path)
     items = store.read_many(store.videos()) if split == "all" else store.read_split(split)
     if not items:
@@ -53,6 +55,7 @@ def subsample(n: int, max_points: int, seed: int) -> np.ndarray:
 
 def embed(features: np.ndarray, perplexity: float, seed: int) -> np.ndarray:
     """2-D t-SNE embedding (scikit-learn, PCA init, automatic learning rate, fixed seed)."""
+    # lazy: scikit-learn costs seconds to import (python -X importtime); only the embedding needs it
     from sklearn.manifold import TSNE
 
     if perplexity >= len(features):
@@ -101,11 +104,6 @@ def plot_tsne(
 
 def run_tsne(config: TsneConfig) -> tuple[Path, Path, dict[str, Any]]:
     """Sample frames of a store split, cluster and embed them, draw and save the panels."""
-    from threadpoolctl import threadpool_limits
-
-    from plstitch_eval.metrics import clustering_scores
-    from plstitch_eval.utils.console import logger
-
     if not config.perplexities:
         raise ConfigError("Give at least one --perplexity.")
     feats, labels, videos, class_names = load_points(config.features, config.split)

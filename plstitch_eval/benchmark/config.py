@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +16,18 @@ from plstitch_eval.errors import ConfigError
 from plstitch_eval.extract import ExtractOptions
 from plstitch_eval.knn import KnnConfig
 from plstitch_eval.linear import LinearConfig
-from plstitch_eval.protocols import CV_PROTOCOLS
-from plstitch_eval.results_json import TOOLS_TASK
+from plstitch_eval.protocols import (
+    RUNTIME_FIELDS,
+    cv_protocols,
+    get_protocol,
+    protocol_names,
+    registered_protocols,
+)
+from plstitch_eval.protocols.registry import CV_TASK, cv_task
 from plstitch_eval.scoring import default_metrics
 from plstitch_eval.temporal.fit import TemporalConfig
-from plstitch_eval.tool_presence import MAP
 
-RUNTIME_FIELDS = ("device", "num_threads", "chunk_size")  # change speed, not numbers: not in the settings
+__all__ = ["RUNTIME_FIELDS", "BenchmarkConfig"]
 
 
 @dataclass
@@ -64,14 +69,12 @@ class BenchmarkConfig:
         self.protocols = parse_protocols(self.protocols)
         self.metrics = parse_metrics(self.metrics)
         self.out = Path(self.out).expanduser()
-        configs = (("extract", ExtractOptions), ("knn", KnnConfig), ("linear", LinearConfig))
-        for name, kind in (*configs, ("temporal", TemporalConfig)):
+        sections = {"extract": ExtractOptions}  # then each protocol's config section, in registry order
+        sections.update({p.section: p.config_type for p in registered_protocols() if p.section is not None})
+        for name, kind in sections.items():
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"BenchmarkConfig.{name} must be a {kind.__name__}.")
-        if self.cv_protocol not in CV_PROTOCOLS:
-            raise ConfigError(
-                f"--cv-protocol must be one of {', '.join(CV_PROTOCOLS)}, got {self.cv_protocol!r}."
-            )
+        get_protocol(self.cv_protocol, "cv-protocol", cv_protocols())
         if self.cv_folds < 2:
             raise ConfigError(f"--folds must be >= 2, got {self.cv_folds}.")
         if not 0 < self.val_fraction < 1:
@@ -79,30 +82,19 @@ class BenchmarkConfig:
 
     def task(self, protocol: str) -> str:
         """The table's name of a protocol: `cv` becomes `cv-knn` / `cv-linear`."""
-        return f"cv-{self.cv_protocol}" if protocol == "cv" else protocol
+        return cv_task(self.cv_protocol) if protocol == CV_TASK else protocol
 
     def table_metrics(self, dataset: DatasetSpec, protocol: str | None = None) -> tuple[str, ...]:
-        """The metric columns of `dataset`: `metrics` if set, else its headline metrics; the tool task's
-        column is its mAP whatever `metrics` says (its results have no phase metrics)."""
-        if protocol == TOOLS_TASK:
-            return (MAP,)
-        return tuple(self.metrics or default_metrics(dataset.adapter))
+        """The metric columns of `dataset`: `metrics` if set, else its headline metrics; a protocol with
+        columns of its own (`Protocol.table_metrics`, e.g. tool presence's mAP) gets those instead."""
+        phase = tuple(self.metrics or default_metrics(dataset.adapter))
+        known = get_protocol(protocol) if protocol in protocol_names() else None
+        return phase if known is None or known.table_metrics is None else known.table_metrics(phase)
 
     def settings(self, model: str, dataset: DatasetSpec, protocol: str) -> dict[str, Any]:
-        """What a cell's numbers depend on (recorded in its results JSON; a rerun must match it)."""
-        knn = {k: v for k, v in asdict(self.knn).items() if k not in RUNTIME_FIELDS}
-        linear = {k: v for k, v in asdict(self.linear).items() if k not in RUNTIME_FIELDS}
-        temporal = {k: v for k, v in asdict(self.temporal).items() if k not in RUNTIME_FIELDS}
-        inners = {"knn": knn, "linear": linear, "temporal": temporal}
-        if protocol == "knn":
-            proto: dict[str, Any] = {"knn": knn}
-        elif protocol in ("linear", "temporal"):
-            proto = {protocol: inners[protocol], "val_fraction": self.val_fraction}
-        elif protocol == TOOLS_TASK:  # the linear grid, class-balanced per tool
-            proto = {"linear": {**linear, "balance_classes": True}, "val_fraction": self.val_fraction}
-        else:
-            inner = {self.cv_protocol: inners[self.cv_protocol]}
-            proto = {"folds": self.cv_folds, "inner": self.cv_protocol, "seed": self.cv_seed, **inner}
+        """What a cell's numbers depend on (recorded in its results JSON; a rerun must match it): the
+        protocol's own part is `Protocol.settings`."""
+        proto = get_protocol(protocol, "protocols").settings(self)
         extract = {
             "fps": self.extract.fps,
             "precision": self.extract.precision,

@@ -6,20 +6,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.results_json import TASK_LABELS, TOOLS_TASK
+from plstitch_eval.protocols import TASK_LABELS, benchmark_protocols
 from plstitch_eval.tables import METRIC_LABELS
 
-PROTOCOLS = ("knn", "linear", "temporal", "cv", TOOLS_TASK)
-PROTOCOL_LABELS = TASK_LABELS
+PROTOCOLS = benchmark_protocols()  # the shipped ones; `parse_protocols` asks the registry at each call
+PROTOCOL_LABELS = TASK_LABELS  # a live view of the registry's labels
 
 
 def parse_protocols(protocols: str | Sequence[str]) -> tuple[str, ...]:
     """`knn,linear[,cv]` -> ("knn", "linear", ...); an unknown name is a ConfigError listing the choices."""
     items = split_items(protocols, "--protocols")
+    known = benchmark_protocols()
     for item in items:
-        if item not in PROTOCOLS:
+        if item not in known:
             raise ConfigError(
-                f"Unknown protocol {item!r} in --protocols; choose from {', '.join(PROTOCOLS)} "
+                f"Unknown protocol {item!r} in --protocols; choose from {', '.join(known)} "
                 "(e.g. --protocols knn,linear)."
             )
     return tuple(dict.fromkeys(items))

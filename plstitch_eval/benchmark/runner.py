@@ -32,11 +32,9 @@ from plstitch_eval.errors import ConfigError, PlstitchError
 from plstitch_eval.extract import extract_features, select_videos
 from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
-from plstitch_eval.protocols import run_cv, run_knn, run_linear
-from plstitch_eval.results_json import TOOLS_TASK, write_results
+from plstitch_eval.protocols import get_protocol
+from plstitch_eval.results_json import write_results
 from plstitch_eval.tables import METRIC_LABELS
-from plstitch_eval.temporal_protocol import run_temporal
-from plstitch_eval.tool_presence import run_tool_linear
 from plstitch_eval.utils.console import console, error_console, logger, progress_bar
 from plstitch_eval.utils.device import resolve_device
 from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
@@ -277,28 +275,8 @@ class _Runner:
         self._report(cell)
 
     def _protocol(self, cell: Cell) -> dict[str, Any]:
-        config, scheme = self.config, cell.dataset.split_scheme
-        if cell.protocol == "knn":
-            return run_knn(cell.store, config.knn, scheme=scheme)
-        if cell.protocol == "linear":
-            return run_linear(cell.store, config.linear, scheme=scheme, val_fraction=config.val_fraction)
-        if cell.protocol == TOOLS_TASK:
-            balanced = dataclasses.replace(config.linear, balance_classes=True)
-            return run_tool_linear(cell.store, balanced, scheme=scheme, val_fraction=config.val_fraction)
-        if cell.protocol == "temporal":
-            return run_temporal(
-                cell.store, config.temporal, scheme=scheme, val_fraction=config.val_fraction, progress=False
-            )[0]
-        return run_cv(
-            cell.store,
-            config.cv_folds,
-            config.cv_protocol,
-            config.knn,
-            config.linear,
-            seed=config.cv_seed,
-            val_fraction=config.val_fraction,
-            temporal_config=config.temporal,
-        )
+        """The cell's results dict: its registered protocol run on its store (`Protocol.run`)."""
+        return get_protocol(cell.protocol).run(cell.store, self.config, cell.dataset.split_scheme)
 
     def _fail(self, cell: Cell, error: str) -> None:
         cell.status, cell.error = "failed", error

@@ -7,10 +7,20 @@ from typing import Annotated
 
 import typer
 
-from plstitch_eval.commands.options import DeviceOpt
+from plstitch_eval.commands.options import DeviceOpt, dataset_opt, given, out_opt, root_opt, split_opt
 from plstitch_eval.errors import ConfigError
 
-OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Output folder for NAME.png and NAME.json.")]
+# the defaults in these signatures are the analysis configs' (tests/eval/commands/test_signature_defaults.py
+# holds them equal): reading them here would import the analysis modules (matplotlib, timm) at every
+# start-up, measured +7 s or more on a 6 to 7 s start-up of `plstitch --help` (2 busy cores)
+OutOpt = out_opt("Output folder for NAME.png and NAME.json.")
+DatasetRootOpt = root_opt("Dataset root folder.", kind=str | None)
+SplitOrAllOpt = split_opt("train, val, test or all.", kind=str)
+DatasetNameOpt = dataset_opt("Dataset name.", short=False)
+EncodeDatasetOpt = dataset_opt("Dataset to decode and encode.", kind=str | None, short=False)
+ShowDatasetOpt = dataset_opt("Dataset, to show the frames.", kind=str | None, short=False)
+RecordedSplitOpt = split_opt("Recorded split, or all.", kind=str)
+SearchSplitOpt = split_opt("Search only this split.")
 NameOpt = Annotated[
     str | None, typer.Option("--name", help="File stem of the outputs (default: the command).")
 ]
@@ -65,9 +75,9 @@ def awareness(
         ),
     ] = None,
     label: Annotated[str, typer.Option("--label", help="Name of the --forward/--backward pair.")] = "model",
-    dataset: Annotated[str, typer.Option("--dataset", help="Dataset name.")] = "synthetic",
-    root: Annotated[str | None, typer.Option("--root", help="Dataset root folder.")] = None,
-    split: Annotated[str, typer.Option("--split", help="train, val, test or all.")] = "test",
+    dataset: DatasetNameOpt = "synthetic",
+    root: DatasetRootOpt = None,
+    split: SplitOrAllOpt = "test",
     fps: Annotated[float | None, typer.Option("--fps", help="Sampling rate (default: dataset's).")] = None,
     max_videos: Annotated[int, typer.Option("--max-videos", help="Videos to use (0 = all).")] = 4,
     max_frames: Annotated[int, typer.Option("--max-frames", help="Frames per video at most (0 = all).")] = 64,
@@ -96,7 +106,7 @@ def awareness(
         batch_size=batch_size,
         device=device,
         out=out,
-        name=name or "awareness",
+        **given(name=name or None),
     )
     png, js, stats = run_awareness(config)
     summary = "; ".join(
@@ -113,13 +123,13 @@ def progression(
             help="Model with a temporal head: run/exported folder, PL-Stitch .pth, or e.g. pl-stitch-lemon.",
         ),
     ],
-    dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset to decode and encode.")] = None,
-    root: Annotated[str | None, typer.Option("--root", help="Dataset root folder.")] = None,
+    dataset: EncodeDatasetOpt = None,
+    root: DatasetRootOpt = None,
     features: Annotated[
         str | None,
         typer.Option("--features", help="Feature store made with this model's backbone instead."),
     ] = None,
-    split: Annotated[str, typer.Option("--split", help="train, val, test or all.")] = "test",
+    split: SplitOrAllOpt = "test",
     fps: Annotated[float | None, typer.Option("--fps", help="Sampling rate (default: dataset's).")] = None,
     max_videos: Annotated[int, typer.Option("--max-videos", help="Videos to use (0 = all).")] = 0,
     window: Annotated[int, typer.Option("--window", help="Frames per scored list (0 = whole video).")] = 0,
@@ -149,7 +159,7 @@ def progression(
         batch_size=batch_size,
         device=device,
         out=out,
-        name=name or "progression",
+        **given(name=name or None),
     )
     png, js, data = run_progression(config)
     _done(
@@ -197,7 +207,7 @@ def tsne(
     perplexity: Annotated[
         list[float] | None, typer.Option("--perplexity", help="t-SNE perplexity (repeat for more panels).")
     ] = None,
-    split: Annotated[str, typer.Option("--split", help="Recorded split, or all.")] = "test",
+    split: RecordedSplitOpt = "test",
     max_points: Annotated[
         int, typer.Option("--max-points", help="Random sample of frames (0 = all).")
     ] = 5000,
@@ -211,13 +221,13 @@ def tsne(
 
     config = TsneConfig(
         features=features,
-        perplexities=list(perplexity or [30.0]),
+        **given(perplexities=list(perplexity) if perplexity else None),
         split=split,
         max_points=max_points,
         seed=seed,
         threads=threads,
         out=out,
-        name=name or "tsne",
+        **given(name=name or None),
     )
     png, js, data = run_tsne(config)
     c = data["clustering"]
@@ -239,7 +249,12 @@ def timeline(
 
     wanted = [v.strip() for v in videos.split(",") if v.strip()] if videos else None
     config = TimelineConfig(
-        features=features, pred=pred, videos=wanted, max_videos=max_videos, out=out, name=name or "timeline"
+        features=features,
+        pred=pred,
+        videos=wanted,
+        max_videos=max_videos,
+        out=out,
+        **given(name=name or None),
     )
     png, js, data = run_timeline(config)
     acc = ", ".join(f"{v} {d['accuracy']:.1f}%" for v, d in data["per_video"].items())
@@ -266,7 +281,7 @@ def attention(
         alpha=alpha,
         device=device,
         out=out,
-        name=name or "attention",
+        **given(name=name or None),
     )
     png, js, data = run_attention(config)
     ent = "; ".join(f"{k}: {v['mean_entropy_bits']:.2f} bits" for k, v in data["frames"].items())
@@ -277,12 +292,12 @@ def retrieval(
     features: Annotated[str, typer.Option("--features", help="Feature store folder.")],
     query: Annotated[str, typer.Option("--query", help="VIDEO:SECOND, e.g. video41:120.")],
     top: Annotated[int, typer.Option("--top", help="Neighbours to show.")] = 3,
-    split: Annotated[str | None, typer.Option("--split", help="Search only this split.")] = None,
+    split: SearchSplitOpt = None,
     distinct_videos: Annotated[
         bool, typer.Option("--distinct-videos", help="At most one neighbour per video.")
     ] = False,
-    dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset, to show the frames.")] = None,
-    root: Annotated[str | None, typer.Option("--root", help="Dataset root folder.")] = None,
+    dataset: ShowDatasetOpt = None,
+    root: DatasetRootOpt = None,
     out: OutOpt = Path("figs"),
     name: NameOpt = None,
 ) -> None:
@@ -298,7 +313,7 @@ def retrieval(
         dataset=dataset,
         root=root,
         out=out,
-        name=name or "retrieval",
+        **given(name=name or None),
     )
     png, js, data = run_retrieval(config)
     q = data["query"]

@@ -25,8 +25,10 @@ from plstitch_eval.commands.options import (
     TrustPickleOpt,
     WdGridOpt,
     WeightingOpt,
+    encode_settings,
     given,
 )
+from plstitch_eval.commands.probe_configs import knn_config, linear_config, temporal_config
 
 
 def benchmark(
@@ -112,15 +114,11 @@ def benchmark(
     from plstitch_eval.benchmark.config import BenchmarkConfig
     from plstitch_eval.benchmark.runner import run_benchmark
     from plstitch_eval.extract import ExtractOptions
-    from plstitch_eval.knn import KnnConfig
-    from plstitch_eval.linear import LinearConfig
-    from plstitch_eval.temporal.fit import TemporalConfig
     from plstitch_eval.utils.console import console, print_error, result_console
     from plstitch_eval.utils.device import resolve_device
     from plstitch_eval.utils.io import write_json_output
 
     resolved = str(resolve_device(device or "auto"))
-    seeds = given(seed=seed)
     config = BenchmarkConfig(
         models=models,
         datasets=datasets,
@@ -128,8 +126,7 @@ def benchmark(
         protocols=protocols,
         metrics=metrics,
         extract=ExtractOptions(
-            **given(
-                fps=fps,
+            **encode_settings(
                 batch_size=batch_size,
                 num_workers=num_workers,
                 device=device,
@@ -137,21 +134,14 @@ def benchmark(
                 decoder=decoder,
                 decode_device=decode_device,
             ),
+            **given(fps=fps),
             crop_black_margin=crop_black_margin,
         ),
-        knn=KnnConfig(**given(k=k, temperature=temperature, weighting=weighting), device=resolved),
-        linear=LinearConfig(
-            **given(
-                lrs=tuple(lr) if lr else None,
-                weight_decays=tuple(wd) if wd else None,
-                optimizer=optimizer,
-                epochs=epochs,
-                select_metric=select_metric,
-            ),
-            **seeds,
-            device=resolved,
+        knn=knn_config(k, temperature, weighting, device=resolved),
+        linear=linear_config(
+            lr, wd, optimizer, epochs, select_metric=select_metric, seed=seed, device=resolved
         ),
-        temporal=TemporalConfig(**given(epochs=temporal_epochs), causal=causal, **seeds, device=resolved),
+        temporal=temporal_config(epochs=temporal_epochs, causal=causal, seed=seed, device=resolved),
         cv_folds=folds,
         cv_protocol=cv_protocol,
         **given(cv_seed=seed),

@@ -14,6 +14,8 @@ from rich.text import Text
 
 from plstitch_eval.commands.options import (
     CropMarginOpt,
+    DatasetOpt,
+    DatasetSchemeOpt,
     DecodeDeviceOpt,
     DecoderOpt,
     EncodeBatchOpt,
@@ -24,16 +26,22 @@ from plstitch_eval.commands.options import (
     PrecisionOpt,
     ResizeOnDecodeOpt,
     RevisionOpt,
+    RootOpt,
+    SplitOpt,
     TransformOpt,
     TrustPickleOpt,
     WhichOpt,
+    encode_settings,
     given,
+    out_opt,
 )
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import console, print_error, result_console
 from plstitch_eval.utils.io import write_json_output
 
 SYNTHETIC_DEFAULT_MODEL = "plstitch-tiny-synthetic"
+StoreOutOpt = out_opt("Feature store folder (created or resumed).")
+MstcnOutOpt = out_opt("Output folder in MS-TCN layout.")
 
 
 def datasets() -> None:
@@ -76,13 +84,9 @@ def default_model(dataset: str) -> str:
 
 
 def extract(
-    dataset: Annotated[
-        str, typer.Option("--dataset", "-d", help="Dataset adapter (see `plstitch datasets`).")
-    ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Feature store folder (created or resumed).")],
-    root: Annotated[
-        Path | None, typer.Option("--root", help="Dataset folder (not needed for synthetic).")
-    ] = None,
+    dataset: DatasetOpt,
+    out: StoreOutOpt,
+    root: RootOpt = None,
     model: ModelOpt = None,
     revision: RevisionOpt = None,
     trust_pickle: TrustPickleOpt = False,
@@ -91,10 +95,8 @@ def extract(
     num_workers: NumWorkersOpt = None,
     device: EncodeDeviceOpt = None,
     precision: PrecisionOpt = None,
-    split: Annotated[str | None, typer.Option(help="Only this split (train, val, test).")] = None,
-    split_scheme: Annotated[
-        str | None, typer.Option("--split-scheme", help="Scheme that --split refers to (default: the first).")
-    ] = None,
+    split: SplitOpt = None,
+    split_scheme: DatasetSchemeOpt = None,
     videos: Annotated[
         str | None, typer.Option("--videos", help="Only these videos (comma-separated names).")
     ] = None,
@@ -123,6 +125,8 @@ def extract(
     time into one --out share the videos; under torchrun (`torchrun ... -m plstitch_eval extract ...`) each
     rank takes a disjoint share of the videos.
     """
+    # imported when run: the extraction and hub packages pull in torchvision, torchcodec and timm (measured
+    # +10 s or more on a 6 to 7 s start-up of `plstitch --help`, 2 busy cores)
     from plstitch_eval.data.datasets.registry import get_dataset
     from plstitch_eval.extract import (
         ExtractOptions,
@@ -134,8 +138,7 @@ def extract(
     from plstitch_eval.hub import load_encoder
 
     options = ExtractOptions(
-        **given(
-            fps=fps,
+        **encode_settings(
             batch_size=batch_size,
             num_workers=num_workers,
             device=device,
@@ -143,6 +146,7 @@ def extract(
             decoder=decoder,
             decode_device=decode_device,
         ),
+        **given(fps=fps),
         overwrite=overwrite,
         fail_fast=fail_fast,
         videos=[v.strip() for v in videos.split(",") if v.strip()] if videos else None,
@@ -194,7 +198,7 @@ def extract(
 
 def export_mstcn(
     store: Annotated[Path, typer.Argument(help="Feature store folder (from `plstitch extract`).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder in MS-TCN layout.")],
+    out: MstcnOutOpt,
     split_scheme: Annotated[
         str | None,
         typer.Option("--split-scheme", help="Export only this split scheme (default: all, as split1..N)."),

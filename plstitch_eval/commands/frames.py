@@ -7,18 +7,21 @@ from typing import Annotated
 
 import typer
 
-from plstitch_eval.commands.options import TrainDecoderOpt
+from plstitch_eval.commands.options import TrainDecoderOpt, dataset_opt, out_opt, root_opt, split_opt
 from plstitch_eval.utils.io import write_json_output
+
+LmdbOutOpt = out_opt("LMDB folder to write (resumes <out>.partial).")
+FramesDatasetOpt = dataset_opt("Dataset adapter name.", kind=str | None)
+FramesRootOpt = root_opt("Dataset folder.")
+FramesSplitOpt = split_opt("Dataset split (default: every video).")
 
 
 def write_lmdb(
-    out: Annotated[Path, typer.Option("--out", "-o", help="LMDB folder to write (resumes <out>.partial).")],
+    out: LmdbOutOpt,
     data: Annotated[Path | None, typer.Option("--data", help="Folder of videos or frame folders.")] = None,
-    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset adapter name.")] = None,
-    root: Annotated[Path | None, typer.Option("--root", help="Dataset folder.")] = None,
-    split: Annotated[
-        str | None, typer.Option("--split", help="Dataset split (default: every video).")
-    ] = None,
+    dataset: FramesDatasetOpt = None,
+    root: FramesRootOpt = None,
+    split: FramesSplitOpt = None,
     fps: Annotated[float, typer.Option("--fps", help="Frames per second kept (the authors': 1).")] = 1.0,
     size: Annotated[
         int,

@@ -2,14 +2,87 @@
 
 Why: an option's name, flags and help live in one place; a setting left unset (None) is dropped by `given`,
 so the config dataclass's own default wins (change `KnnConfig.temperature` and every command follows).
+Where commands' help differs (`--out`, `--split`), an alias factory (`out_opt(help)`) keeps the flag in one
+place; help texts read defaults with `default_of`; `encode_settings` maps the encode group (extract, predict,
+benchmark) onto `EncodeOptions`.
 """
 
 from __future__ import annotations
 
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from plstitch_eval.encode_options import EncodeOptions
+from plstitch_eval.knn import KnnConfig
+from plstitch_eval.linear import LinearConfig
+
+
+def default_of(config: type, name: str) -> Any:
+    """The default of dataclass `config`'s field `name`, for help texts: they follow the dataclass."""
+    for field in fields(config):
+        if field.name == name and field.default is not MISSING:
+            return field.default
+        if field.name == name and field.default_factory is not MISSING:
+            return field.default_factory()
+    raise KeyError(f"{config.__name__} has no field {name!r} with a default")
+
+
+def choices_help(choices: dict[str, str], default: Any) -> str:
+    """`a (note, default), b or c`: each choice with its note, the dataclass's `default` marked."""
+    shown = []
+    for name, note in choices.items():
+        marks = [mark for mark in (note, "default" if name == default else "") if mark]
+        shown.append(f"{name} ({', '.join(marks)})" if marks else name)
+    return f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else shown[0]
+
+
+def _option(kind: Any, *flags: str, help: str, **settings: Any) -> Any:
+    """A typed alias `Annotated[kind, typer.Option(*flags, ...)]`, for the factories below."""
+    return Annotated[kind, typer.Option(*flags, help=help, **settings)]
+
+
+# the common flags: a factory where a command's meaning differs, an alias where they agree
+DATASET_HELP = "Dataset adapter (see `plstitch datasets`)."
+ROOT_HELP = "Dataset folder (not needed for synthetic)."
+DEVICE_CHOICES = "auto, cpu or cuda[:N]"
+
+
+def out_opt(help: str, *, kind: Any = Path, short: bool = True) -> Any:
+    """`--out` (`-o`) with the command's own help: what a command writes there differs per command."""
+    return _option(kind, "--out", *(["-o"] if short else []), help=help)
+
+
+def dataset_opt(help: str = DATASET_HELP, *, kind: Any = str, short: bool = True) -> Any:
+    """`--dataset` (`-d`): a dataset adapter's name; `kind` str | None where it is optional."""
+    return _option(kind, "--dataset", *(["-d"] if short else []), help=help)
+
+
+def root_opt(help: str = ROOT_HELP, *, kind: Any = Path | None) -> Any:
+    """`--root`: the dataset's folder (or, with a command's own help, a folder of videos)."""
+    return _option(kind, "--root", help=help)
+
+
+def split_opt(help: str, *, kind: Any = str | None) -> Any:
+    """`--split` with the command's own help (only this split, or the split a recorded result used)."""
+    return _option(kind, "--split", help=help)
+
+
+def device_opt(default: str | None = None, *, kind: Any = str, choices: str = DEVICE_CHOICES) -> Any:
+    """`--device` with the one help text; `default` names the default where the option itself is None."""
+    told = f" (default {default})" if default is not None else ""
+    return _option(kind, "--device", help=f"{choices}{told}.")
+
+
+DatasetOpt = dataset_opt()
+OptionalDatasetOpt = dataset_opt(kind=str | None)
+RootOpt = root_opt()
+SplitOpt = split_opt("Only this split (train, val, test).")
+DatasetSchemeOpt = Annotated[
+    str | None, typer.Option("--split-scheme", help="Scheme that --split refers to (default: the first).")
+]
 
 FeaturesOpt = Annotated[
     Path, typer.Option("--features", "-f", help="Feature store folder (plstitch extract).")
@@ -22,6 +95,7 @@ JsonOpt = Annotated[
         dir_okay=False,
     ),
 ]
+# device_opt() spelled out: tests/eval/commands/test_options.py finds its help in this file alone
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu or cuda[:N].")]
 SchemeOpt = Annotated[
     str | None, typer.Option("--split-scheme", help="Split scheme in the manifest (default: the first).")
@@ -58,13 +132,23 @@ CropMarginOpt = Annotated[
 
 
 # the k-NN and linear protocols (knn, linear, cv, benchmark): None = KnnConfig's / LinearConfig's default
-KnnKOpt = Annotated[int | None, typer.Option("--k", help="k-NN neighbours (default 20).")]
+KnnKOpt = Annotated[
+    int | None, typer.Option("--k", help=f"k-NN neighbours (default {default_of(KnnConfig, 'k')}).")
+]
 TemperatureOpt = Annotated[
-    float | None, typer.Option("--temperature", help="k-NN T in exp(sim / T) (default 0.07).")
+    float | None,
+    typer.Option(
+        "--temperature", help=f"k-NN T in exp(sim / T) (default {default_of(KnnConfig, 'temperature')})."
+    ),
 ]
 WeightingOpt = Annotated[
     str | None,
-    typer.Option("--weighting", help="k-NN weighting: exp (DINO, default), similarity or uniform."),
+    typer.Option(
+        "--weighting",
+        help="k-NN weighting: "
+        + choices_help({"exp": "DINO", "similarity": "", "uniform": ""}, default_of(KnnConfig, "weighting"))
+        + ".",
+    ),
 ]
 LrGridOpt = Annotated[
     list[float] | None, typer.Option("--lr", help="Linear-probe learning rates of the grid (repeat).")
@@ -73,11 +157,22 @@ WdGridOpt = Annotated[
     list[float] | None, typer.Option("--wd", help="Linear-probe weight decays of the grid (repeat).")
 ]
 OptimizerOpt = Annotated[
-    str | None, typer.Option("--optimizer", help="Linear probe: sgd (momentum 0.9, default) or adamw.")
+    str | None,
+    typer.Option(
+        "--optimizer",
+        help="Linear probe: "
+        + choices_help({"sgd": "momentum 0.9", "adamw": ""}, default_of(LinearConfig, "optimizer"))
+        + ".",
+    ),
 ]
 SelectMetricOpt = Annotated[
     str | None,
-    typer.Option("--select-metric", help="Linear-probe validation metric: accuracy (default) or macro_f1."),
+    typer.Option(
+        "--select-metric",
+        help="Linear-probe validation metric: "
+        + choices_help({"accuracy": "", "macro_f1": ""}, default_of(LinearConfig, "select_metric"))
+        + ".",
+    ),
 ]
 CausalOpt = Annotated[bool, typer.Option("--causal", help="temporal: causal convolutions (online).")]
 
@@ -105,14 +200,22 @@ TransformOpt = Annotated[
     ),
 ]
 
-# encoding frames (extract, benchmark, predict): None = ExtractOptions' default
+# encoding frames (extract, benchmark, predict): None = EncodeOptions' default (ExtractOptions, PredictOptions
+# inherit it); `encode_settings` turns the flags given into the options' keyword arguments
 EncodeBatchOpt = Annotated[
-    int | None, typer.Option("--batch-size", "-b", help="Frames per forward (default 64).")
+    int | None,
+    typer.Option(
+        "--batch-size", "-b", help=f"Frames per forward (default {default_of(EncodeOptions, 'batch_size')})."
+    ),
 ]
-EncodeDeviceOpt = Annotated[str | None, typer.Option("--device", help="auto (default), cpu, cuda or cuda:N.")]
+EncodeDeviceOpt = device_opt(default_of(EncodeOptions, "device"), kind=str | None)
 PrecisionOpt = Annotated[
     str | None,
-    typer.Option("--precision", help="auto (default: bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16."),
+    typer.Option(
+        "--precision",
+        help=f"{default_of(EncodeOptions, 'precision')} (default: bf16 on CUDA, fp32 on CPU), fp32, bf16 "
+        "or fp16.",
+    ),
 ]
 NumWorkersOpt = Annotated[
     int | None,
@@ -163,3 +266,24 @@ TrainDecoderOpt = Annotated[
 def given(**values: Any) -> dict[str, Any]:
     """The settings that were given: None (not given) dropped, so the config's default applies."""
     return {name: value for name, value in values.items() if value is not None}
+
+
+def encode_settings(
+    *,
+    batch_size: int | None = None,
+    num_workers: int | None = None,
+    device: str | None = None,
+    precision: str | None = None,
+    decoder: str | None = None,
+    decode_device: str | None = None,
+) -> dict[str, Any]:
+    """The encode-group flags given, as keyword arguments of `EncodeOptions` (and `ExtractOptions`,
+    `PredictOptions`): one mapping for extract, predict and benchmark, so equal flags encode alike."""
+    return given(
+        batch_size=batch_size,
+        num_workers=num_workers,
+        device=device,
+        precision=precision,
+        decoder=decoder,
+        decode_device=decode_device,
+    )

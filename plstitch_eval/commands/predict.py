@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from plstitch_eval.commands.options import (
+    DatasetSchemeOpt,
     DecodeDeviceOpt,
     EncodeBatchOpt,
     EncodeDeviceOpt,
@@ -16,9 +17,21 @@ from plstitch_eval.commands.options import (
     ProbeDecoderOpt,
     TrustPickleOpt,
     WhichOpt,
+    dataset_opt,
+    encode_settings,
     given,
+    out_opt,
+    root_opt,
+    split_opt,
 )
 from plstitch_eval.errors import ConfigError
+
+VideosRootOpt = root_opt("Every video in this folder; with --dataset, the dataset's folder instead.")
+PredictOutOpt = out_opt("Folder for <video>.csv and <video>.png (optional with --online).", kind=Path | None)
+PredictDatasetOpt = dataset_opt(
+    "Predict a dataset's videos, its annotations as ground truth.", kind=str | None
+)
+PredictSplitOpt = split_opt("With --dataset: only this split.")
 
 
 def predict(
@@ -30,24 +43,11 @@ def predict(
         list[str] | None,
         typer.Argument(help="Video files (or frame folders); - reads a stream piped into stdin (--online)."),
     ] = None,
-    root: Annotated[
-        Path | None,
-        typer.Option(
-            "--root", help="Every video in this folder; with --dataset, the dataset's folder instead."
-        ),
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", "-o", help="Folder for <video>.csv and <video>.png (optional with --online)."),
-    ] = None,
-    dataset: Annotated[
-        str | None,
-        typer.Option("--dataset", "-d", help="Predict a dataset's videos, its annotations as ground truth."),
-    ] = None,
-    split: Annotated[str | None, typer.Option(help="With --dataset: only this split.")] = None,
-    split_scheme: Annotated[
-        str | None, typer.Option("--split-scheme", help="Scheme that --split refers to (default: the first).")
-    ] = None,
+    root: VideosRootOpt = None,
+    out: PredictOutOpt = None,
+    dataset: PredictDatasetOpt = None,
+    split: PredictSplitOpt = None,
+    split_scheme: DatasetSchemeOpt = None,
     only: Annotated[
         str | None, typer.Option("--videos", help="With --dataset: only these videos (comma-separated).")
     ] = None,
@@ -106,6 +106,8 @@ def predict(
     a timeline <video>.png under --out; prints a JSON summary. The probe's encoder, preprocessing and fps
     are used; another model or preprocessing is refused.
     """
+    # imported when run: the predict and probes packages pull in torchvision, torchcodec and timm (measured
+    # +10 s or more on a 6 to 7 s start-up of `plstitch --help`, 2 busy cores)
     from rich.text import Text
 
     from plstitch_eval.predict import (
@@ -125,18 +127,18 @@ def predict(
     from plstitch_eval.utils.io import write_json_output
 
     options = PredictOptions(
-        **given(
+        **encode_settings(
             batch_size=batch_size,
             num_workers=num_workers,
             device=device,
             precision=precision,
-            which=which,
+            decoder=decoder,
             decode_device=decode_device,
         ),
+        **given(which=which),
         overwrite=overwrite,
         progression=progression,
         trust_pickle=trust_pickle,
-        decoder=decoder,
     )
     _check_inputs(videos or [], root, dataset, labels or [], out, online)
     probe = load_probe(probe_dir)

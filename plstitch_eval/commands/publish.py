@@ -7,7 +7,10 @@ from typing import Annotated
 
 import typer
 
+from plstitch_eval.commands.options import out_opt
 from plstitch_eval.utils.console import console
+
+ExportOutOpt = out_opt("Folder to create (timm format + README.md).")
 
 
 def export(
@@ -16,7 +19,7 @@ def export(
         Path,
         typer.Argument(help="Training run directory (finished or not), its last.ckpt, or a timm folder."),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to create (timm format + README.md).")],
+    out: ExportOutOpt,
     results: Annotated[
         list[Path] | None,
         typer.Option(

@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
-from plstitch_eval.commands.options import DeviceOpt
+from plstitch_eval.commands.options import DeviceOpt, out_opt
+
+QuickstartOutOpt = out_opt("Output folder (features/, results/, figures/).")
 
 
 def quickstart(
-    out: Annotated[
-        Path, typer.Option("--out", "-o", help="Output folder (features/, results/, figures/).")
-    ] = Path("plstitch-quickstart"),
+    out: QuickstartOutOpt = Path("plstitch-quickstart"),
     model: Annotated[
         str | None,
         typer.Option(

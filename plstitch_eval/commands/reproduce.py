@@ -9,12 +9,15 @@ from typing import Annotated
 
 import typer
 
+from plstitch_eval.commands.options import default_of, device_opt, out_opt
 from plstitch_eval.utils.console import console, print_error
-from plstitch_train.reproduce_presets import REPRODUCE_PRESETS, ROWS
+from plstitch_train.reproduce_presets import REPRODUCE_PRESETS, ROWS, ReproduceConfig, get_reproduce_preset
 
 # help texts list the registries themselves, so a new preset or row shows up without editing this file
 PRESET_HELP = "Reproduction preset, one of those listed above."
 ROW_HELP = "Only these rows (repeat): " + ", ".join(ROWS) + "."
+ReproduceOutOpt = out_opt("Output folder (runs/, figures/, ablation.json/.md).")
+ReproduceDeviceOpt = device_opt(choices="cpu, cuda or cuda:N")  # its runs' devices: no auto
 
 
 def presets_help() -> str:
@@ -53,14 +56,12 @@ def reproduce(
     steps: Annotated[
         int | None, typer.Option("--steps", min=1, help="Optimizer steps per run (default: the preset's).")
     ] = None,
-    out: Annotated[
-        Path, typer.Option("--out", "-o", help="Output folder (runs/, figures/, ablation.json/.md).")
-    ] = Path("runs/reproduce"),
+    out: ReproduceOutOpt = default_of(ReproduceConfig, "out"),
     rows: Annotated[list[str] | None, typer.Option("--row", help=ROW_HELP)] = None,
     awareness: Annotated[
         bool, typer.Option(help="Also train on time-reversed videos and draw the awareness violins.")
-    ] = True,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
+    ] = default_of(ReproduceConfig, "awareness"),
+    device: ReproduceDeviceOpt = default_of(ReproduceConfig, "device"),
     jobs: Annotated[
         int | None,
         typer.Option(
@@ -85,7 +86,6 @@ def reproduce(
     """
     from plstitch_train.reproduce import export_best as run_export
     from plstitch_train.reproduce import reproduce as run_reproduce
-    from plstitch_train.reproduce_presets import ReproduceConfig, get_reproduce_preset
     from plstitch_train.trainer import TrainingInterrupted
 
     config = ReproduceConfig(

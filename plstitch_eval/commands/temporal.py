@@ -1,6 +1,7 @@
 """CLI command `temporal`: options -> `TemporalConfig` -> the temporal protocol; print and save results.
 
 Every model option defaults to "not given" (None), so `TemporalConfig`'s defaults (MS-TCN as published) win.
+Library imports sit inside the command for `plstitch --help`'s start-up (see commands/evaluate.py).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 
-from plstitch_eval.commands.evaluate import _finish
 from plstitch_eval.commands.options import (
     FeaturesOpt,
     JsonOpt,
@@ -18,8 +18,10 @@ from plstitch_eval.commands.options import (
     SaveProbeOpt,
     SchemeOpt,
     ValFractionOpt,
-    given,
 )
+from plstitch_eval.commands.probe_configs import temporal_config
+
+__all__ = ["register", "temporal", "temporal_config"]
 
 
 def temporal(
@@ -63,8 +65,9 @@ def temporal(
     overwrite: OverwriteProbeOpt = False,
 ) -> None:
     """MS-TCN on the train videos' features, epoch chosen on val, every metric on test (docs/temporal.md)."""
+    from plstitch_eval.commands.results import print_and_write_results
     from plstitch_eval.probes import check_probe_target
-    from plstitch_eval.temporal_protocol import run_temporal, run_temporal_seeds, save_temporal_probe
+    from plstitch_eval.protocols.temporal import run_temporal, run_temporal_seeds, save_temporal_probe
     from plstitch_eval.utils.console import console
 
     if save is not None:
@@ -96,17 +99,10 @@ def temporal(
         over = f", epoch {fit.best_epoch}"
     kind = "causal " if config.causal else ""
     shape = f"{config.stages}x{config.layers}x{config.channels}"
-    _finish(results, json_path, f"temporal ({kind}MS-TCN {shape}{over})")
+    print_and_write_results(results, json_path, f"temporal ({kind}MS-TCN {shape}{over})")
     if save is not None:
         save_temporal_probe(save, features, results, fit, config, overwrite=overwrite)
         console.print(f"probe saved to {save}", highlight=False)
-
-
-def temporal_config(**options: Any):
-    """A `TemporalConfig` from the options given (None = not given: the dataclass default)."""
-    from plstitch_eval.temporal.fit import TemporalConfig
-
-    return TemporalConfig(**given(**options))
 
 
 def register(app: typer.Typer) -> None:

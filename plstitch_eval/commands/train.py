@@ -15,9 +15,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from plstitch_eval.commands.options import TrainDecoderOpt
+from plstitch_eval.commands.options import (
+    TrainDecoderOpt,
+    dataset_opt,
+    device_opt,
+    out_opt,
+    root_opt,
+    split_opt,
+)
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import console, print_error
+from plstitch_train.config import LOSS_KEYS
 from plstitch_train.presets import OBJECTIVES, PRESETS
 
 if TYPE_CHECKING:
@@ -40,15 +48,15 @@ def train(
         Path | None,
         typer.Option("--data", help="Folder of videos or frame folders, or a frames LMDB (authors' layout)."),
     ] = None,
-    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset adapter name.")] = None,
-    root: Annotated[Path | None, typer.Option("--root", help="Dataset folder.")] = None,
-    split: Annotated[str | None, typer.Option("--split", help="Dataset split to train on.")] = None,
+    dataset: dataset_opt("Dataset adapter name.", kind=str | None) = None,
+    root: root_opt("Dataset folder.") = None,
+    split: split_opt("Dataset split to train on.") = None,
     preset: Annotated[str, typer.Option("--preset", help=_PRESET_HELP)] = "paper-vitb16",
     config_file: Annotated[
         Path | None, typer.Option("--config", help="Start from a train_config.json instead of --preset.")
     ] = None,
     init: Annotated[str | None, typer.Option("--init", help=_INIT_HELP)] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run folder.")] = None,
+    out: out_opt("Run folder.", kind=Path | None) = None,
     resume: Annotated[
         Path | None,
         typer.Option("--resume", help="Run folder or last.ckpt to resume with its saved settings."),
@@ -91,7 +99,7 @@ def train(
         tuple[float, float] | None,
         typer.Option("--context-seconds", help="Past/future context offset range MIN MAX (seconds)."),
     ] = None,
-    device: Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = None,
+    device: device_opt(kind=str | None) = None,
     precision: Annotated[str | None, typer.Option("--precision", help="auto, fp32, bf16 or fp16.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed.")] = None,
     num_workers: Annotated[int | None, typer.Option("--num-workers", help="DataLoader workers.")] = None,
@@ -182,7 +190,7 @@ def _print_summary(result: TrainResult) -> None:
         )
     last = result.history[-1] if result.history else {}
     summary = {"out_dir": str(result.out_dir), "step": result.step, "total_steps": result.total_steps}
-    summary["final"] = {k: v for k, v in last.items() if k in ("loss", "vid", "mim", "jigsaw")}
+    summary["final"] = {k: v for k, v in last.items() if k in LOSS_KEYS}
     summary["already_finished"] = result.already_finished
     if _is_rank_zero():
         typer.echo(json.dumps(summary))

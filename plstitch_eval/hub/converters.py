@@ -1,6 +1,7 @@
 """Converter tags -> loaders: how a registry entry's checkpoint (or a bare checkpoint's) becomes a module.
 
-Every `ModelEntry.converter` names one loader in `LOADERS` (the tags: `CONVERTERS` of `hub/model_entry.py`).
+Every `ModelEntry.converter` names one tag, declared here once with its loader and facts
+(`@register_converter`, `hub/converter_registry.py`, which derives `CONVERTERS`, `LOADERS`, `FEATURES`, ...).
 A loader takes the checkpoint as `safe_load.load_checkpoint` read it (None for "pixels", built in code), the
 registry entry (None for a bare checkpoint), which network of a training checkpoint, and the source for
 messages; it returns the module, its eval preprocessing, the keys it dropped and a clip encoder's window.
@@ -14,59 +15,33 @@ loader here takes a checkpoint file given in a folder's place.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 from torch import nn
 
 from plstitch_eval.data.video import ClipSampling
-from plstitch_eval.errors import ConfigError
-from plstitch_eval.hub.clip_models import CLIP_BUILDERS, clip_layout, clip_model_from_checkpoint
+from plstitch_eval.hub.clip_models import clip_layout, clip_model_from_checkpoint
 from plstitch_eval.hub.convert import (
     convnext_from_state_dict,
     is_convnext_state,
     unwrap_state_dict,
     vit_from_state_dict,
 )
+from plstitch_eval.hub.converter_registry import (
+    CLIP_DEFAULTS,
+    LOADERS,
+    Converted,
+    Loader,
+    get_loader,
+    register_converter,
+)
 from plstitch_eval.hub.dinov3 import dinov3_from_state_dict, is_dinov3_checkpoint
+from plstitch_eval.hub.model_entry import ModelEntry
+from plstitch_eval.hub.model_registry import get_model_entry
 from plstitch_eval.hub.pixels import PIXELS_DATA_CONFIG, build_raw_pixels
-from plstitch_eval.hub.registry import ModelEntry, get_model_entry
 from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.utils.console import logger
-
-# a bare clip checkpoint is read with the window and preprocessing of the registry baseline of its layout
-CLIP_DEFAULTS = {"videomae": "videomaev2-vitb16", "timesformer": "endo-fm", "vjepa2": "vjepa2-vitl16"}
-
-
-class Converted(NamedTuple):
-    """What a loader gives: the module (eval mode), its eval preprocessing, dropped keys, a clip window."""
-
-    model: nn.Module
-    data_config: DataConfig
-    dropped: list[str]
-    clip: ClipSampling | None = None
-
-
-# (checkpoint or None, entry or None, which, source) -> Converted
-Loader = Callable[[Any, ModelEntry | None, str, str], Converted]
-LOADERS: dict[str, Loader] = {}
-
-
-def _loader(name: str) -> Callable[[Loader], Loader]:
-    def add(function: Loader) -> Loader:
-        LOADERS[name] = function
-        return function
-
-    return add
-
-
-def get_loader(converter: str) -> Loader:
-    """The loader of a converter tag, or a one-line `ConfigError` listing the tags."""
-    try:
-        return LOADERS[converter]
-    except KeyError:
-        raise ConfigError(f"Unknown converter {converter!r}; choose one of {', '.join(LOADERS)}.") from None
 
 
 def sniff_converter(checkpoint: Any, which: str = "teacher") -> str:
@@ -90,25 +65,25 @@ def _expected(entry: ModelEntry | None) -> dict[str, Any] | None:
     return entry.expected if entry is not None else None
 
 
-@_loader("timm")
+@register_converter("timm")
 def _timm_checkpoint(checkpoint: Any, entry: ModelEntry | None, which: str, source: str) -> Converted:
     """A "timm" entry whose source is one checkpoint file, not a timm folder: ViT or ConvNeXt by its keys."""
     return get_loader(image_layout(checkpoint, which))(checkpoint, entry, which, source)
 
 
-@_loader("vit")
+@register_converter("vit")
 def _vit(checkpoint: Any, entry: ModelEntry | None, which: str, source: str) -> Converted:
     model, dropped = vit_from_state_dict(checkpoint, which, None, source, _expected(entry))
     return Converted(model, checkpoint_data_config(model, entry), dropped)
 
 
-@_loader("convnext")
+@register_converter("convnext", feature="globally pooled features")
 def _convnext(checkpoint: Any, entry: ModelEntry | None, which: str, source: str) -> Converted:
     model, dropped = convnext_from_state_dict(checkpoint, which, source, _expected(entry))
     return Converted(model, checkpoint_data_config(model, entry), dropped)
 
 
-@_loader("dinov3")
+@register_converter("dinov3")
 def _dinov3(checkpoint: Any, entry: ModelEntry | None, which: str, source: str) -> Converted:
     """A DINOv3 ViT (timm Eva) at the entry's input size and LayerNorm epsilon (`model_args`), else 224 px
     and the released models' epsilon."""
@@ -124,7 +99,7 @@ def _dinov3(checkpoint: Any, entry: ModelEntry | None, which: str, source: str) 
     return Converted(model, checkpoint_data_config(model, entry), dropped)
 
 
-@_loader("pixels")
+@register_converter("pixels", feature="the frame downsampled to 8x8x3", weights=False)
 def _pixels(checkpoint: Any, entry: ModelEntry | None, which: str, source: str) -> Converted:
     """The raw-pixels reference encoder, built in code (no checkpoint)."""
     model, data_config = build_raw_pixels((entry.data_config if entry else None) or PIXELS_DATA_CONFIG)
@@ -151,8 +126,22 @@ def _clip(converter: str, checkpoint: Any, entry: ModelEntry | None, which: str,
     return Converted(model, clip_data_config(model, baseline, config), dropped, clip)
 
 
-for _name in CLIP_BUILDERS:
-    LOADERS[_name] = partial(_clip, _name)
+# clip tags: a bare checkpoint gets the window and preprocessing of the registry baseline of its layout
+register_converter(
+    "videomae",
+    partial(_clip, "videomae"),
+    clip=True,
+    feature="mean of the patch tokens after `fc_norm`",
+    clip_default="videomaev2-vitb16",
+)
+register_converter("timesformer", partial(_clip, "timesformer"), clip=True, clip_default="endo-fm")
+register_converter(
+    "vjepa2",
+    partial(_clip, "vjepa2"),
+    clip=True,
+    feature="mean of all tokens after the final norm",
+    clip_default="vjepa2-vitl16",
+)
 
 
 def clip_data_config(model: nn.Module, entry: ModelEntry, config: DataConfig) -> DataConfig:

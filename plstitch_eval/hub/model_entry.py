@@ -1,7 +1,8 @@
 """`ModelEntry`: one named encoder - where its weights live, its converter, preprocessing, licence, citation.
 
-The registry (`hub/registry.py`) holds the entries; the families of `hub/models_*.py` define them. Converter
-names are the tags here (`CONVERTERS`); `hub/converters.py` maps each to the function that loads it.
+The registry (`hub/model_registry.py`) holds the entries; the families of `hub/models_*.py` define and
+register them. Converter tags and their facts are declared once in `hub/converter_registry.py` (`CONVERTERS`,
+`CLIP_CONVERTERS` and `FEATURES` are re-exported here); `hub/converters.py` registers the shipped loaders.
 """
 
 from __future__ import annotations
@@ -13,19 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from plstitch_eval.data.video import ClipSampling
+from plstitch_eval.hub.converter_registry import (
+    CLIP_CONVERTERS,
+    CONVERTER_INFO,
+    CONVERTERS,
+    DEFAULT_FEATURE,
+    FEATURES,
+)
 from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.resources import package_path
-
-CLIP_CONVERTERS = ("videomae", "timesformer", "vjepa2")  # one feature per window of frames (clip_models.py)
-CONVERTERS = ("timm", "vit", "convnext", "dinov3", "pixels", *CLIP_CONVERTERS)
-# what each converter's feature vector is (cards, docs); "timm", "vit" and "dinov3" ViTs give the CLS token
-FEATURES = {
-    "convnext": "globally pooled features",
-    "videomae": "mean of the patch tokens after `fc_norm`",
-    "timesformer": "CLS token after the final norm",
-    "vjepa2": "mean of all tokens after the final norm",
-    "pixels": "the frame downsampled to 8x8x3",
-}
 
 
 @dataclass(frozen=True)
@@ -67,12 +64,14 @@ class ModelEntry:
     @property
     def feature_description(self) -> str:
         """What the feature vector is (`FEATURES`; ViTs: the CLS token after the final norm)."""
-        return FEATURES.get(self.converter, "CLS token after the final norm")
+        return FEATURES.get(self.converter, DEFAULT_FEATURE)
 
     @property
     def has_weights(self) -> bool:
-        """False for encoders built in code (converter "pixels"): nothing to download or cache."""
-        return self.converter != "pixels"
+        """False for encoders built in code (a converter registered with `weights=False`, e.g. "pixels"):
+        nothing to download or cache."""
+        info = CONVERTER_INFO.get(self.converter)
+        return info.weights if info is not None else True
 
     @property
     def filenames(self) -> tuple[str, ...]:

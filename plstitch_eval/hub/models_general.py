@@ -1,13 +1,15 @@
 """Registry entries of general-purpose image encoders: DINO, MAE, DINOv2, iBOT, T-CoRe, DINOv3, raw pixels.
 
-Entries only: `hub/registry.py` registers them in the order `plstitch models` lists them.
+Each entry is registered where it is defined, at its place in `plstitch models` (`listing`).
 """
 
 from __future__ import annotations
 
 import math
 
+import plstitch_eval.hub.converters  # noqa: F401  (registers the converter tags these entries name)
 from plstitch_eval.hub.model_entry import ModelEntry
+from plstitch_eval.hub.model_registry import BASELINES_2026, PAPER_BASELINES, SHIPPED, register
 from plstitch_eval.hub.pixels import PIXELS_DATA_CONFIG
 from plstitch_eval.preprocess import DataConfig
 
@@ -29,94 +31,114 @@ T_CORE_PREPROCESSING_SOURCE = (
     "propagation with ImageNet mean/std. Frame features: " + DINO_EVAL_SOURCE
 )
 
-DINO_VITB16 = ModelEntry(
-    name="dino-vitb16",
-    architecture="vit_base_patch16",
-    feature_dim=768,
-    data_config=DINO_EVAL,
-    converter="timm",
-    repo_id="timm/vit_base_patch16_224.dino",
-    license="Apache-2.0",
-    license_source="github.com/facebookresearch/dino LICENSE (Apache 2.0); timm model card",
-    preprocessing_source=DINO_EVAL_SOURCE,
-    citation=DINO_CITATION,
-    description="DINO ViT-B/16 (ImageNet-1k, self-supervised).",
+DINO_VITB16 = register(
+    ModelEntry(
+        name="dino-vitb16",
+        architecture="vit_base_patch16",
+        feature_dim=768,
+        data_config=DINO_EVAL,
+        converter="timm",
+        repo_id="timm/vit_base_patch16_224.dino",
+        license="Apache-2.0",
+        license_source="github.com/facebookresearch/dino LICENSE (Apache 2.0); timm model card",
+        preprocessing_source=DINO_EVAL_SOURCE,
+        citation=DINO_CITATION,
+        description="DINO ViT-B/16 (ImageNet-1k, self-supervised).",
+    ),
+    listing=PAPER_BASELINES,
 )
-MAE_VITB16 = ModelEntry(
-    name="mae-vitb16",
-    architecture="vit_base_patch16",
-    feature_dim=768,
-    data_config=DINO_EVAL,
-    converter="timm",
-    repo_id="timm/vit_base_patch16_224.mae",
-    license="CC-BY-NC-4.0",
-    license_source="github.com/facebookresearch/mae LICENSE (CC BY-NC 4.0); timm model card",
-    preprocessing_source=DINO_EVAL_SOURCE,
-    citation="He et al. Masked Autoencoders Are Scalable Vision Learners. CVPR 2022.",
-    description="MAE ViT-B/16 encoder (ImageNet-1k).",
+MAE_VITB16 = register(
+    ModelEntry(
+        name="mae-vitb16",
+        architecture="vit_base_patch16",
+        feature_dim=768,
+        data_config=DINO_EVAL,
+        converter="timm",
+        repo_id="timm/vit_base_patch16_224.mae",
+        license="CC-BY-NC-4.0",
+        license_source="github.com/facebookresearch/mae LICENSE (CC BY-NC 4.0); timm model card",
+        preprocessing_source=DINO_EVAL_SOURCE,
+        citation="He et al. Masked Autoencoders Are Scalable Vision Learners. CVPR 2022.",
+        description="MAE ViT-B/16 encoder (ImageNet-1k).",
+    ),
+    listing=PAPER_BASELINES + 1,
 )
-DINOV2_VITB14 = ModelEntry(
-    name="dinov2-vitb14",
-    architecture="vit_base_patch14",
-    feature_dim=768,
-    data_config=DINO_EVAL,
-    converter="timm",
-    repo_id="timm/vit_base_patch14_dinov2.lvd142m",
-    model_args={"img_size": 224},  # evaluated at 224 (16x16 patches); pos_embed resampled by timm
-    license="Apache-2.0",
-    license_source="github.com/facebookresearch/dinov2 LICENSE (Apache 2.0); timm model card",
-    preprocessing_source=DINO_EVAL_SOURCE + "; DINOv2 evaluates ViT-B/14 at 224 (dinov2/data/transforms.py)",
-    citation="Oquab et al. DINOv2: Learning Robust Visual Features without Supervision. TMLR 2024.",
-    description="DINOv2 ViT-B/14 (LVD-142M), run at 224 px.",
+DINOV2_VITB14 = register(
+    ModelEntry(
+        name="dinov2-vitb14",
+        architecture="vit_base_patch14",
+        feature_dim=768,
+        data_config=DINO_EVAL,
+        converter="timm",
+        repo_id="timm/vit_base_patch14_dinov2.lvd142m",
+        model_args={"img_size": 224},  # evaluated at 224 (16x16 patches); pos_embed resampled by timm
+        license="Apache-2.0",
+        license_source="github.com/facebookresearch/dinov2 LICENSE (Apache 2.0); timm model card",
+        preprocessing_source=DINO_EVAL_SOURCE
+        + "; DINOv2 evaluates ViT-B/14 at 224 (dinov2/data/transforms.py)",
+        citation="Oquab et al. DINOv2: Learning Robust Visual Features without Supervision. TMLR 2024.",
+        description="DINOv2 ViT-B/14 (LVD-142M), run at 224 px.",
+    ),
+    listing=PAPER_BASELINES + 2,
 )
-DINOV2_VITB14_REG = ModelEntry(
-    name="dinov2-vitb14-reg",
-    architecture="vit_base_patch14_reg4",
-    feature_dim=768,
-    data_config=DINO_EVAL,
-    converter="timm",
-    repo_id="timm/vit_base_patch14_reg4_dinov2.lvd142m",
-    # at 224 timm resamples the patch position grid bicubic with antialias, as dinov2_vitb14_reg does
-    model_args={"img_size": 224},
-    license="Apache-2.0",
-    license_source="github.com/facebookresearch/dinov2 LICENSE (Apache 2.0); timm model card",
-    preprocessing_source=DINO_EVAL_SOURCE + "; DINOv2 evaluates ViT-B/14 at 224 (dinov2/data/transforms.py)",
-    citation="Darcet et al. Vision Transformers Need Registers. ICLR 2024.",
-    description="DINOv2 ViT-B/14 with 4 registers (LVD-142M), run at 224 px; CLS feature.",
+DINOV2_VITB14_REG = register(
+    ModelEntry(
+        name="dinov2-vitb14-reg",
+        architecture="vit_base_patch14_reg4",
+        feature_dim=768,
+        data_config=DINO_EVAL,
+        converter="timm",
+        repo_id="timm/vit_base_patch14_reg4_dinov2.lvd142m",
+        # at 224 timm resamples the patch position grid bicubic with antialias, as dinov2_vitb14_reg does
+        model_args={"img_size": 224},
+        license="Apache-2.0",
+        license_source="github.com/facebookresearch/dinov2 LICENSE (Apache 2.0); timm model card",
+        preprocessing_source=DINO_EVAL_SOURCE
+        + "; DINOv2 evaluates ViT-B/14 at 224 (dinov2/data/transforms.py)",
+        citation="Darcet et al. Vision Transformers Need Registers. ICLR 2024.",
+        description="DINOv2 ViT-B/14 with 4 registers (LVD-142M), run at 224 px; CLS feature.",
+    ),
+    listing=PAPER_BASELINES + 3,
 )
-IBOT_VITB16 = ModelEntry(
-    name="ibot-vitb16",
-    architecture="vit_base_patch16",
-    feature_dim=768,
-    data_config=DINO_EVAL,
-    converter="vit",
-    expected=VIT_B16,
-    path_env="PLSTITCH_IBOT_CHECKPOINT",
-    license="Apache-2.0",
-    license_source="github.com/bytedance/ibot LICENSE (Apache 2.0)",
-    preprocessing_source=DINO_EVAL_SOURCE,
-    citation="Zhou et al. iBOT: Image BERT Pre-Training with Online Tokenizer. ICLR 2022.",
-    description="iBOT ViT-B/16 authors' checkpoint.pth; set $PLSTITCH_IBOT_CHECKPOINT or pass its path.",
+IBOT_VITB16 = register(
+    ModelEntry(
+        name="ibot-vitb16",
+        architecture="vit_base_patch16",
+        feature_dim=768,
+        data_config=DINO_EVAL,
+        converter="vit",
+        expected=VIT_B16,
+        path_env="PLSTITCH_IBOT_CHECKPOINT",
+        license="Apache-2.0",
+        license_source="github.com/bytedance/ibot LICENSE (Apache 2.0)",
+        preprocessing_source=DINO_EVAL_SOURCE,
+        citation="Zhou et al. iBOT: Image BERT Pre-Training with Online Tokenizer. ICLR 2022.",
+        description="iBOT ViT-B/16 authors' checkpoint.pth; set $PLSTITCH_IBOT_CHECKPOINT or pass its path.",
+    ),
+    listing=PAPER_BASELINES + 4,
 )
-T_CORE_VITB16 = ModelEntry(
-    name="t-core-vitb16",
-    architecture="vit_base_patch16_reg4",
-    feature_dim=768,
-    data_config=DINO_EVAL,
-    converter="vit",
-    # DINOv2's ViT-B/16 as T-CoRe builds it: 4 register tokens, layer scale (ssl_default_config.yaml)
-    expected={**VIT_B16, "reg_tokens": 4},
-    repo_id="yafeng19/T-CORE",
-    filename="ckpt/vitb16_200ep_K400.pth",
-    path_env="PLSTITCH_TCORE_CHECKPOINT",
-    license="Apache-2.0",
-    license_source="github.com/yafeng19/T-CORE LICENSE (Apache 2.0); the README links the weights "
-    "(huggingface.co/yafeng19/T-CORE) without another licence",
-    preprocessing_source=T_CORE_PREPROCESSING_SOURCE,
-    citation="Liu et al. When the Future Becomes the Past: Taming Temporal Correspondence for "
-    "Self-supervised Video Representation Learning. CVPR 2025.",
-    description="T-CoRe ViT-B/16 (DINOv2-style, 4 registers; Kinetics-400, 200 epochs); CLS feature. "
-    "$PLSTITCH_TCORE_CHECKPOINT loads your own checkpoint in its layout instead.",
+T_CORE_VITB16 = register(
+    ModelEntry(
+        name="t-core-vitb16",
+        architecture="vit_base_patch16_reg4",
+        feature_dim=768,
+        data_config=DINO_EVAL,
+        converter="vit",
+        # DINOv2's ViT-B/16 as T-CoRe builds it: 4 register tokens, layer scale (ssl_default_config.yaml)
+        expected={**VIT_B16, "reg_tokens": 4},
+        repo_id="yafeng19/T-CORE",
+        filename="ckpt/vitb16_200ep_K400.pth",
+        path_env="PLSTITCH_TCORE_CHECKPOINT",
+        license="Apache-2.0",
+        license_source="github.com/yafeng19/T-CORE LICENSE (Apache 2.0); the README links the weights "
+        "(huggingface.co/yafeng19/T-CORE) without another licence",
+        preprocessing_source=T_CORE_PREPROCESSING_SOURCE,
+        citation="Liu et al. When the Future Becomes the Past: Taming Temporal Correspondence for "
+        "Self-supervised Video Representation Learning. CVPR 2025.",
+        description="T-CoRe ViT-B/16 (DINOv2-style, 4 registers; Kinetics-400, 200 epochs); CLS feature. "
+        "$PLSTITCH_TCORE_CHECKPOINT loads your own checkpoint in its layout instead.",
+    ),
+    listing=PAPER_BASELINES + 7,
 )
 
 DINOV3_CITATION = "Simeoni et al. DINOv3. arXiv:2508.10104, 2025."
@@ -183,16 +205,21 @@ def dinov3_facebook(size: str) -> ModelEntry:
 
 # each size's timm port, then Meta's release of it
 DINOV3_MODELS = tuple(entry for size in DINOV3_SIZES for entry in (dinov3_timm(size), dinov3_facebook(size)))
+for _rank, _entry in enumerate(DINOV3_MODELS):
+    register(_entry, listing=BASELINES_2026 + _rank)
 
-RAW_PIXELS = ModelEntry(
-    name="raw-pixels",
-    architecture="pixels_8x8x3",
-    feature_dim=math.prod(PIXELS_DATA_CONFIG.input_size),  # 192
-    converter="pixels",
-    data_config=PIXELS_DATA_CONFIG,
-    license="n/a (no weights)",
-    license_source="n/a",
-    preprocessing_source="plstitch_eval/hub/pixels.py",
-    citation="n/a (reference row: no model)",
-    description="reference row: each frame downsampled to 8x8x3, no learning",
+RAW_PIXELS = register(
+    ModelEntry(
+        name="raw-pixels",
+        architecture="pixels_8x8x3",
+        feature_dim=math.prod(PIXELS_DATA_CONFIG.input_size),  # 192
+        converter="pixels",
+        data_config=PIXELS_DATA_CONFIG,
+        license="n/a (no weights)",
+        license_source="n/a",
+        preprocessing_source="plstitch_eval/hub/pixels.py",
+        citation="n/a (reference row: no model)",
+        description="reference row: each frame downsampled to 8x8x3, no learning",
+    ),
+    listing=SHIPPED + 2,
 )

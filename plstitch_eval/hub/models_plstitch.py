@@ -1,12 +1,14 @@
 """Registry entries of PL-Stitch itself: the authors' three released teachers, the shipped tiny model and the
 shipped tiny MIM initialisation its CPU reproduction starts from.
 
-Entries only: `hub/registry.py` registers them in the order `plstitch models` lists them.
+Each entry is registered where it is defined, at its place in `plstitch models` (`listing`).
 """
 
 from __future__ import annotations
 
+import plstitch_eval.hub.converters  # noqa: F401  (registers the converter tags these entries name)
 from plstitch_eval.hub.model_entry import ModelEntry
+from plstitch_eval.hub.model_registry import RELEASES, SHIPPED, register
 from plstitch_eval.hub.models_general import VIT_B16
 from plstitch_eval.preprocess import DataConfig
 
@@ -43,33 +45,42 @@ def pl_stitch_release(dataset: str) -> ModelEntry:
     )
 
 
-PL_STITCH_RELEASES = tuple(pl_stitch_release(dataset) for dataset in PL_STITCH_DATASETS)
-
-PLSTITCH_TINY = ModelEntry(
-    name="plstitch-tiny-synthetic",
-    architecture="vit_tiny_patch8_64",
-    feature_dim=64,
-    converter="timm",
-    local_path="model_cards/plstitch-tiny-synthetic",
-    license="MIT",
-    license_source="this package (pyproject.toml: MIT)",
-    preprocessing_source="its timm config.json (written by `plstitch train`)",
-    citation=PL_STITCH_CITATION,
-    description="Tiny PL-Stitch ViT (4 blocks x 64, 64 px) trained on the synthetic dataset; shipped.",
+PL_STITCH_RELEASES = tuple(
+    register(pl_stitch_release(dataset), listing=RELEASES + rank)
+    for rank, dataset in enumerate(PL_STITCH_DATASETS)
 )
 
-IBOT_TINY = ModelEntry(
-    name="ibot-tiny-synthetic",
-    architecture="vit_tiny_patch8_64",
-    feature_dim=64,
-    converter="timm",
-    local_path="model_cards/ibot-tiny-synthetic",
-    license="MIT",
-    license_source="this package (pyproject.toml: MIT)",
-    preprocessing_source="its timm config.json (written by `plstitch train`)",
-    citation=PL_STITCH_CITATION,
-    description=(
-        "Tiny ViT (4 blocks x 64, 64 px) pretrained by MIM alone on the synthetic dataset; the shared "
-        "initialisation of `plstitch reproduce`, standing in for ImageNet iBOT. Shipped."
+PLSTITCH_TINY = register(
+    ModelEntry(
+        name="plstitch-tiny-synthetic",
+        architecture="vit_tiny_patch8_64",
+        feature_dim=64,
+        converter="timm",
+        local_path="model_cards/plstitch-tiny-synthetic",
+        license="MIT",
+        license_source="this package (pyproject.toml: MIT)",
+        preprocessing_source="its timm config.json (written by `plstitch train`)",
+        citation=PL_STITCH_CITATION,
+        description="Tiny PL-Stitch ViT (4 blocks x 64, 64 px) trained on the synthetic dataset; shipped.",
     ),
+    listing=SHIPPED,
+)
+
+IBOT_TINY = register(
+    ModelEntry(
+        name="ibot-tiny-synthetic",
+        architecture="vit_tiny_patch8_64",
+        feature_dim=64,
+        converter="timm",
+        local_path="model_cards/ibot-tiny-synthetic",
+        license="MIT",
+        license_source="this package (pyproject.toml: MIT)",
+        preprocessing_source="its timm config.json (written by `plstitch train`)",
+        citation=PL_STITCH_CITATION,
+        description=(
+            "Tiny ViT (4 blocks x 64, 64 px) pretrained by MIM alone on the synthetic dataset; the shared "
+            "initialisation of `plstitch reproduce`, standing in for ImageNet iBOT. Shipped."
+        ),
+    ),
+    listing=SHIPPED + 1,
 )

@@ -1,60 +1,68 @@
 """Registry entries of surgical image encoders: LemonFM, EndoViT and SurgeNetDINO (DINOv1/v2/v3).
 
-Entries only: `hub/registry.py` registers them in the order `plstitch models` lists them. Endo-FM, a clip
-encoder, is with the video models (`hub/models_video.py`).
+Each entry is registered where it is defined, at its place in `plstitch models` (`listing`). Endo-FM, a
+clip encoder, is with the video models (`hub/models_video.py`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import plstitch_eval.hub.converters  # noqa: F401  (registers the converter tags these entries name)
 from plstitch_eval.hub.model_entry import ModelEntry
+from plstitch_eval.hub.model_registry import BASELINES_2026, PAPER_BASELINES, register
 from plstitch_eval.hub.models_general import DINOV3_SIZES, VIT_B16
 from plstitch_eval.preprocess import DataConfig
 
-LEMONFM = ModelEntry(
-    name="lemonfm",
-    architecture="convnext_large",
-    feature_dim=1536,
-    data_config=DataConfig.whole_frame(224, interpolation="bilinear"),
-    converter="convnext",
-    # ConvNeXt-Large exactly: depths and widths pinned, so a Base (1024-d) teacher is refused
-    expected={"depths": [3, 3, 27, 3], "dims": [192, 384, 768, 1536]},
-    repo_id="visurg/LemonFM",
-    # The Hub file name is not published in text we could read; every download script that names it
-    # uses `lemonfm.pth` and the LEMON repo renamed its code to lowercase `lemonfm/lemonfm.py`; the README
-    # examples say `path/to/our/LemonFM.pth`. Both spellings are tried (Hub names are case-sensitive).
-    filename="lemonfm.pth",
-    filename_alternatives=("LemonFM.pth",),
-    license="unknown",
-    license_source="not stated: github.com/visurg-ai/LEMON licenses only the dataset metadata and "
-    "annotations (CC BY 4.0) and has no LICENSE file; check huggingface.co/visurg/LemonFM before use",
-    preprocessing_source="github.com/visurg-ai/LEMON: src/create_lmdb.py resizes frames to 224x224 "
-    "(cv2.resize, bilinear), downstream/load_lmdb.py normalises with ImageNet mean/std; README: "
-    "img.resize((224, 224))",
-    citation="Che et al. LEMON: a large endoscopic monocular dataset and foundation model for perception "
-    "in surgical settings (LemonFM).",
-    description="LemonFM torchvision ConvNeXt-Large teacher (keys under 'teacher', prefix 'backbone.').",
-)
-ENDOVIT = ModelEntry(
-    name="endovit",
-    architecture="vit_base_patch16",
-    feature_dim=768,
-    # whole frame to 224x224 (T.Resize((224, 224)): bilinear), EndoViT's own Cholec80 statistics
-    data_config=DataConfig.whole_frame(
-        224, interpolation="bilinear", mean=(0.3464, 0.2280, 0.2228), std=(0.2520, 0.2128, 0.2093)
+LEMONFM = register(
+    ModelEntry(
+        name="lemonfm",
+        architecture="convnext_large",
+        feature_dim=1536,
+        data_config=DataConfig.whole_frame(224, interpolation="bilinear"),
+        converter="convnext",
+        # ConvNeXt-Large exactly: depths and widths pinned, so a Base (1024-d) teacher is refused
+        expected={"depths": [3, 3, 27, 3], "dims": [192, 384, 768, 1536]},
+        repo_id="visurg/LemonFM",
+        # The Hub file name is not published in text we could read; every download script that names it
+        # uses `lemonfm.pth` and the LEMON repo renamed its code to lowercase `lemonfm/lemonfm.py`; the README
+        # examples say `path/to/our/LemonFM.pth`. Both spellings are tried (Hub names are case-sensitive).
+        filename="lemonfm.pth",
+        filename_alternatives=("LemonFM.pth",),
+        license="unknown",
+        license_source="not stated: github.com/visurg-ai/LEMON licenses only the dataset metadata and "
+        "annotations (CC BY 4.0) and has no LICENSE file; check huggingface.co/visurg/LemonFM before use",
+        preprocessing_source="github.com/visurg-ai/LEMON: src/create_lmdb.py resizes frames to 224x224 "
+        "(cv2.resize, bilinear), downstream/load_lmdb.py normalises with ImageNet mean/std; README: "
+        "img.resize((224, 224))",
+        citation="Che et al. LEMON: a large endoscopic monocular dataset and foundation model for perception "
+        "in surgical settings (LemonFM).",
+        description="LemonFM torchvision ConvNeXt-Large teacher (keys under 'teacher', prefix 'backbone.').",
     ),
-    converter="vit",
-    expected=VIT_B16,
-    repo_id="egeozsoy/EndoViT",
-    filename="pytorch_model.bin",
-    license="Apache-2.0",
-    license_source="huggingface.co/egeozsoy/EndoViT model card (license: apache-2.0)",
-    preprocessing_source="huggingface.co/egeozsoy/EndoViT model card, process_single_image: "
-    "T.Resize((224, 224)), mean [0.3464, 0.2280, 0.2228], std [0.2520, 0.2128, 0.2093]",
-    citation="Batic et al. EndoViT: pretraining vision transformers on a large collection of endoscopic "
-    "images. IJCARS 2024.",
-    description="EndoViT ViT-B/16 MAE encoder (endoscopy); decoder keys are dropped.",
+    listing=PAPER_BASELINES + 5,
+)
+ENDOVIT = register(
+    ModelEntry(
+        name="endovit",
+        architecture="vit_base_patch16",
+        feature_dim=768,
+        # whole frame to 224x224 (T.Resize((224, 224)): bilinear), EndoViT's own Cholec80 statistics
+        data_config=DataConfig.whole_frame(
+            224, interpolation="bilinear", mean=(0.3464, 0.2280, 0.2228), std=(0.2520, 0.2128, 0.2093)
+        ),
+        converter="vit",
+        expected=VIT_B16,
+        repo_id="egeozsoy/EndoViT",
+        filename="pytorch_model.bin",
+        license="Apache-2.0",
+        license_source="huggingface.co/egeozsoy/EndoViT model card (license: apache-2.0)",
+        preprocessing_source="huggingface.co/egeozsoy/EndoViT model card, process_single_image: "
+        "T.Resize((224, 224)), mean [0.3464, 0.2280, 0.2228], std [0.2520, 0.2128, 0.2093]",
+        citation="Batic et al. EndoViT: pretraining vision transformers on a large collection of endoscopic "
+        "images. IJCARS 2024.",
+        description="EndoViT ViT-B/16 MAE encoder (endoscopy); decoder keys are dropped.",
+    ),
+    listing=PAPER_BASELINES + 6,
 )
 
 # SurgeNetDINO (MIDL 2026): DINOv1/v2/v3 pretrained on SurgeNetXL; README download table and load_models.py
@@ -113,4 +121,6 @@ def surgenet(version: str, title: str, size: str, patch: int, px: int, dim: int,
     )
 
 
-SURGENET_ENTRIES = tuple(surgenet(*row) for row in SURGENET_MODELS)
+SURGENET_ENTRIES = tuple(  # listed after the six DINOv3 entries of `models_general.py`
+    register(surgenet(*row), listing=BASELINES_2026 + 6 + rank) for rank, row in enumerate(SURGENET_MODELS)
+)

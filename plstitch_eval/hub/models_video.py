@@ -1,13 +1,15 @@
 """Registry entries of clip encoders (one feature per window of frames): VideoMAE V2, Endo-FM, V-JEPA 2.
 
-Entries only: `hub/registry.py` registers them in the order `plstitch models` lists them. Each carries the
+Each entry is registered where it is defined, at its place in `plstitch models` (`listing`). Each carries the
 window of frames it sees around a sampled frame (`ModelEntry.clip`) with the sources of that window.
 """
 
 from __future__ import annotations
 
+import plstitch_eval.hub.converters  # noqa: F401  (registers the converter tags these entries name)
 from plstitch_eval.data.video import ClipSampling
 from plstitch_eval.hub.model_entry import ModelEntry
+from plstitch_eval.hub.model_registry import BASELINES_2026, PAPER_BASELINES, register
 from plstitch_eval.preprocess import DataConfig
 
 # VideoMAE V2 evaluation (dataset/datasets.py VideoClsDataset, mode 'validation'): Resize(short_side_size,
@@ -95,44 +97,50 @@ def videomae_v2(size: str) -> ModelEntry:
     )
 
 
-VIDEOMAEV2_VITB16 = videomae_v2("b")
-VIDEOMAEV2_VITL16 = videomae_v2("l")
-ENDO_FM = ModelEntry(
-    name="endo-fm",
-    architecture="timesformer_vitb16_divst",
-    feature_dim=768,
-    data_config=ENDO_FM_EVAL,
-    converter="timesformer",
-    clip=ENDO_FM_CLIP,
-    expected={"embed_dim": 768, "depth": 12, "num_heads": 12, "patch_size": 16, "num_frames": 8},
-    path_env="PLSTITCH_ENDOFM_CHECKPOINT",
-    license="Apache-2.0",
-    license_source="github.com/med-air/Endo-FM README (License: Apache License 2.0) and LICENSE",
-    preprocessing_source=ENDO_FM_PREPROCESSING_SOURCE,
-    citation="Wang et al. Foundation Model for Endoscopy Video Analysis via Large-scale Self-supervised "
-    "Pre-train. MICCAI 2023.",
-    description="Endo-FM TimeSformer ViT-B/16 (divided space-time, 8 frames; endoscopy videos): CLS "
-    "feature of an 8-frame window. Weights: the Google Drive link of the Endo-FM README "
-    "(endo_fm.pth); set $PLSTITCH_ENDOFM_CHECKPOINT or pass its path.",
+VIDEOMAEV2_VITB16 = register(videomae_v2("b"), listing=PAPER_BASELINES + 8)
+VIDEOMAEV2_VITL16 = register(videomae_v2("l"), listing=BASELINES_2026 + 15)
+ENDO_FM = register(
+    ModelEntry(
+        name="endo-fm",
+        architecture="timesformer_vitb16_divst",
+        feature_dim=768,
+        data_config=ENDO_FM_EVAL,
+        converter="timesformer",
+        clip=ENDO_FM_CLIP,
+        expected={"embed_dim": 768, "depth": 12, "num_heads": 12, "patch_size": 16, "num_frames": 8},
+        path_env="PLSTITCH_ENDOFM_CHECKPOINT",
+        license="Apache-2.0",
+        license_source="github.com/med-air/Endo-FM README (License: Apache License 2.0) and LICENSE",
+        preprocessing_source=ENDO_FM_PREPROCESSING_SOURCE,
+        citation="Wang et al. Foundation Model for Endoscopy Video Analysis via Large-scale Self-supervised "
+        "Pre-train. MICCAI 2023.",
+        description="Endo-FM TimeSformer ViT-B/16 (divided space-time, 8 frames; endoscopy videos): CLS "
+        "feature of an 8-frame window. Weights: the Google Drive link of the Endo-FM README "
+        "(endo_fm.pth); set $PLSTITCH_ENDOFM_CHECKPOINT or pass its path.",
+    ),
+    listing=PAPER_BASELINES + 9,
 )
-VJEPA2_VITL16 = ModelEntry(
-    name="vjepa2-vitl16",
-    architecture="vjepa2_vitl16_t2",
-    feature_dim=1024,
-    data_config=VJEPA2_EVAL,
-    converter="vjepa2",
-    clip=VJEPA2_CLIP,
-    expected={"embed_dim": 1024, "depth": 24, "num_heads": 16, "patch_size": 16, "tubelet_size": 2},
-    repo_id="facebook/vjepa2-vitl-fpc64-256",
-    filename="model.safetensors",
-    path_env="PLSTITCH_VJEPA2_CHECKPOINT",
-    license="Apache-2.0",
-    license_source="huggingface.co/facebook/vjepa2-vitl-fpc64-256 model card (license: apache-2.0); the "
-    "code, github.com/facebookresearch/vjepa2, is MIT (README 'License')",
-    preprocessing_source=VJEPA2_PREPROCESSING_SOURCE,
-    citation="Assran et al. V-JEPA 2: Self-Supervised Video Models Enable Understanding, Prediction and "
-    "Planning. arXiv:2506.09985, 2025.",
-    description="V-JEPA 2 ViT-L/16, tubelet 2, 3-D RoPE (VideoMix22M, pretrained on 64-frame clips at "
-    "256 px): one feature per 16-frame window, the mean of all tokens. $PLSTITCH_VJEPA2_CHECKPOINT loads "
-    "your own checkpoint in the transformers layout instead.",
+VJEPA2_VITL16 = register(
+    ModelEntry(
+        name="vjepa2-vitl16",
+        architecture="vjepa2_vitl16_t2",
+        feature_dim=1024,
+        data_config=VJEPA2_EVAL,
+        converter="vjepa2",
+        clip=VJEPA2_CLIP,
+        expected={"embed_dim": 1024, "depth": 24, "num_heads": 16, "patch_size": 16, "tubelet_size": 2},
+        repo_id="facebook/vjepa2-vitl-fpc64-256",
+        filename="model.safetensors",
+        path_env="PLSTITCH_VJEPA2_CHECKPOINT",
+        license="Apache-2.0",
+        license_source="huggingface.co/facebook/vjepa2-vitl-fpc64-256 model card (license: apache-2.0); the "
+        "code, github.com/facebookresearch/vjepa2, is MIT (README 'License')",
+        preprocessing_source=VJEPA2_PREPROCESSING_SOURCE,
+        citation="Assran et al. V-JEPA 2: Self-Supervised Video Models Enable Understanding, Prediction and "
+        "Planning. arXiv:2506.09985, 2025.",
+        description="V-JEPA 2 ViT-L/16, tubelet 2, 3-D RoPE (VideoMix22M, pretrained on 64-frame clips at "
+        "256 px): one feature per 16-frame window, the mean of all tokens. $PLSTITCH_VJEPA2_CHECKPOINT loads "
+        "your own checkpoint in the transformers layout instead.",
+    ),
+    listing=BASELINES_2026 + 14,
 )

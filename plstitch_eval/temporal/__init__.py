@@ -1,8 +1,8 @@
 """The temporal model: an MS-TCN (optionally causal, TeCNO-style) trained on frozen per-frame features.
 
 ``mstcn.py`` the network and its loss, ``fit.py`` training with epoch selection on validation videos; both
-sit below ``protocols.py`` (its CV folds use them) and ``probes.py``. The protocol on a feature store
-(splits -> fit -> test metrics -> results JSON) is ``plstitch_eval/temporal_protocol.py``, above both.
+sit below ``protocols/`` (its CV folds use them) and ``probes/``. The protocol on a feature store
+(splits -> fit -> test metrics -> results JSON) is ``plstitch_eval/protocols/temporal.py``, above both.
 """
 
 from plstitch_eval.temporal.fit import (

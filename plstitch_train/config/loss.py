@@ -8,13 +8,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from plstitch_train.config.branches import BRANCHES
+from plstitch_train.config.permutation_limits import MAX_PERMUTATION_CLASSES
 from plstitch_train.config.section import Section, require
-from plstitch_train.losses.sinkhorn import CENTERINGS
 
+__all__ = [
+    "CENTERINGS",
+    "MAX_PERMUTATION_CLASSES",
+    "OBJECTIVES",
+    "LossConfig",
+    "accept_objective",
+    "forget_objective",
+    "objective_choices",
+]
+
+# The built-in L_vid objectives, by name: each is a module of plstitch_train.losses that registers itself
+# (losses/registry.py). Listed here too because those modules need torch and the config and the CLI's help
+# do not; tests/train/losses/test_registry.py keeps the two equal.
 OBJECTIVES = ("pl", "pairwise", "permutation")
-# the most classes of a sampled permutation set: 8!, every permutation of the longest full-set clip
-# (the same as plstitch_train.permutations.MAX_PERMUTATION_CLASSES; this module stays free of torch)
-MAX_PERMUTATION_CLASSES = 40320
+CENTERINGS = ("center", "sinkhorn_knopp")  # iBOT's EMA centre | DINOv2's Sinkhorn-Knopp targets
+_added_objectives: dict[str, None] = {}  # names registered since start-up (register_objective), in order
+
+
+def objective_choices() -> tuple[str, ...]:
+    """The names `objective` takes: the built-ins, then any objective registered since start-up."""
+    return OBJECTIVES + tuple(_added_objectives)
+
+
+def accept_objective(name: str) -> None:
+    """Let `objective` take `name` (called by `plstitch_train.losses.registry.register_objective`)."""
+    if name not in OBJECTIVES:
+        _added_objectives[name] = None
+
+
+def forget_objective(name: str) -> None:
+    """Undo `accept_objective` for a name registered at run time (built-in names stay)."""
+    _added_objectives.pop(name, None)
 
 
 @dataclass
@@ -42,9 +71,10 @@ class LossConfig(Section):
     permutation_classes: int = 0
 
     def __post_init__(self) -> None:
+        choices = objective_choices()
         require(
-            self.objective in OBJECTIVES,
-            f"objective {self.objective!r} unknown; use one of {', '.join(OBJECTIVES)}.",
+            self.objective in choices,
+            f"objective {self.objective!r} unknown; use one of {', '.join(choices)}.",
         )
         require(
             self.centering in CENTERINGS,
@@ -55,11 +85,12 @@ class LossConfig(Section):
             f"permutation_classes must be 0 (every clip_len! permutation) or 2..{MAX_PERMUTATION_CLASSES} "
             f"(a sampled set of that many permutations); got {self.permutation_classes}.",
         )
-        for name in ("lambda_vid", "lambda_mim", "lambda_jigsaw"):
+        weight_fields = [entry.weight_field for entry in BRANCHES]
+        for name in weight_fields:
             value = getattr(self, name)
             require(value >= 0, f"{name} must be >= 0, 0 disabling its branch (got {value}).")
         require(
-            self.lambda_vid or self.lambda_mim or self.lambda_jigsaw,
+            any(getattr(self, name) for name in weight_fields),
             "All loss weights are 0 (lambda_vid, lambda_mim, lambda_jigsaw): enable at least one of "
             "--lambda-vid/-mim/-jigsaw.",
         )

@@ -23,6 +23,7 @@ from plstitch_train.config.frames import FramesConfig
 from plstitch_train.config.loss import LossConfig
 from plstitch_train.config.model import ModelConfig
 from plstitch_train.config.optim import OptimConfig
+from plstitch_train.config.permutation_limits import check_clip_len
 from plstitch_train.config.run import RunConfig
 from plstitch_train.config.sampling import SamplingConfig
 from plstitch_train.config.section import Section
@@ -136,8 +137,6 @@ class TrainConfig:
     def __post_init__(self) -> None:
         """The checks that span sections (a section checks its own fields when it is built)."""
         if self.loss.objective == "permutation":
-            from plstitch_train.permutations import check_clip_len  # torch: only for this objective
-
             # every clip_len! order (<= 8 frames), or a sampled set of permutation_classes orders
             check_clip_len(self.sampling.clip_len, self.loss.permutation_classes)
 

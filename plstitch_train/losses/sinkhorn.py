@@ -13,9 +13,9 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-__all__ = ["CENTERINGS", "sinkhorn_knopp"]
+from plstitch_train.config.loss import CENTERINGS  # its home: the config checks it without torch
 
-CENTERINGS = ("center", "sinkhorn_knopp")  # iBOT's EMA centre | DINOv2's Sinkhorn-Knopp targets
+__all__ = ["CENTERINGS", "sinkhorn_knopp"]
 
 
 @torch.no_grad()

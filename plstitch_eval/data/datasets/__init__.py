@@ -12,6 +12,8 @@ from plstitch_eval.data.datasets.registry import (
     get_dataset,
     list_datasets,
     register_dataset,
+    registered_dataset,
+    unregister_dataset,
 )
 
 __all__ = [
@@ -26,5 +28,7 @@ __all__ = [
     "labels_at",
     "list_datasets",
     "register_dataset",
+    "registered_dataset",
     "tools_at",
+    "unregister_dataset",
 ]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,21 @@ def register_dataset(name: str) -> Callable[[type], type]:
         return cls
 
     return decorate
+
+
+def unregister_dataset(name: str) -> None:
+    """Remove the adapter registered as `name` (a test's toy dataset); a name not registered is ignored."""
+    _REGISTRY.pop(name, None)
+
+
+@contextmanager
+def registered_dataset(name: str, cls: type) -> Iterator[type]:
+    """`with registered_dataset("toy", ToyAdapter):` - the adapter is registered inside the block only."""
+    register_dataset(name)(cls)
+    try:
+        yield cls
+    finally:
+        unregister_dataset(name)
 
 
 def list_datasets() -> list[str]:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import plstitch_eval.protocols.knn as knn_protocol
+import plstitch_eval.protocols.linear as linear_protocol
 from plstitch_eval.benchmark import runner as bench_runner
 from plstitch_eval.benchmark.cells import (
     FEATURES_DIR,
@@ -36,7 +38,7 @@ def test_interrupted_run_finishes_only_what_is_missing(
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr(bench_runner, "run_linear", killed)  # the k-NN cell finishes, then the run is killed
+        patch.setattr(linear_protocol, "run_linear", killed)  # the k-NN cell finishes, then the run is killed
         first = runner.invoke(app, args)
     assert first.exit_code == 130 and "rerun the same command" in first.stderr
     cell_dir = out / "results" / "plstitch-tiny-synthetic" / "synthetic"
@@ -46,14 +48,15 @@ def test_interrupted_run_finishes_only_what_is_missing(
 
     calls: dict[str, int] = {"run_knn": 0, "run_linear": 0}
     summaries = []
+    homes = {"run_knn": knn_protocol, "run_linear": linear_protocol}  # where each registered protocol runs
     for name in calls:
-        original = getattr(bench_runner, name)
+        original = getattr(homes[name], name)
 
         def counted(*a, _name=name, _original=original, **kw):
             calls[_name] += 1
             return _original(*a, **kw)
 
-        monkeypatch.setattr(bench_runner, name, counted)
+        monkeypatch.setattr(homes[name], name, counted)
     original_extract = bench_runner.extract_features
 
     def recorded_extract(*a, **kw):

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import plstitch_eval.protocols.knn as knn_protocol
+import plstitch_eval.protocols.linear as linear_protocol
 from plstitch_eval.benchmark import runner as bench_runner
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.runner import describe_error, run_benchmark
@@ -91,8 +93,10 @@ def test_rerun_recomputes_nothing(run, datasets_file: Path, monkeypatch: pytest.
     def forbidden(*_args, **_kwargs):
         raise AssertionError("a finished cell was recomputed")
 
-    for name in ("load_encoder", "extract_features", "run_knn", "run_linear"):
+    for name in ("load_encoder", "extract_features"):
         monkeypatch.setattr(bench_runner, name, forbidden)
+    monkeypatch.setattr(knn_protocol, "run_knn", forbidden)  # where the registered protocols run
+    monkeypatch.setattr(linear_protocol, "run_linear", forbidden)
     again = runner.invoke(app, cli_args(out, str(datasets_file)))
     assert again.exit_code == 0, again.output
     assert {p: p.stat().st_mtime_ns for p in files} == before

@@ -314,11 +314,12 @@ def _videos_of(rows, owner):
 def test_cv_trains_each_fold_without_its_test_videos(tiny_store, monkeypatch, protocol):
     """Intercept the trainer of every fold: the videos whose frames it trains (and validates) on never
     include the fold's test videos, and every video is tested exactly once."""
-    import plstitch_eval.protocols as protocols
+    import plstitch_eval.protocols.knn as knn_protocol
+    import plstitch_eval.protocols.linear as linear_protocol
 
     owner = _frame_owner(tiny_store)
     calls = []
-    real_knn, real_fit = protocols.knn_predict_multi, protocols.fit_linear_probe
+    real_knn, real_fit = knn_protocol.knn_predict_multi, linear_protocol.fit_linear_probe
 
     def knn_spy(train_x, train_y, queries, *args, **kwargs):
         calls.append({"train": _videos_of(train_x, owner), "val": set(), "test": _videos_of(queries, owner)})
@@ -337,8 +338,8 @@ def test_cv_trains_each_fold_without_its_test_videos(tiny_store, monkeypatch, pr
         probe.predict = predict_spy
         return probe
 
-    monkeypatch.setattr(protocols, "knn_predict_multi", knn_spy)
-    monkeypatch.setattr(protocols, "fit_linear_probe", fit_spy)
+    monkeypatch.setattr(knn_protocol, "knn_predict_multi", knn_spy)  # where each protocol's fold fit looks
+    monkeypatch.setattr(linear_protocol, "fit_linear_probe", fit_spy)
     res = run_cv(tiny_store.root, folds=4, protocol=protocol, knn_config=KnnConfig(k=3), linear_config=FAST)
 
     videos = set(tiny_store.videos())

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import plstitch_eval.temporal_protocol as protocol
+import plstitch_eval.protocols.temporal as protocol
 from plstitch_eval.cli import app
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.features import FeatureStore, VideoFeatures

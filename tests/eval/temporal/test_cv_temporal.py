@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 import plstitch_eval.protocols as protocols
+import plstitch_eval.protocols.temporal as temporal_protocol
 from plstitch_eval.cli import app
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.temporal.fit import TemporalConfig, fit_temporal
@@ -25,7 +26,7 @@ def test_each_fold_trains_on_its_own_videos_and_predicts_its_test_videos(tmp_pat
         seen.append(({it.video for it in train}, {it.video for it in val}, set()))
         return fit_temporal(train, val, num_classes, config, progress=False, background=background)
 
-    monkeypatch.setattr(protocols, "fit_temporal", recording_fit)
+    monkeypatch.setattr(temporal_protocol, "fit_temporal", recording_fit)
     config = TemporalConfig(epochs=2, stages=2, layers=3, channels=8)
     results = protocols.run_cv(store.root, folds=4, protocol="temporal", temporal_config=config, seed=1)
     assert len(seen) == len(results["folds"]) == 4

@@ -1,0 +1,69 @@
+"""The protocols' configs built from CLI values, once for all commands (knn, linear, cv, temporal, benchmark).
+
+An option left unset (None) is dropped by `given()`, so the config dataclass's default wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from plstitch_eval.commands.options import given
+from plstitch_eval.knn import KnnConfig
+from plstitch_eval.linear import LinearConfig
+from plstitch_eval.temporal.fit import TemporalConfig
+from plstitch_eval.utils.device import resolve_device
+
+__all__ = ["knn_config", "linear_config", "resolved_device", "temporal_config"]
+
+
+def resolved_device(device: str) -> str:
+    """`auto` / `cuda` / ... as the device string the probes run on (e.g. `cpu`, `cuda:0`)."""
+    return str(resolve_device(device))
+
+
+def knn_config(
+    k: int | None = None,
+    temperature: float | None = None,
+    weighting: str | None = None,
+    device: str = "auto",
+    chunk_size: int | None = None,
+    threads: int | None = None,
+) -> KnnConfig:
+    """A `KnnConfig` from the options given (None: KnnConfig's default), on the resolved device."""
+    chosen = given(
+        k=k, temperature=temperature, weighting=weighting, chunk_size=chunk_size, num_threads=threads
+    )
+    return KnnConfig(**chosen, device=resolved_device(device))
+
+
+def linear_config(
+    lr: Sequence[float] | None = None,
+    wd: Sequence[float] | None = None,
+    optimizer: str | None = None,
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    standardize: bool | None = None,
+    balance: bool | None = None,
+    select_metric: str | None = None,
+    seed: int | None = None,
+    device: str = "auto",
+) -> LinearConfig:
+    """A `LinearConfig` from the options given (None or an empty grid: LinearConfig's default)."""
+    chosen = given(
+        lrs=tuple(lr) if lr else None,
+        weight_decays=tuple(wd) if wd else None,
+        optimizer=optimizer,
+        epochs=epochs,
+        batch_size=batch_size,
+        standardize=standardize,
+        balance_classes=balance,
+        select_metric=select_metric,
+        seed=seed,
+    )
+    return LinearConfig(**chosen, device=resolved_device(device))
+
+
+def temporal_config(**options: Any) -> TemporalConfig:
+    """A `TemporalConfig` from the options given (None = not given: the dataclass default)."""
+    return TemporalConfig(**given(**options))

@@ -1,0 +1,159 @@
+"""k-fold cross-validation by video of any protocol with a fold fit (`Protocol.cv`): `plstitch cv`.
+
+Every video of the store's splits is tested once; each fold trains on the other videos (less the validation
+videos it holds out, by video, when the protocol chooses a head or an epoch). Mean and std over folds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from plstitch_eval.features import FeatureStore
+from plstitch_eval.knn import KnnConfig
+from plstitch_eval.linear import LinearConfig
+from plstitch_eval.protocols.data import (
+    list_videos,
+    load_videos,
+    require_two_classes,
+    stack_labelled,
+    store_context,
+    store_relaxed_spec,
+    warn_unseen,
+)
+from plstitch_eval.protocols.registry import (
+    CV_TASK,
+    Fold,
+    Protocol,
+    config_record,
+    cv_protocols,
+    get_protocol,
+    numbers_only,
+    register_protocol,
+)
+from plstitch_eval.relaxed_metrics import relaxed_metrics
+from plstitch_eval.results_json import build_results
+from plstitch_eval.scoring import score_videos, with_relaxed
+from plstitch_eval.splits import holdout_by_video, kfold_by_video, resolve_splits
+from plstitch_eval.temporal.fit import TemporalConfig
+
+
+def default_config(protocol: Protocol, seed: int) -> Any:
+    """The inner protocol's default config, seeded with the CV seed when it has a seed."""
+    if protocol.config_type is None:
+        return None
+    seeded = "seed" in {f.name for f in fields(protocol.config_type)}
+    return protocol.config_type(seed=seed) if seeded else protocol.config_type()
+
+
+def run_cv(
+    features: str | Path,
+    folds: int = 5,
+    protocol: str = "knn",
+    knn_config: KnnConfig | None = None,
+    linear_config: LinearConfig | None = None,
+    seed: int = 0,
+    val_fraction: float = 0.2,
+    relaxed: bool = False,
+    temporal_config: TemporalConfig | None = None,
+    progress: bool = False,
+    config: Any = None,
+) -> dict[str, Any]:
+    """k-fold cross-validation by video over every video of the store's splits; mean and std over folds.
+
+    `protocol`: any of `cv_protocols()` (knn, linear, temporal, ...); its config is `config`, else the one of
+    its section (`knn_config`, `linear_config`, `temporal_config`), else its default. The ``relaxed`` block
+    (when asked) is over all videos of all folds, each tested once: mean and std over videos, not folds.
+    `progress`: the temporal model's epoch bar.
+    """
+    inner = get_protocol(protocol, "protocol", cv_protocols())
+    sections = {"knn": knn_config, "linear": linear_config, "temporal": temporal_config}
+    cfg = config or sections.get(inner.section) or default_config(inner, seed)
+    store = FeatureStore(features)
+    manifest, class_names, n_classes, bg = store_context(store)
+    spec = store_relaxed_spec(store, class_names) if relaxed else None
+    recorded = resolve_splits(store)
+    videos = sorted({v for s in recorded.values() for v in s}) or store.videos()
+    test_folds = kfold_by_video(videos, folds, seed)
+    items = {it.video: it for it in load_videos(store, videos)}
+    require_two_classes(
+        stack_labelled(list(items.values()))[1],
+        class_names,
+        f"Feature store {store.root}",
+        "cross-validation needs videos labelled with two or more classes",
+    )
+    fold_results, all_preds, per_video = [], {}, {}
+    for i, test_videos in enumerate(test_folds):
+        rest = [v for v in videos if v not in set(test_videos)]
+        test = [items[v] for v in test_videos]
+        train_v, val_v = (
+            holdout_by_video(rest, val_fraction, seed + i) if inner.cv.holds_out_val else (rest, [])
+        )
+        train = [items[v] for v in train_v]
+        train_labels = stack_labelled(train)[1]
+        require_two_classes(
+            train_labels,
+            class_names,
+            f"CV fold {i} of {store.root} (training videos {list_videos(train_v)})",
+            "use fewer --folds or another --seed, so that every fold trains on two or more classes",
+        )
+        warn_unseen(train_labels, test, class_names)
+        fold = Fold(i, train, [items[v] for v in val_v], test, n_classes, bg, train_labels)
+        preds, extra = inner.cv.fit(fold, cfg, progress)
+        scored = score_videos(preds, {it.video: it.labels for it in test}, n_classes, bg)
+        fold_results.append({"fold": i, "test": test_videos, "metrics": scored["metrics"], **extra})
+        all_preds.update(preds)
+        per_video.update(scored["per_video"])
+    keys = fold_results[0]["metrics"].keys()
+    values = {k: np.array([f["metrics"][k] for f in fold_results], dtype=np.float64) for k in keys}
+    protocol_dict = {"name": CV_TASK, "inner": protocol, "folds": folds, "seed": seed, **config_record(cfg)}
+    if inner.cv.summary is not None:
+        protocol_dict.update(inner.cv.summary(fold_results, cfg))
+    results = build_results(
+        CV_TASK,
+        manifest,
+        features,
+        protocol_dict,
+        {"folds": test_folds},
+        class_names,
+        {"metrics": {k: float(np.mean(v)) for k, v in values.items()}, "per_video": per_video},
+        all_preds,
+    )
+    results["metrics_std"] = {k: float(np.std(v)) for k, v in values.items()}
+    results["folds"] = fold_results
+    if spec is not None:
+        gts = {v: items[v].labels for v in all_preds}
+        results = with_relaxed(results, relaxed_metrics(all_preds, gts, spec))
+    return results
+
+
+def _benchmark_run(store: str | Path, config: Any, scheme: str | None) -> dict[str, Any]:
+    inner = get_protocol(config.cv_protocol, "cv-protocol", cv_protocols())
+    return run_cv(
+        store,
+        config.cv_folds,
+        config.cv_protocol,
+        seed=config.cv_seed,
+        val_fraction=config.val_fraction,
+        config=inner.config_of(config),
+    )
+
+
+def _settings(config: Any) -> dict[str, Any]:
+    inner = get_protocol(config.cv_protocol, "cv-protocol", cv_protocols())
+    return {
+        "folds": config.cv_folds,
+        "inner": config.cv_protocol,
+        "seed": config.cv_seed,
+        config.cv_protocol: numbers_only(inner.config_of(config)),
+    }
+
+
+PROTOCOL = register_protocol(
+    Protocol(
+        name=CV_TASK, label="CV", title="Cross-validated linear probe", run=_benchmark_run, settings=_settings
+    )
+)

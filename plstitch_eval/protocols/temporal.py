@@ -1,0 +1,228 @@
+"""The temporal protocol: an MS-TCN trained on the train videos, its epoch chosen on val, scored on test.
+
+The same steps as the linear protocol (``protocols.linear.run_linear``), with whole videos instead of
+frames: splits from the store manifest; without a ``val`` split, training videos are held out **by video**
+(seeded); a training set with labelled frames of fewer than two classes is refused; test classes never seen
+in training are warned about; the test split is scored with every metric of the other protocols and written
+in the same ``plstitch.results/v1`` schema (task ``temporal``; docs/temporal.md). ``run_temporal_seeds``
+trains one model per seed on the same splits and reports the mean and sample std over seeds.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from plstitch_eval.errors import ConfigError
+from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.probes import save_probe
+from plstitch_eval.protocols.data import load_train_val_test, store_context, store_relaxed_spec
+from plstitch_eval.protocols.registry import CvFit, Fold, Protocol, numbers_only, register_protocol
+from plstitch_eval.relaxed_metrics import RelaxedSpec, relaxed_metrics
+from plstitch_eval.results_json import build_results
+from plstitch_eval.scoring import score_videos, with_relaxed
+from plstitch_eval.temporal.fit import TemporalConfig, TemporalProbeResult, fit_temporal
+from plstitch_eval.utils.device import resolve_device
+from plstitch_eval.utils.stats import mean_std_by_key
+
+TASK = "temporal"
+
+
+@dataclass
+class TemporalData:
+    """A store's videos split for the temporal protocol, checked, with what scoring needs."""
+
+    manifest: dict[str, Any]
+    class_names: list[str]
+    num_classes: int
+    background: list[int]
+    splits: dict[str, list[str]]
+    validation: str  # "official" or how the val videos were held out
+    train: list[VideoFeatures]
+    val: list[VideoFeatures]
+    test: list[VideoFeatures]
+    relaxed: RelaxedSpec | None
+
+
+def load_temporal_data(
+    features: str | Path,
+    scheme: str | None = None,
+    val_fraction: float = 0.2,
+    holdout_seed: int = 0,
+    relaxed: bool = False,
+) -> TemporalData:
+    """Read and check the train/val/test videos of a store (val held out by video when not recorded).
+
+    Why: one seed or many, the splits and checks are those of the linear protocol.
+    """
+    store = FeatureStore(features)
+    manifest, class_names, num_classes, background = store_context(store)
+    spec = store_relaxed_spec(store, class_names) if relaxed else None
+    splits, validation, (train, val, test) = load_train_val_test(store, scheme, val_fraction, holdout_seed)
+    return TemporalData(
+        manifest, class_names, num_classes, background, splits, validation, train, val, test, spec
+    )
+
+
+def _fit_and_score(
+    data: TemporalData, config: TemporalConfig, progress: bool
+) -> tuple[TemporalProbeResult, dict[str, np.ndarray], dict[str, Any]]:
+    fit = fit_temporal(data.train, data.val, data.num_classes, config, progress, data.background)
+    preds = {it.video: fit.predict(it.features) for it in data.test}
+    gts = {it.video: it.labels for it in data.test}
+    return fit, preds, score_videos(preds, gts, data.num_classes, data.background)
+
+
+def _protocol(config: TemporalConfig, data: TemporalData, fit: TemporalProbeResult) -> dict[str, Any]:
+    return {
+        "name": TASK,
+        **asdict(config),
+        "device": str(resolve_device(config.device)),
+        "validation": data.validation,
+        "chosen_epoch": fit.best_epoch,
+        "val_scores": fit.val_scores,
+        "train_losses": fit.train_losses,
+    }
+
+
+def _results(
+    features: str | Path,
+    data: TemporalData,
+    protocol: dict[str, Any],
+    scored: dict[str, Any],
+    preds: dict[str, np.ndarray],
+) -> dict[str, Any]:
+    return build_results(
+        TASK, data.manifest, features, protocol, data.splits, data.class_names, scored, preds
+    )
+
+
+def _with_relaxed(
+    results: dict[str, Any], data: TemporalData, preds: dict[str, np.ndarray]
+) -> dict[str, Any]:
+    if data.relaxed is None:
+        return results
+    gts = {it.video: it.labels for it in data.test}
+    return with_relaxed(results, relaxed_metrics(preds, gts, data.relaxed))
+
+
+def run_temporal(
+    features: str | Path,
+    config: TemporalConfig | None = None,
+    scheme: str | None = None,
+    val_fraction: float = 0.2,
+    relaxed: bool = False,
+    progress: bool = True,
+) -> tuple[dict[str, Any], TemporalProbeResult]:
+    """Temporal protocol: MS-TCN on the train videos, epoch chosen on val, test scored -> (results, fit)."""
+    config = config or TemporalConfig()
+    data = load_temporal_data(features, scheme, val_fraction, config.seed, relaxed)
+    fit, preds, scored = _fit_and_score(data, config, progress)
+    results = _results(features, data, _protocol(config, data, fit), scored, preds)
+    return _with_relaxed(results, data, preds), fit
+
+
+def run_temporal_seeds(
+    features: str | Path,
+    config: TemporalConfig | None = None,
+    seeds: int = 3,
+    scheme: str | None = None,
+    val_fraction: float = 0.2,
+    relaxed: bool = False,
+    progress: bool = True,
+) -> tuple[dict[str, Any], list[TemporalProbeResult]]:
+    """The temporal protocol for seeds ``config.seed, +1, ...``: mean and sample std over seeds.
+
+    Every seed trains on the same splits (a val hold-out drawn with ``config.seed``); ``metrics`` is the mean,
+    ``metrics_std`` the sample std (ddof=1, absent for one seed), ``seeds`` each seed's chosen epoch and
+    metrics. ``per_video``, ``predictions``, ``protocol.chosen_epoch`` / ``val_scores`` and the ``relaxed``
+    block are those of the first seed.
+    """
+    config = config or TemporalConfig()
+    if seeds < 1:
+        raise ConfigError(f"--seeds must be >= 1, got {seeds}.")
+    data = load_temporal_data(features, scheme, val_fraction, config.seed, relaxed)
+    fits, runs, first = [], [], None
+    for seed in range(config.seed, config.seed + seeds):
+        fit, preds, scored = _fit_and_score(data, replace(config, seed=seed), progress)
+        fits.append(fit)
+        runs.append({"seed": seed, "chosen_epoch": fit.best_epoch, "metrics": scored["metrics"]})
+        first = first or (fit, preds, scored)
+    fit, preds, scored = first
+    mean, std = mean_std_by_key([run["metrics"] for run in runs])
+    protocol = {**_protocol(config, data, fit), "seeds": [run["seed"] for run in runs]}
+    results = _results(features, data, protocol, {**scored, "metrics": mean}, preds)
+    if seeds > 1:
+        results["metrics_std"] = std
+    results["seeds"] = [{**run, "metrics": {k: float(v) for k, v in run["metrics"].items()}} for run in runs]
+    return _with_relaxed(results, data, preds), fits
+
+
+def save_temporal_probe(
+    folder: str | os.PathLike,
+    features: str | os.PathLike,
+    results: Mapping[str, Any],
+    fitted: TemporalProbeResult,
+    config: TemporalConfig,
+    overwrite: bool = False,
+) -> Path:
+    """Save a trained MS-TCN as a ``temporal`` probe (plstitch_eval/probes.py): settings = the config whole.
+
+    Metrics: the test metrics of that model (with seeds: the first seed's, whose predictions the results
+    hold), the relaxed ones as ``relaxed_<name>``. Provenance comes from the store `features`' manifest.
+    """
+    seeds = results.get("seeds") or []
+    metrics = dict(seeds[0]["metrics"] if seeds else results["metrics"])
+    relaxed = (results.get("relaxed") or {}).get("metrics") or {}
+    metrics.update({f"relaxed_{name}": value for name, value in relaxed.items()})
+    store = FeatureStore(features)
+    return save_probe(
+        folder,
+        "temporal",
+        fitted.model,
+        store.manifest,
+        results["class_names"],
+        asdict(config),
+        metrics,
+        overwrite,
+        store=store.root,
+    )
+
+
+def fit_fold(
+    fold: Fold, config: TemporalConfig, progress: bool
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """One CV fold: an MS-TCN on the fold's training videos, its epoch chosen on its held-out videos."""
+    fit = fit_temporal(
+        fold.train, fold.val, fold.num_classes, config, progress=progress, background=fold.background
+    )
+    return {it.video: fit.predict(it.features) for it in fold.test}, {"chosen_epoch": fit.best_epoch}
+
+
+def _benchmark_run(store: str | Path, config: Any, scheme: str | None) -> dict[str, Any]:
+    return run_temporal(
+        store, config.temporal, scheme=scheme, val_fraction=config.val_fraction, progress=False
+    )[0]
+
+
+PROTOCOL = register_protocol(
+    Protocol(
+        name=TASK,
+        label="MS-TCN",
+        title="MS-TCN on frozen features",
+        config_type=TemporalConfig,
+        section="temporal",
+        run=_benchmark_run,
+        cv=CvFit(fit_fold),
+        settings=lambda config: {
+            "temporal": numbers_only(config.temporal),
+            "val_fraction": config.val_fraction,
+        },
+        probe_kind="temporal",
+    )
+)
