@@ -16,6 +16,20 @@ import typer
 from typer.core import TyperGroup
 
 from plstitch_eval import __version__
+from plstitch_eval.commands import (
+    analyze,
+    benchmark,
+    data,
+    evaluate,
+    frames,
+    hub,
+    predict,
+    publish,
+    quickstart,
+    reproduce,
+    temporal,
+    train,
+)
 from plstitch_eval.errors import PlstitchError
 from plstitch_eval.utils.console import console, print_error, setup_logging
 
@@ -89,21 +103,6 @@ def _main(
 
 
 def _register_all() -> None:
-    from plstitch_eval.commands import (
-        analyze,
-        benchmark,
-        data,
-        evaluate,
-        frames,
-        hub,
-        predict,
-        publish,
-        quickstart,
-        reproduce,
-        temporal,
-        train,
-    )
-
     evaluation = (quickstart, hub, data, evaluate, temporal, predict, benchmark, analyze)
     for module in (*evaluation, train, frames, reproduce, publish):
         module.register(app)

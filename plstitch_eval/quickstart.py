@@ -25,15 +25,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.table import Table
+from rich.text import Text
+
+from plstitch_eval.analysis.timeline import TimelineConfig, run_timeline
 from plstitch_eval.errors import ModelNotFoundError
+from plstitch_eval.evaluate import evaluate_encoder, frozen_evaluation
 from plstitch_eval.hub.pixels import PIXELS_SPEC
 from plstitch_eval.hub.random_init import DEFAULT_SEED, TIMM_SOURCES, is_timm_format_spec, random_init_spec
 from plstitch_eval.hub.registry import MODELS
 from plstitch_eval.hub.timm_format import is_timm_dir
-from plstitch_eval.protocols import TASK_LABELS
+from plstitch_eval.protocols import TASK_LABELS, run_majority
 from plstitch_eval.resources import model_cards_dir
 from plstitch_eval.results_json import MAJORITY_ROW, RANDOM_INIT_ROW, RAW_PIXELS_ROW
-from plstitch_eval.utils.console import console
+from plstitch_eval.tables import METRIC_LABELS, build_table, to_markdown, to_rich
+from plstitch_eval.utils.console import console, result_console
+from plstitch_eval.utils.device import resolve_device
+from plstitch_eval.utils.io import write_text_atomic
+from plstitch_eval.utils.stats import paired_difference
 
 SHIPPED_MODEL = "plstitch-tiny-synthetic"
 SHIPPED_DIR = model_cards_dir() / SHIPPED_MODEL
@@ -168,11 +177,6 @@ def run_quickstart(config: QuickstartConfig) -> QuickstartResult:
 
     Rerunning resumes: finished videos of every feature store are skipped, results and figure are rewritten.
     """
-    from plstitch_eval.analysis.timeline import TimelineConfig, run_timeline
-    from plstitch_eval.protocols import run_majority
-    from plstitch_eval.tables import to_markdown
-    from plstitch_eval.utils.io import write_text_atomic
-
     out = Path(config.out).expanduser()
     model_spec = config.model or default_model_spec()
     plan = [(MODEL_ROW, display_name(model_spec), model_spec)]
@@ -232,9 +236,6 @@ def _with_references(
 
 def _evaluate_row(name: str, label: str, spec: str, out: Path, config: QuickstartConfig) -> EncoderRow:
     """`evaluate_encoder` of one spec into `<out>/features/<name>` and `<out>/results/<name>`."""
-    from plstitch_eval.evaluate import evaluate_encoder, frozen_evaluation
-    from plstitch_eval.utils.device import resolve_device
-
     device = str(resolve_device(config.device))
     evaluation = evaluate_encoder(
         spec,
@@ -264,8 +265,6 @@ def comparison_table(rows: list[EncoderRow], majority: dict[str, Any] | None = N
     The majority class predicts without features, the same for either protocol: its accuracy fills each
     accuracy column and its other cells stay empty.
     """
-    from plstitch_eval.tables import build_table
-
     results = [
         {**res, "model": {**(res.get("model") or {}), "spec": row.label}}
         for row in rows
@@ -288,8 +287,6 @@ def video_differences(rows: list[EncoderRow], metric: str = "accuracy") -> list[
     Why: one model and one split give no seeds to vary, so the videos are the sample; the frame-pooled numbers
     of the table weigh long videos more and differ a little from the mean of the per-video differences.
     """
-    from plstitch_eval.utils.stats import paired_difference
-
     model, found = rows[0], []
     for other in rows[1:]:
         for protocol in ("knn", "linear"):
@@ -363,9 +360,6 @@ def differences_markdown(differences: list[dict[str, Any]]) -> str:
 
 def differences_table(differences: list[dict[str, Any]]):
     """`video_differences` as the rich table printed under the results table (plain `Text`, never markup)."""
-    from rich.table import Table
-    from rich.text import Text
-
     table = Table(title=Text(DIFFERENCES_TITLE, style="table.title"))
     for header, justify in DIFFERENCE_COLUMNS:
         table.add_column(Text(header), justify=justify)
@@ -376,8 +370,6 @@ def differences_table(differences: list[dict[str, Any]]):
 
 def summary_table(result: QuickstartResult):
     """The rich table that is printed: encoder rows and the majority class, headers "k-NN Acc" etc."""
-    from plstitch_eval.tables import METRIC_LABELS, to_rich
-
     table = comparison_table(result.rows, result.majority)
     headers = [f"{PROTOCOL_NAMES.get(t, t)} {METRIC_LABELS.get(m, m)}" for _d, t, m in table.columns]
     n_videos = len((result.knn.get("splits") or {}).get("test", []))
@@ -391,8 +383,6 @@ def summary_table(result: QuickstartResult):
 
 def print_quickstart(result: QuickstartResult, *, table_on_stdout: bool = True) -> None:
     """The results table on stdout (stderr when stdout carries JSON); notes, files and timings on stderr."""
-    from plstitch_eval.utils.console import result_console
-
     target = result_console(width=max(console.width, 140)) if table_on_stdout else console
     target.print(summary_table(result))
     if result.differences:

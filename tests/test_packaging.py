@@ -42,7 +42,7 @@ try:
     main()
 except SystemExit as exc:
     code = exc.code
-from plstitch_train import cards
+from plstitch_train.publishing import cards
 
 assert cards.TEMPLATE_PATH.is_file() and cards.load_paper_results()["rows"], cards.MODEL_CARDS_DIR
 assert len(list((cards.MODEL_CARDS_DIR / "reference").glob("*.md"))) >= 9

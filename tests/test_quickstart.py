@@ -362,7 +362,7 @@ def test_shipped_model_as_a_registry_entry(monkeypatch: pytest.MonkeyPatch) -> N
 @shipped
 def test_shipped_card_states_the_real_architecture() -> None:
     """The card's Architecture row is what `architecture_text` makes of the shipped config.json (64-d ViT)."""
-    from plstitch_train.cards import architecture_text
+    from plstitch_train.publishing.cards import architecture_text
 
     config = json.loads((SHIPPED_DIR / "config.json").read_text(encoding="utf-8"))
     args = config["model_args"]
@@ -379,7 +379,7 @@ def test_shipped_card_states_the_real_architecture() -> None:
 def test_shipped_model_passes_the_publish_checks() -> None:
     """Its recorded results belong to its weights, so `push-to-hub` would accept it (issue 27)."""
     from plstitch_eval.hub.safe_load import sha256_file
-    from plstitch_train.publish import check_folder_loads, check_results_belong
+    from plstitch_train.publishing.publish import check_folder_loads, check_results_belong
 
     meta = json.loads((SHIPPED_DIR / "plstitch.json").read_text(encoding="utf-8"))
     assert meta["weights_sha256"] == sha256_file(SHIPPED_DIR / "model.safetensors")

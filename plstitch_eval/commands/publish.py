@@ -49,7 +49,7 @@ def export(
     `--results results/*.json` works as the shell expands it: the extra file names count as results too.
     """
     from plstitch_eval.errors import ConfigError
-    from plstitch_train.export import ExportOptions, export_model
+    from plstitch_train.publishing.export import ExportOptions, export_model
 
     if ctx.args and not results:
         raise ConfigError(f"Unexpected arguments {ctx.args}; pass results files after --results.")
@@ -77,8 +77,8 @@ def push_to_hub(
 
     Refuses a folder whose recorded results no longer belong to its model.safetensors.
     """
-    from plstitch_train.publish import format_file_table
-    from plstitch_train.publish import push_to_hub as push
+    from plstitch_train.publishing.publish import format_file_table
+    from plstitch_train.publishing.publish import push_to_hub as push
 
     result = push(
         folder, repo_id, private=private, revision=revision, commit_message=commit_message, dry_run=dry_run

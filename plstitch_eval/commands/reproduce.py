@@ -11,7 +11,7 @@ import typer
 
 from plstitch_eval.commands.options import default_of, device_opt, out_opt
 from plstitch_eval.utils.console import console, print_error
-from plstitch_train.reproduce_presets import REPRODUCE_PRESETS, ROWS, ReproduceConfig, get_reproduce_preset
+from plstitch_train.reproduce.presets import REPRODUCE_PRESETS, ROWS, ReproduceConfig, get_reproduce_preset
 
 # help texts list the registries themselves, so a new preset or row shows up without editing this file
 PRESET_HELP = "Reproduction preset, one of those listed above."

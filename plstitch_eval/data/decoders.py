@@ -187,7 +187,7 @@ def _torchcodec_opens(sample: str | Path | None) -> bool:
         return False
     if sample is None or not Path(sample).is_file():
         return True
-    from torchcodec.decoders import VideoDecoder
+    from torchcodec.decoders import VideoDecoder  # lazy: TorchCodec is an optional extra
 
     try:
         VideoDecoder(str(sample), seek_mode="approximate")

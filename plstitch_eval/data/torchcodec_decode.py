@@ -158,6 +158,7 @@ class TorchcodecVideo:
         size: int | None = None,
     ) -> None:
         require_torchcodec()
+        # lazy: TorchCodec is an optional extra (require_torchcodec names the fix when it is missing)
         from torchcodec.decoders import VideoDecoder
         from torchcodec.transforms import Resize
 

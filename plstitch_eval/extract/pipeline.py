@@ -26,6 +26,7 @@ from plstitch_eval.extract.sharding import broadcast_error, gather_results, my_s
 from plstitch_eval.extract.store import build_manifest, check_out_folder, open_store, plan_videos
 from plstitch_eval.extract.summary import ELSEWHERE, ExtractSummary, VideoResult
 from plstitch_eval.features import FeatureStore
+from plstitch_eval.hub import load_encoder
 from plstitch_eval.preprocess import frame_plan
 from plstitch_eval.utils.console import console, logger, progress_bar
 from plstitch_eval.utils.device import resolve_device, resolve_precision
@@ -40,8 +41,6 @@ def _resolve_dataset(dataset: DatasetAdapter | str, root: str | Path | None) -> 
 def _resolve_encoder(encoder: Any, device: torch.device) -> Any:
     """An Encoder moved to `device` in eval mode, loading it first when given as a spec."""
     if isinstance(encoder, (str, Path)):
-        from plstitch_eval.hub import load_encoder
-
         return load_encoder(str(encoder), device=str(device))
     return encoder.to(device).eval()
 

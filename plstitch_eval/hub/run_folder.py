@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from plstitch_eval.errors import RunFolderError
+from plstitch_eval.hub.timm_format import is_timm_dir
 
 __all__ = [
     "BACKBONE_DIR",
@@ -70,8 +71,6 @@ def present_run_files(run_dir: str | os.PathLike) -> list[str]:
 
 def is_finished(run_dir: str | os.PathLike) -> bool:
     """True when the run's backbone was exported (the last thing a run writes, atomically)."""
-    from plstitch_eval.hub.timm_format import is_timm_dir
-
     return is_timm_dir(backbone_dir(run_dir))
 
 
@@ -85,8 +84,6 @@ def is_run_dir(path: str | os.PathLike) -> bool:
 
 def resolve_backbone_dir(path: str | os.PathLike) -> Path | None:
     """The timm folder behind `path`: a finished run's `backbone/`, else `path` if timm-format, else None."""
-    from plstitch_eval.hub.timm_format import is_timm_dir
-
     path = Path(path)
     if is_finished(path):
         return backbone_dir(path)

@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file as load_safetensors
@@ -36,8 +37,6 @@ def _harmless_globals() -> list[Any]:
     """Plain-data classes DINO/iBOT-style checkpoints pickle next to the weights (args, numpy scalars)."""
     allowed: list[Any] = [argparse.Namespace]
     try:
-        import numpy as np
-
         core = getattr(np, "_core", None) or np.core
         allowed += [np.dtype, core.multiarray.scalar, core.multiarray._reconstruct, np.ndarray]
         # checkpoints written with numpy 1.x name these numpy.core.multiarray.*

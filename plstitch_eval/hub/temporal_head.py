@@ -20,9 +20,11 @@ from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from plstitch_eval.errors import CheckpointError, ConfigError, ModelNotFoundError
+from plstitch_eval.hub.hub_files import fetch_file
 from plstitch_eval.hub.run_folder import CHECKPOINT_NAME as RUN_CHECKPOINT
 from plstitch_eval.hub.run_folder import backbone_dir
 from plstitch_eval.hub.safe_load import load_checkpoint, load_safetensors_file
+from plstitch_eval.hub.spec import HF_HUB_FILE_FORM, parse_spec
 from plstitch_eval.utils.io import atomic_path, write_json_atomic
 
 __all__ = [
@@ -229,9 +231,6 @@ def resolve_head_source(
     Specs as in `load_encoder`: registry name, `hf-hub:ORG/NAME[/FILE]`, exported or run folder, checkpoint
     file. A run folder without an exported head gives its `last.ckpt`; `folder_files=None` skips folders.
     """
-    from plstitch_eval.hub.hub_files import fetch_file
-    from plstitch_eval.hub.spec import HF_HUB_FILE_FORM, parse_spec
-
     parsed = parse_spec(spec)
     spec = parsed.text
     if parsed.kind == "registry":

@@ -7,6 +7,7 @@ prefix (output at t is then the offline output at t; cost O(t) per frame, O(T^2)
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -104,8 +105,6 @@ def read_stream(file: IO[bytes], fps: float, size: int | None = None, name: str 
 
 def stdin_binary() -> IO[bytes]:
     """Standard input as unbuffered bytes, so frames are decoded as soon as they arrive."""
-    import sys
-
     buffer = getattr(sys.stdin, "buffer", sys.stdin)
     return getattr(buffer, "raw", buffer)
 

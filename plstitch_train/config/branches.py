@@ -7,12 +7,9 @@ walk the branches; each reads this table instead of spelling the names. Torch-fr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from plstitch_eval.errors import ConfigError
-
-if TYPE_CHECKING:
-    from plstitch_train.config.loss import LossConfig
 
 __all__ = ["BRANCHES", "BRANCH_NAMES", "LOSS_KEYS", "Branch", "branch", "branch_weights"]
 
@@ -43,6 +40,9 @@ def branch(name: str) -> Branch:
     raise ConfigError(f"Unknown branch {name!r}; use one of {', '.join(BRANCH_NAMES)}.")
 
 
-def branch_weights(loss: LossConfig) -> dict[str, float]:
-    """{branch: weight} of a `loss` section (its `lambda_*` settings), every branch, in forward order."""
+def branch_weights(loss: Any) -> dict[str, float]:
+    """{branch: weight} of a `loss` section (a `LossConfig`: its `lambda_*`), every branch, in forward order.
+
+    `loss` is not typed as `LossConfig`: that module imports this table, and the two would form a loop.
+    """
     return {entry.name: getattr(loss, entry.weight_field) for entry in BRANCHES}

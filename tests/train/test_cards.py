@@ -11,7 +11,7 @@ from huggingface_hub.repocard_data import model_index_to_eval_results
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.tables import load_results
-from plstitch_train.cards import (
+from plstitch_train.publishing.cards import (
     MODEL_CARDS_DIR,
     CardInfo,
     eval_results_from_results,
@@ -123,6 +123,6 @@ def test_committed_reference_cards_are_up_to_date(tmp_path: Path) -> None:
     fresh = {p.name: p.read_text(encoding="utf-8") for p in render_reference_cards(tmp_path)}
     committed = {p.name: p.read_text(encoding="utf-8") for p in (MODEL_CARDS_DIR / "reference").glob("*.md")}
     assert committed == fresh, (
-        "re-render with: python -c 'from plstitch_train.cards import "
+        "re-render with: python -c 'from plstitch_train.publishing.cards import "
         "render_reference_cards; render_reference_cards()'"
     )

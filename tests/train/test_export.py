@@ -19,7 +19,13 @@ from plstitch_eval.hub.safe_load import sha256_file
 from plstitch_eval.hub.temporal_head import TemporalHead, load_temporal_head, save_temporal_head
 from plstitch_eval.hub.timm_format import save_timm_dir
 from plstitch_eval.preprocess import DataConfig
-from plstitch_train.export import ExportOptions, export_model, git_commit
+from plstitch_train import cards as old_cards
+from plstitch_train import export as old_export
+from plstitch_train import publish as old_publish
+from plstitch_train import publishing
+from plstitch_train.publishing import cards, publish
+from plstitch_train.publishing import export as export_module
+from plstitch_train.publishing.export import ExportOptions, export_model, git_commit
 
 TRAIN_CONFIG = {"dataset": "synthetic", "fps": 1.0, "clip_len": 8, "epochs": 1, "lr": 4e-4, "embed_dim": 32}
 EXPECTED_FILES = {
@@ -242,7 +248,7 @@ def test_git_commit_outside_a_checkout_is_unknown(tmp_path: Path) -> None:
 
 def test_real_tiny_training_run_exports_loads_and_dry_run_pushes(video_dir, frame_cache, tmp_path) -> None:
     """Done-when of the issue: a tiny-cpu run is exported, loaded by plain timm, carded and pushable."""
-    from plstitch_train.publish import push_to_hub
+    from plstitch_train.publishing.publish import push_to_hub
     from plstitch_train.trainer import train
     from tests.train.conftest import tiny_config
 
@@ -289,3 +295,14 @@ def test_card_keeps_a_non_commercial_base_models_licence(
     run2, _, _ = make_run_dir(tmp_path / "second")
     assert CliRunner().invoke(app, ["export", str(run2), "--out", str(plain)]).exit_code == 0
     assert ModelCard.load(plain / "README.md").data.license == "mit"
+
+
+def test_the_documented_old_import_paths_name_the_same_objects() -> None:
+    """README and docs named `plstitch_train.export` / `.publish` / `.cards`; they re-export the package's."""
+    for old, new in ((old_export, export_module), (old_publish, publish), (old_cards, cards)):
+        assert old.__all__ and all(getattr(old, name) is getattr(new, name) for name in old.__all__)
+    assert (
+        old_export.export_model is publishing.export_model
+        and old_cards.card_licence is publishing.card_licence
+    )
+    assert all(hasattr(publishing, name) for name in publishing.__all__)

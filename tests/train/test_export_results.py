@@ -16,8 +16,8 @@ from plstitch_eval.errors import PublishError
 from plstitch_eval.hub.safe_load import sha256_file
 from plstitch_eval.hub.timm_format import save_timm_dir
 from plstitch_eval.preprocess import DataConfig
-from plstitch_train.export import export_model
-from plstitch_train.publish import push_to_hub
+from plstitch_train.publishing.export import export_model
+from plstitch_train.publishing.publish import push_to_hub
 from tests.eval.extract.conftest import make_cholec80
 from tests.train.test_export import make_results, make_run_dir, tiny_vit
 

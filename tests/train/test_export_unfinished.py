@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.errors import PublishError
-from plstitch_train.export import export_model
+from plstitch_train.publishing.export import export_model
 from plstitch_train.trainer import train
 from tests.train.conftest import tiny_config
 

@@ -13,8 +13,8 @@ from plstitch_eval.errors import CheckpointError
 from plstitch_eval.hub.run_folder import CHECKPOINT_NAME
 from plstitch_eval.hub.temporal_head import HEAD_CONFIG_FILE, HEAD_WEIGHTS_FILE, load_temporal_head
 from plstitch_train.config import TrainConfig
-from plstitch_train.export import export_model
 from plstitch_train.model import PLStitchModel
+from plstitch_train.publishing.export import export_model
 from plstitch_train.trainer import load_training_checkpoint, train
 from tests.train.conftest import tiny_config
 

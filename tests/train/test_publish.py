@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.errors import PublishError
-from plstitch_train.export import export_model
-from plstitch_train.publish import list_upload_files, push_to_hub
+from plstitch_train.publishing.export import export_model
+from plstitch_train.publishing.publish import list_upload_files, push_to_hub
 from tests.train.test_export import EXPECTED_FILES, make_results, make_run_dir
 
 SECRET = "hf_TESTsecretTOKEN0123456789abcdef"

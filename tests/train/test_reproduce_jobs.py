@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from plstitch_train.reproduce_jobs import run_in_parallel
-from plstitch_train.reproduce_presets import ReproduceConfig, get_reproduce_preset
+from plstitch_train.reproduce.jobs import run_in_parallel
+from plstitch_train.reproduce.presets import ReproduceConfig, get_reproduce_preset
 from plstitch_train.signals import TrainingInterrupted
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from plstitch_train.reproduce import train_config
-from plstitch_train.reproduce_presets import ReproduceConfig, ReproduceLayout, get_reproduce_preset
+from plstitch_train.reproduce.presets import ReproduceConfig, ReproduceLayout, get_reproduce_preset
 
 
 def test_layout_paths(tmp_path: Path) -> None:
@@ -32,7 +32,8 @@ def test_the_cli_lists_presets_without_loading_the_trainer() -> None:
     code = (
         "import sys, plstitch_eval.commands.reproduce\n"
         "assert 'plstitch_train.trainer' not in sys.modules, 'trainer loaded'\n"
-        "assert 'plstitch_train.reproduce' not in sys.modules, 'orchestrator loaded'\n"
+        "assert 'plstitch_train.reproduce.run' not in sys.modules, 'orchestrator loaded'\n"
+        "assert 'plstitch_train.reproduce.evaluation' not in sys.modules, 'evaluation loaded'\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from plstitch_eval.errors import ConfigError
-from plstitch_train import reproduce_tables
-from plstitch_train.reproduce_stats import (
+from plstitch_train.reproduce import tables as reproduce_tables
+from plstitch_train.reproduce.stats import (
     COLUMN_FORMATS,
     Comparison,
     comparisons_markdown,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from plstitch_train.export import RunProgress as ExportRunProgress
-from plstitch_train.export import run_progress as export_run_progress
 from plstitch_train.presets import get_preset
+from plstitch_train.publishing.export import RunProgress as ExportRunProgress
+from plstitch_train.publishing.export import run_progress as export_run_progress
 from plstitch_train.run_progress import RunProgress, run_progress, trainer_config
 
 

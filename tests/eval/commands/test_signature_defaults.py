@@ -19,7 +19,7 @@ from plstitch_eval.analysis.timeline import TimelineConfig
 from plstitch_eval.analysis.tsne import TsneConfig
 from plstitch_eval.cli import app
 from plstitch_eval.quickstart import QuickstartConfig
-from plstitch_train.reproduce_presets import ReproduceConfig
+from plstitch_train.reproduce.presets import ReproduceConfig
 
 CONFIGS = {
     "awareness": AwarenessConfig,

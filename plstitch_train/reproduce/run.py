@@ -21,6 +21,7 @@ Output folder::
 
 Resumable: a finished run (its `backbone/` exists) or evaluation (its JSON exists) is skipped; an interrupted
 run resumes from its `last.ckpt`. A run folder made with other settings is refused, naming the folder.
+This module trains and tabulates; evaluation and the reference rows are `plstitch_train.reproduce.evaluation`.
 """
 
 from __future__ import annotations
@@ -34,89 +35,51 @@ from typing import Any
 
 import torch
 
-from plstitch_eval.analysis.awareness import run_awareness_controls, seed_contrasts
-from plstitch_eval.analysis.order import model_order_tau
-from plstitch_eval.analysis.time_probe import time_probe, write_time_oracle_store
-from plstitch_eval.data.synthetic import generate_synthetic
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.evaluate import evaluate_encoder, frozen_evaluation, result_paths
-from plstitch_eval.hub.pixels import PIXELS_SPEC
-from plstitch_eval.hub.run_folder import (
-    backbone_dir,
-    checkpoint_path,
-    is_finished,
-    read_train_config,
-)
-from plstitch_eval.hub.temporal_head import HEAD_WEIGHTS_FILE
+from plstitch_eval.hub.run_folder import backbone_dir, checkpoint_path, is_finished, read_train_config
 from plstitch_eval.hub.timm_format import save_timm_dir
 from plstitch_eval.preprocess import DataConfig
-from plstitch_eval.protocols import run_knn, run_linear, run_majority
-from plstitch_eval.results_json import write_results
 from plstitch_eval.utils.console import logger, setup_logging
 from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
 from plstitch_train.config import TrainConfig
 from plstitch_train.export import ExportOptions, export_model
-from plstitch_train.gradient_scale import objective_gradient_scale
-from plstitch_train.heldout import heldout_jigsaw_loss
 from plstitch_train.model import build_vit
 from plstitch_train.presets import get_preset
-from plstitch_train.reproduce_jobs import run_in_parallel, training_seconds
-from plstitch_train.reproduce_presets import (
-    RANDOM_SHARED_INIT,
-    REPRODUCE_PRESETS,
-    ROWS,
-    SYNTHETIC_EPOCHS,
-    SYNTHETIC_TRAINING,
-    AblationRow,
-    ReproduceConfig,
-    ReproduceLayout,
-    ReproducePreset,
-    get_reproduce_preset,
-    run_name,
+from plstitch_train.reproduce.evaluation import (
+    dataset_root,
+    ensure_awareness,
+    ensure_evaluated,
+    ensure_gradient_scale,
+    ensure_order_measures,
+    ensure_references,
+    run_record,
 )
-from plstitch_train.reproduce_stats import (
+from plstitch_train.reproduce.jobs import run_in_parallel, training_seconds
+from plstitch_train.reproduce.presets import RANDOM_SHARED_INIT, ROWS, ReproduceConfig, ReproduceLayout
+from plstitch_train.reproduce.stats import (
     COMPARISONS,
     awareness_comparison,
     comparisons_markdown,
     paired_comparisons,
     per_seed_markdown,
 )
-from plstitch_train.reproduce_tables import (
-    MAJORITY,
-    METRICS,
-    ORACLE_TIME,
-    PROTOCOLS,
-    RANDOM_INIT,
-    RAW_PIXELS,
-    SHARED_INIT,
-    aggregate,
-    markdown_tables,
-    mean_std,
-    shown_tables,
-)
+from plstitch_train.reproduce.tables import PROTOCOLS, RANDOM_INIT, aggregate, markdown_tables, shown_tables
 from plstitch_train.rng import seed_everything
 from plstitch_train.run_dir import config_differences, describe_differences
 from plstitch_train.signals import TrainingInterrupted
 from plstitch_train.trainer import train as run_training
 
 SCHEMA = "plstitch.reproduce/v2"
-__all__ = [  # the orchestrator, and the presets / layout it re-exports from reproduce_presets
-    "REPRODUCE_PRESETS",
-    "ROWS",
-    "SYNTHETIC_EPOCHS",
-    "SYNTHETIC_TRAINING",
-    "AblationRow",
-    "ReproduceLayout",
-    "run_name",
-    "ReproduceConfig",
-    "ReproducePreset",
-    "aggregate",
+__all__ = [
+    "SCHEMA",
     "best_run",
+    "ensure_random_init",
+    "ensure_trained",
     "export_best",
-    "get_reproduce_preset",
-    "markdown_tables",
-    "mean_std",
+    "refuse_other_presets_tables",
     "reproduce",
+    "shared_init_dir",
+    "shared_init_spec",
     "train_config",
 ]
 
@@ -152,7 +115,7 @@ def train_config(config: ReproduceConfig, row: str, seed: int, reverse_time: boo
     if config.n_steps is not None:
         changes["max_steps"] = config.n_steps
     if config.dataset_options:  # a reduced dataset (tests): its folder read as Cholec80, every video
-        changes.update(dataset="cholec80", root=str(_dataset_root(config)), split=None)
+        changes.update(dataset="cholec80", root=str(dataset_root(config)), split=None)
     return base.with_changes(**changes).validate()
 
 
@@ -167,12 +130,6 @@ def shared_init_spec(config: ReproduceConfig) -> str | None:
     if init == RANDOM_SHARED_INIT:
         return str(shared_init_dir(config))
     return init
-
-
-def _dataset_root(config: ReproduceConfig) -> Path:
-    """Generate (or reuse) the synthetic dataset with the configured options; its folder."""
-
-    return generate_synthetic(**config.dataset_options)
 
 
 def ensure_trained(run_dir: Path, train: TrainConfig) -> Path:
@@ -209,143 +166,6 @@ def ensure_random_init(run_dir: Path, train: TrainConfig) -> Path:
     return run_dir
 
 
-def ensure_evaluated(
-    run_dir: Path, config: ReproduceConfig, spec: str | None = None
-) -> dict[str, dict[str, Any]]:
-    """Extract frozen features of every synthetic video and score k-NN + linear (cached JSON).
-
-    The encoder is the run folder itself, or `spec` (a reference encoder) with its outputs in `run_dir`.
-    """
-
-    results_dir = ReproduceLayout.eval_dir(run_dir)
-    paths = result_paths(results_dir)
-    if all(p.is_file() for p in paths.values()):
-        return {p: json.loads(path.read_text(encoding="utf-8")) for p, path in paths.items()}
-    evaluation = _evaluation(config)
-    model = spec if spec is not None else run_dir
-    return evaluate_encoder(model, ReproduceLayout.features(run_dir), results_dir, evaluation).results
-
-
-def _heldout_data(config: ReproduceConfig) -> tuple[str, str | None, str | None]:
-    """(dataset, root, split) of the held-out videos: the test split; every video of a reduced dataset."""
-    if config.dataset_options:
-        return "cholec80", str(_dataset_root(config)), None
-    return config.preset.dataset, None, "test"
-
-
-def ensure_order_measures(run_dir: Path, config: ReproduceConfig, trained: bool) -> dict[str, Any]:
-    """t/T probe R^2 (any store), Kendall tau of the temporal head and held-out jigsaw loss (cached JSON)."""
-
-    path = ReproduceLayout.eval_dir(run_dir) / "order.json"
-    if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
-    store = ReproduceLayout.features(run_dir)
-    probe = time_probe(store)
-    record: dict[str, Any] = {"time_probe": probe, "time_r2": probe["r2"], "time_mae": probe["mae"]}
-    record["tau"], record["jigsaw_minus_chance"] = None, None
-    if trained and (backbone_dir(run_dir) / HEAD_WEIGHTS_FILE).is_file():
-        order = model_order_tau(
-            run_dir, store, "test", clip_len=config.preset.order_clip_len, device=config.device
-        )
-        record["order_tau"] = {k: v for k, v in order.items() if k != "per_video"}
-        record["tau"] = order["tau_mean"]
-    if trained:
-        dataset, root, split = _heldout_data(config)
-        jigsaw = heldout_jigsaw_loss(
-            run_dir,
-            dataset,
-            split,
-            root=root,
-            n_batches=config.preset.heldout_batches,
-            cache_dir=ReproduceLayout.of(config).frame_cache,
-        )
-        if jigsaw is not None:
-            record["heldout_jigsaw"] = jigsaw
-            record["jigsaw_minus_chance"] = jigsaw["minus_chance"]
-    write_json_atomic(path, record)
-    return record
-
-
-def ensure_gradient_scale(run_dir: Path, config: ReproduceConfig, train: TrainConfig) -> dict[str, Any]:
-    """Backbone gradient norm of each weighted loss at the run's start (cached JSON): how hard each objective
-    pushes the shared initialisation, reported beside its row (the objectives' losses differ in scale)."""
-
-    path = ReproduceLayout.eval_dir(run_dir) / "gradients.json"
-    if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
-    record = objective_gradient_scale(
-        train, n_batches=config.preset.gradient_batches, cache_dir=ReproduceLayout.of(config).frame_cache
-    )
-    write_json_atomic(path, record)
-    return record
-
-
-def ensure_references(config: ReproduceConfig, source_store: Path) -> dict[str, dict[str, Any]]:
-    """The reference rows besides random init: raw pixels, the t/T oracle, the shared initialisation when it
-    is a pretrained encoder, and the majority class."""
-
-    out = ReproduceLayout.of(config).references
-    records: dict[str, dict[str, Any]] = {}
-    pixels = out / RAW_PIXELS
-    results = ensure_evaluated(pixels, config, spec=PIXELS_SPEC)
-    records[RAW_PIXELS] = _run_record(RAW_PIXELS, 0, False, pixels, results)
-    records[RAW_PIXELS]["order"] = ensure_order_measures(pixels, config, trained=False)
-
-    oracle = out / ORACLE_TIME
-    paths = result_paths(ReproduceLayout.eval_dir(oracle))
-    if not all(p.is_file() for p in paths.values()):
-        store = write_time_oracle_store(source_store, ReproduceLayout.features(oracle))
-        evaluation = _evaluation(config)
-        write_results(paths["knn"], run_knn(store, evaluation.knn))
-        write_results(paths["linear"], run_linear(store, evaluation.linear))
-    results = {p: json.loads(path.read_text(encoding="utf-8")) for p, path in paths.items()}
-    records[ORACLE_TIME] = _run_record(ORACLE_TIME, 0, False, oracle, results)
-    records[ORACLE_TIME]["order"] = ensure_order_measures(oracle, config, trained=False)
-
-    if config.preset.shared_init not in (None, RANDOM_SHARED_INIT):  # the pretrained start, as it is
-        start = out / SHARED_INIT
-        results = ensure_evaluated(start, config, spec=config.preset.shared_init)
-        records[SHARED_INIT] = _run_record(SHARED_INIT, 0, False, start, results)
-        records[SHARED_INIT]["order"] = ensure_order_measures(start, config, trained=False)
-
-    majority = run_majority(source_store)
-    accuracy = majority["metrics"]["accuracy"]
-    records[MAJORITY] = {
-        "row": MAJORITY,
-        "seed": 0,
-        "reverse_time": False,
-        "class_name": majority["class_name"],
-        "metrics": {p: {"accuracy": accuracy, "macro_f1_video": None} for p in PROTOCOLS},
-    }
-    return records
-
-
-def _evaluation(config: ReproduceConfig) -> Any:
-    """The preset's frozen evaluation (an `EvaluateConfig`: extraction, k-NN, linear) on its device."""
-
-    preset = config.preset
-    return frozen_evaluation(
-        preset.dataset,
-        config.dataset_options,
-        fps=preset.eval_fps,
-        device=config.device,
-        knn_k=preset.knn_k,
-        linear_epochs=preset.linear_epochs,
-        num_workers=config.num_workers,
-        progress=False,
-    )
-
-
-def _run_record(
-    row: str, seed: int, reverse: bool, run_dir: Path, results: dict[str, dict[str, Any]] | None
-) -> dict[str, Any]:
-    record: dict[str, Any] = {"row": row, "seed": seed, "reverse_time": reverse, "run_dir": str(run_dir)}
-    if results is not None:
-        record["metrics"] = {p: {m: results[p]["metrics"][m] for m in METRICS} for p in PROTOCOLS}
-        record["metrics_all"] = {p: results[p]["metrics"] for p in PROTOCOLS}
-    return record
-
-
 def _train_job(
     config: ReproduceConfig, row: str, seed: int, reverse: bool, threads: int, level: int
 ) -> int | None:
@@ -364,50 +184,6 @@ def _train_job(
     ensure_evaluated(run_dir, config)
     ensure_order_measures(run_dir, config, trained=True)
     return None
-
-
-def ensure_awareness(config: ReproduceConfig, row: str) -> dict[str, Any] | None:
-    """Forward vs time-reversed runs of `row` against same-direction controls (violins + JSON), or None.
-
-    Needs two seeds (one forward and one reversed run give no same-direction pair).
-    """
-
-    if config.n_seeds < 2:
-        logger.warning("awareness of %s skipped: same-direction controls need --seeds >= 2", row)
-        return None
-    layout = ReproduceLayout.of(config)
-    seeds = range(config.n_seeds)
-    forward = {run_name(row, s): layout.features(layout.run(row, s)) for s in seeds}
-    reverse = {run_name(row, s, True): layout.features(layout.run(row, s, True)) for s in seeds}
-    figures = layout.figures
-    name = f"awareness-{row}"
-    data = figures / f"{name}.json"
-    matched = {run_name(row, s): run_name(row, s, True) for s in range(config.n_seeds)}
-    wanted = {
-        "forward": {k: str(v) for k, v in forward.items()},
-        "reversed": {k: str(v) for k, v in reverse.items()},
-        "matched": matched,
-    }
-    if (figures / f"{name}.png").is_file() and data.is_file():
-        cached = json.loads(data.read_text(encoding="utf-8"))
-        if {k: cached.get(k) for k in wanted} == wanted:
-            return _awareness_summary(figures / f"{name}.png", cached)
-    png, _, summary = run_awareness_controls(forward, reverse, figures, name, matched=matched)
-    return _awareness_summary(png, {**summary, "matched": matched})
-
-
-def _awareness_summary(png: Path, summary: dict[str, Any]) -> dict[str, Any]:
-    stats = summary["stats"]
-    matched = summary.get("matched") or {}
-    return {
-        "seed_contrasts": seed_contrasts(summary["pair_means"], matched) if matched else {},
-        "figure": str(png),
-        "contrast": summary["contrast"],
-        "same_direction_mean": summary["same_direction_mean"],
-        "group_means": {group: values["mean"] for group, values in stats.items()},
-        "cross_split_means": {k: v["mean"] for k, v in summary.get("cross_split", {}).items()},
-        "contrast_definition": summary["contrast_definition"],
-    }
 
 
 def refuse_other_presets_tables(layout: ReproduceLayout, preset: str) -> None:
@@ -453,7 +229,7 @@ def reproduce(
         run_dir = layout.run(RANDOM_INIT, seed)
         ensure_random_init(run_dir, train_config(config, "mim", seed))
         results = ensure_evaluated(run_dir, config)
-        runs[run_dir.name] = _run_record(RANDOM_INIT, seed, False, run_dir, results)
+        runs[run_dir.name] = run_record(RANDOM_INIT, seed, False, run_dir, results)
         runs[run_dir.name]["order"] = ensure_order_measures(run_dir, config, trained=False)
     runs.update(ensure_references(config, layout.features(layout.run(RANDOM_INIT, 0))))
     awareness_rows = [r for r in config.preset.awareness_rows if r in rows] if config.awareness else []
@@ -468,7 +244,7 @@ def reproduce(
         run_dir = layout.run(row, seed, reverse)
         ensure_trained(run_dir, train_config(config, row, seed, reverse))
         results = ensure_evaluated(run_dir, config)
-        runs[run_dir.name] = _run_record(row, seed, reverse, run_dir, results)
+        runs[run_dir.name] = run_record(row, seed, reverse, run_dir, results)
         runs[run_dir.name]["order"] = ensure_order_measures(run_dir, config, trained=True)
         runs[run_dir.name]["gradients"] = ensure_gradient_scale(
             run_dir, config, train_config(config, row, seed, reverse)

@@ -23,8 +23,13 @@ from plstitch_eval.hub.run_folder import read_log
 from plstitch_eval.hub.temporal_head import HEAD_WEIGHTS_FILE
 from plstitch_eval.hub.timm_format import CONFIG_NAME, WEIGHTS_NAME
 from plstitch_eval.preprocess import DataConfig
-from plstitch_train.cards import CardInfo, architecture_text, card_licence, eval_results_from_results
-from plstitch_train.export_source import ExportSource
+from plstitch_train.publishing.cards import (
+    CardInfo,
+    architecture_text,
+    card_licence,
+    eval_results_from_results,
+)
+from plstitch_train.publishing.source import ExportSource
 from plstitch_train.run_progress import RunProgress
 
 __all__ = ["ExportOptions", "card_info", "data_summary", "git_commit", "replace_dir", "verify_export"]

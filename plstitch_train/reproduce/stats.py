@@ -4,7 +4,7 @@ Every trained run of a seed starts from the same shared initialisation, so two t
 by seed: the difference a - b of each seed both rows have, then `paired_difference` (mean, 95 % t interval
 with n - 1 degrees of freedom). A reference trained from nothing shared (random init: fresh weights per seed)
 is compared unpaired: difference of means with Welch's interval (`welch_difference`). Row keys, column values
-and formats are those of `reproduce_tables`.
+and formats are those of `plstitch_train.reproduce.tables`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.stats import paired_difference, welch_difference
-from plstitch_train.reproduce_tables import COLUMNS, RANDOM_INIT, row_key, run_values
+from plstitch_train.reproduce.tables import COLUMNS, RANDOM_INIT, row_key, run_values
 
 COLUMN_FORMATS = {key: (header, decimals) for key, header, decimals in COLUMNS}  # key -> (header, decimals)
 DEFAULT_COLUMNS = ("knn/accuracy", "linear/accuracy")
