@@ -2,30 +2,6 @@
 (`plstitch_train.publishing.publish`). Kept because README.md documented `plstitch_train.publish`.
 """
 
-from plstitch_train.publishing.publish import (
-    PICKLE_SUFFIXES,
-    PushResult,
-    UploadFile,
-    check_folder_loads,
-    check_results_belong,
-    format_file_table,
-    hub_failure,
-    list_upload_files,
-    push_to_hub,
-    refuse_pickles,
-    resolve_token,
-)
-
-__all__ = [
-    "PICKLE_SUFFIXES",
-    "PushResult",
-    "UploadFile",
-    "check_folder_loads",
-    "check_results_belong",
-    "format_file_table",
-    "hub_failure",
-    "list_upload_files",
-    "push_to_hub",
-    "refuse_pickles",
-    "resolve_token",
-]
+# the new module's own `__all__`: this old path never lists the names a second time
+from plstitch_train.publishing.publish import *  # noqa: F403
+from plstitch_train.publishing.publish import __all__  # noqa: F401
