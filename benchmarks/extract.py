@@ -21,6 +21,7 @@
     python benchmarks/extract.py --part decode       # decode-bound part only (--device cuda on a GPU)
     python benchmarks/extract.py --part decode --decoders pyav   # PyAV only
     python benchmarks/extract.py --quick             # small inputs, one round (smoke run)
+    python benchmarks/extract.py --part many         # N encoders in one pass (benchmarks/extract_passes.py)
 
 TorchCodec is skipped, with a line saying why, when it is not installed or finds no FFmpeg.
 """
@@ -28,6 +29,7 @@ TorchCodec is skipped, with a line saying why, when it is not installed or finds
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import multiprocessing
 import sys
@@ -35,6 +37,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 
 import av
 import numpy as np
@@ -342,9 +345,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", default="vit_small_patch16_224", help="timm architecture (random init).")
     parser.add_argument("--resize-on-decode", action="store_true", help="Let FFmpeg/PIL resize on decode.")
     parser.add_argument("--json", action="store_true", help="Print the rows as JSON.")
-    parts = ("all", "model", "decode")
+    parts = ("all", "model", "decode", "many")
     parser.add_argument(
-        "--part", choices=parts, default="all", help="model: vs forward-only; decode: vs decoding."
+        "--part",
+        choices=parts,
+        default="all",
+        help="model: vs forward-only; decode: vs decoding; many: N encoders in one pass vs N runs, floor.",
+    )
+    parser.add_argument(
+        "--many-models",
+        default="plstitch-tiny-synthetic,ibot-tiny-synthetic,raw-pixels",
+        help="Comma-separated encoders of the one-pass part (default: shipped, no download).",
     )
     parser.add_argument(
         "--device", default="cpu", help="Device of the decode-bound part's model (cuda on a GPU)."
@@ -407,10 +418,16 @@ def main(argv: list[str] | None = None) -> None:
         decode_rows, throughput = (
             decode_bound_rows(Path(tmp), args) if args.part in ("all", "decode") else ([], [])
         )
+        passes = sibling("extract_passes") if args.part in ("all", "many") else None
+        many = []
+        if passes is not None:
+            root = make_mp4s(Path(tmp) / "many", args.videos, args.seconds, args.height, args.width)
+            many = passes.many_rows(root, args)
     if args.json:
         print(json.dumps({"settings": vars(args), "rows": [asdict(r) for r in rows],
                           "decode_bound": [asdict(r) for r in decode_rows],
-                          "decode_throughput": [asdict(r) for r in throughput]}, indent=2))  # fmt: skip
+                          "decode_throughput": [asdict(r) for r in throughput],
+                          "one_pass": [asdict(r) for r in many]}, indent=2))  # fmt: skip
         return
     if rows:
         print_model_rows(rows, args)
@@ -418,6 +435,21 @@ def main(argv: list[str] | None = None) -> None:
         print_decode_rows(decode_rows, args)
     if throughput:
         print_throughput_rows(throughput)
+    if many:
+        passes.print_many_rows(many, args)
+
+
+def sibling(name: str) -> ModuleType:
+    """Another script of benchmarks/ as a module (they are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        f"_benchmarks_{name}", Path(__file__).with_name(f"{name}.py")
+    )
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"benchmarks/{name}.py is missing next to benchmarks/extract.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def median_run(ratios: list[float]) -> int:

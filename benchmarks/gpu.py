@@ -14,9 +14,17 @@
 3. k-NN on the GPU (`knn_predict`, CUDA: blocked matmul + top-k, features copied from the host) against its
    bare similarity GEMM on the GPU (features already there) and the same GEMM plus the host-to-device copy of
    the features; identical query blocks (`plstitch_eval.knn.block_rows`).
+4. `--parts nvdec` (not in the default parts): PyAV's own NVDEC (`plstitch_eval.data.pyav_cuda`, frames left
+   on the GPU as uint8 RGB) against PyAV on the CPU (host RGB; FFmpeg threads on every core, and one thread as
+   each of extraction's per-core workers decodes) on one generated 854x480 25 fps H.264 file of `--seconds`:
+   decoded frames/s every frame and sampled at `--fps`, median of `--repeats` interleaved rounds after a
+   warm-up; then a parity check, NVDEC against the CPU path: the same frame times (so indices) every frame and
+   at `--fps`, and the max / mean pixel difference at full size and with a resize on decode to 224. Skipped
+   with a line saying why without CUDA, without NVDEC in the PyAV build or when NVDEC cannot decode the file.
 
     pip install -e ".[torchcodec]"            # and a system FFmpeg 4-8 for the TorchCodec rows
     python benchmarks/gpu.py --out gpu.json   # prints the three tables, writes every figure as JSON
+    python benchmarks/gpu.py --parts nvdec --seconds 30   # PyAV NVDEC against PyAV on the CPU
 
 Without a CUDA device it prints one line saying so and exits with status 2 (nothing measured; 0 would read as
 a run). TorchCodec rows are skipped with a line saying why when TorchCodec or FFmpeg is missing; whether NVDEC
@@ -37,10 +45,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import av
 import numpy as np
 import torch
 
-from plstitch_eval.data import torchcodec_decode
+from plstitch_eval.data import pyav_cuda, torchcodec_decode, video
 from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.errors import DecodeError
 from plstitch_eval.extract import ExtractOptions, available_cores, extract_features
@@ -54,6 +63,7 @@ HEIGHT, WIDTH = 480, 854
 PEAK_BF16_TFLOPS = (("H200", 989.4), ("H100 PCIe", 756.0), ("H100", 989.4), ("A100", 312.0))  # dense
 EXTRACT_RUNS = (  # (row name, decoder, decode device)
     ("PyAV (CPU workers)", "pyav", "cpu"),
+    ("PyAV NVDEC", "pyav", "cuda"),
     ("TorchCodec NVDEC", "torchcodec", "cuda"),
     ("TorchCodec CPU", "torchcodec", "cpu"),
 )
@@ -73,7 +83,11 @@ def sibling(name: str) -> ModuleType:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="Write every figure (and the settings) to this JSON file.")
-    parser.add_argument("--parts", default="extract,train,knn", help="Comma-separated: extract, train, knn.")
+    parser.add_argument(
+        "--parts",
+        default="extract,train,knn",
+        help="Comma-separated: extract, train, knn, nvdec, passes (several encoders in one pass, the cache).",
+    )
     parser.add_argument("--videos", type=int, default=16, help="Generated H.264 files (854x480, 25 fps).")
     parser.add_argument("--seconds", type=int, default=60, help="Seconds per file.")
     parser.add_argument("--fps", type=float, default=1.0, help="Extraction sampling rate (frames/s).")
@@ -86,11 +100,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--knn-queries", type=int, default=20_000, help="k-NN query features.")
     parser.add_argument("--knn-dim", type=int, default=768)
     parser.add_argument("--device", default="cuda", help="The CUDA device (cuda or cuda:N).")
+    parser.add_argument(
+        "--pass-models", type=int, default=9, help="Encoders extracted in one pass (--parts passes)."
+    )
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    unknown = sorted(set(parts) - {"extract", "train", "knn"})
+    unknown = sorted(set(parts) - {"extract", "train", "knn", "nvdec", "passes"})
     if unknown or not parts:
-        parser.error(f"--parts takes extract, train and/or knn (got {args.parts!r})")
+        parser.error(f"--parts takes extract, train, knn, nvdec and/or passes (got {args.parts!r})")
     if min(args.videos, args.seconds, args.batch_size, args.repeats, args.train_batch_size) < 1:
         parser.error("--videos, --seconds, --batch-size, --repeats and --train-batch-size must be >= 1")
     if not args.fps > 0:
@@ -132,17 +149,21 @@ def vit_b16(device: torch.device) -> Encoder:
 
 
 def forward_floor(encoder: Encoder, batch_size: int, n_frames: int, device: torch.device) -> float:
-    """Frames/s of normalise + bf16 forward on uint8 batches already on the GPU (extraction less decoding)."""
+    """Frames/s of normalise + bf16 forward on uint8 batches already on the GPU (extraction less decoding;
+    fp32 on a CPU device, for the CPU smoke test)."""
     plan = frame_plan(encoder.data_config)
     images = torch.randint(0, 256, (batch_size, 3, *plan.crop), dtype=torch.uint8, device=device)
     n_batches = max(1, round(n_frames / batch_size))
-    with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
+    cuda = device.type == "cuda"
+    with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
         encoder(normalize_crops(images, plan))  # warm-up
-        torch.cuda.synchronize(device)
+        if cuda:
+            torch.cuda.synchronize(device)
         start = time.perf_counter()
         for _ in range(n_batches):
             encoder(normalize_crops(images, plan)).float()
-        torch.cuda.synchronize(device)
+        if cuda:
+            torch.cuda.synchronize(device)
     return n_batches * batch_size / (time.perf_counter() - start)
 
 
@@ -177,7 +198,10 @@ def extraction_rows(root: Path, encoder: Encoder, args: argparse.Namespace, devi
             notes["nvdec"] = nvdec_status(next((root / "videos").glob("*.mp4")), device)
         except (DecodeError, RuntimeError) as exc:  # a TorchCodec or FFmpeg without CUDA support
             print(f"TorchCodec NVDEC row skipped: {exc}", file=sys.stderr)
-            runs = [run for run in runs if run[2] != "cuda"]
+            runs = [run for run in runs if run[1:] != ("torchcodec", "cuda")]
+    if (why := pyav_cuda.nvdec_unavailable_reason()) is not None:
+        print(f"PyAV NVDEC row skipped: {why}", file=sys.stderr)
+        runs = [run for run in runs if run[1:] != ("pyav", "cuda")]
     common = {"fps": args.fps, "batch_size": args.batch_size, "device": str(device), "precision": "bf16"}
     options = {
         name: ExtractOptions(**common, decoder=decoder, decode_device=where, progress=False)
@@ -362,6 +386,111 @@ def print_knn(result: dict, args: argparse.Namespace) -> None:
     )
 
 
+# -------------------------------------------------------------------------------------------------- NVDEC
+
+NVDEC_RESIZE = 224  # the parity check's resize on decode (shorter side)
+
+
+def nvdec_skip_reason(path: Path, device: torch.device) -> str | None:
+    """Why PyAV's NVDEC cannot be measured here (None when it decodes `path` on `device`)."""
+    reason = pyav_cuda.nvdec_unavailable_reason()
+    if reason is None and not pyav_cuda.nvdec_decodes(path, device):
+        reason = "NVDEC does not decode the generated H.264 here (a driver without libnvcuvid?)"
+    return reason
+
+
+def decode_cpu(path: Path, fps: float | None, threads: int) -> int:
+    """Frames PyAV's CPU path gives (host RGB), decoded with `threads` FFmpeg threads (0: every core)."""
+    return sum(1 for _ in video.read_frames(path, fps, threads=threads))
+
+
+def decode_nvdec(path: Path, fps: float | None, device: torch.device) -> int:
+    """Frames PyAV's NVDEC path gives (RGB on the GPU), the GPU's work finished."""
+    n_frames = sum(len(times) for times, _ in pyav_cuda.decode_batches(path, fps, device=device))
+    torch.cuda.synchronize(device)
+    return n_frames
+
+
+def nvdec_parity(path: Path, fps: float | None, size: int | None, device: torch.device) -> dict:
+    """NVDEC against the CPU path, frame by frame: the same times (so indices), pixel differences."""
+    cpu = iter(video.read_frames(path, fps, size))
+    n_frames, same_times, max_diff, total, values = 0, True, 0, 0.0, 0
+    for times, images in pyav_cuda.decode_batches(path, fps, size, device=device):
+        for time_s, image in zip(times, images, strict=True):
+            frame = next(cpu, None)
+            if frame is None or frame.time != time_s:
+                same_times = False
+                break
+            theirs = torch.from_numpy(frame.image).to(device).permute(2, 0, 1)
+            diff = (image.int() - theirs.int()).abs()
+            max_diff = max(max_diff, int(diff.max()))
+            total += float(diff.sum())
+            values += diff.numel()
+            n_frames += 1
+        if not same_times:
+            break
+    same_times = same_times and next(cpu, None) is None
+    return {
+        "frames": n_frames,
+        "same_times": same_times,
+        "max_diff": max_diff,
+        "mean_diff": total / max(1, values),
+    }
+
+
+def nvdec_rows(path: Path, args: argparse.Namespace, device: torch.device) -> dict:
+    """Part 4: PyAV NVDEC against PyAV on the CPU on one file, interleaved; then the parity check."""
+    reason = nvdec_skip_reason(path, device)
+    if reason is not None:
+        print(f"NVDEC part skipped: {reason}", file=sys.stderr)
+        return {"skipped": reason}
+    runs = {
+        "PyAV CPU, all cores": lambda fps: decode_cpu(path, fps, 0),
+        "PyAV CPU, 1 thread": lambda fps: decode_cpu(path, fps, 1),
+        "PyAV NVDEC": lambda fps: decode_nvdec(path, fps, device),
+    }
+    modes = {"every frame": None, f"at {args.fps:g} fps": args.fps}
+    for run in runs.values():  # first-call costs (CUDA context, NVDEC session, threads) are not throughput
+        run(args.fps)
+    measured: dict[tuple[str, str], list[tuple[float, int]]] = {(r, m): [] for r in runs for m in modes}
+    for _ in range(args.repeats):
+        for mode, fps in modes.items():
+            for name, run in runs.items():
+                start = time.perf_counter()
+                frames = run(fps)
+                measured[name, mode].append((time.perf_counter() - start, frames))
+    rows = []
+    for (name, mode), results in measured.items():
+        rates = [frames / seconds for seconds, frames in results]
+        rate = float(np.median(rates))
+        realtime = float(np.median([args.seconds / seconds for seconds, _ in results]))  # video s per s
+        rows.append({"decoding": name, "mode": mode, "frames": results[0][1], "frames_per_second": rate,
+                     "x_realtime": realtime, "all_frames_per_second": rates})  # fmt: skip
+    parity = {mode: nvdec_parity(path, fps, None, device) for mode, fps in modes.items()}
+    parity[f"resize {NVDEC_RESIZE}, at {args.fps:g} fps"] = nvdec_parity(path, args.fps, NVDEC_RESIZE, device)
+    return {"file": f"{args.seconds} s of 854x480 H.264 at 25 fps", "rows": rows, "parity": parity}
+
+
+def print_nvdec(result: dict, args: argparse.Namespace) -> None:
+    if "skipped" in result:
+        print(f"NVDEC: skipped ({result['skipped']})")
+        return
+    print(f"NVDEC through PyAV (av {av.__version__}): {result['file']}, median of {args.repeats} rounds")
+    print(
+        f"{'decoding':<22} {'mode':<14} {'frames':>7} {'frames/s':>9} {'x realtime':>10}  rounds (frames/s)"
+    )
+    for row in result["rows"]:
+        runs = ", ".join(f"{x:.0f}" for x in row["all_frames_per_second"])
+        name, mode, rate, realtime = row["decoding"], row["mode"], row["frames_per_second"], row["x_realtime"]
+        print(f"{name:<22} {mode:<14} {row['frames']:>7} {rate:>9.1f} {realtime:>10.1f}  ({runs})")
+    for mode, check in result["parity"].items():
+        same = "same frame times" if check["same_times"] else "FRAME TIMES DIFFER"
+        print(
+            f"parity, {mode}: {check['frames']} frames, {same}, pixels max {check['max_diff']} / mean "
+            f"{check['mean_diff']:.3f} grey levels apart (NVDEC - CPU path)"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     device = require_cuda(args.device)
@@ -384,6 +513,17 @@ def main(argv: list[str] | None = None) -> None:
     if "knn" in args.parts:
         report["knn"] = knn_rows(args, device)
         print_knn(report["knn"], args)
+    if "passes" in args.parts:
+        passes = sibling("gpu_passes")
+        with tempfile.TemporaryDirectory(prefix="plstitch-gpu-passes-") as tmp:
+            root = generate_videos(Path(tmp) / "cholec80", args.videos, args.seconds)
+            report["passes"] = passes.passes_rows(root, lambda: vit_b16(device), forward_floor, args, device)
+        passes.print_passes(report["passes"], args)
+    if "nvdec" in args.parts:
+        with tempfile.TemporaryDirectory(prefix="plstitch-gpu-nvdec-") as tmp:
+            root = generate_videos(Path(tmp) / "cholec80", 1, args.seconds)
+            report["nvdec"] = nvdec_rows(next((root / "videos").glob("*.mp4")), args, device)
+        print_nvdec(report["nvdec"], args)
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=2))
         print(f"figures written to {args.out}", file=sys.stderr)

@@ -22,7 +22,9 @@ class EncodeOptions:
     device: str = "auto"  # auto | cpu | cuda | cuda:N (a torch.device is turned into its name)
     precision: str = "auto"  # auto = bf16 on CUDA, fp32 on CPU
     decoder: str | None = "pyav"  # pyav | torchcodec | auto (plstitch_eval.data.decoders)
-    decode_device: str = "auto"  # auto = the model's device for torchcodec, the CPU for pyav | cpu | cuda[:N]
+    # auto = the model's device for torchcodec, and for pyav when its NVDEC decodes the first video; else
+    # the CPU | cpu | cuda[:N]
+    decode_device: str = "auto"
 
     def __post_init__(self) -> None:
         self.device = str(self.device)

@@ -14,7 +14,14 @@ from typing import Any
 
 from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.extract import ExtractOptions, ExtractSummary, extract_features
+from plstitch_eval.extract import (
+    ExtractOptions,
+    ExtractSummary,
+    ExtractTarget,
+    MultiExtractSummary,
+    extract_features,
+    extract_many,
+)
 from plstitch_eval.hub import Encoder, load_encoder
 from plstitch_eval.knn import KnnConfig
 from plstitch_eval.linear import LinearConfig
@@ -109,8 +116,7 @@ def evaluate_encoder(
     `model` is an `Encoder` or any spec `load_encoder` takes (loaded on `config.extract.device`).
     """
     clock = _Stopwatch()
-    fps = {"fps": config.extract.fps} if config.extract.fps is not None else {}
-    adapter = get_dataset(config.dataset, root=config.root, **fps, **config.dataset_options)
+    adapter = _adapter(config)
     clock.lap("dataset")
     device = str(resolve_device(config.extract.device))
     encoder = model if isinstance(model, Encoder) else load_encoder(model, device=device)
@@ -130,4 +136,17 @@ def evaluate_encoder(
     return EncoderEvaluation(features, results, paths, summary, clock.seconds)
 
 
-__all__ = ["EncoderEvaluation", "EvaluateConfig", "evaluate_encoder", "result_paths"]
+def _adapter(config: EvaluateConfig) -> Any:
+    """The dataset adapter, told the extraction fps when one is set (so its eval fps matches it)."""
+    fps = {"fps": config.extract.fps} if config.extract.fps is not None else {}
+    return get_dataset(config.dataset, root=config.root, **fps, **config.dataset_options)
+
+
+def extract_encoders(stores: dict[Path, Encoder], config: EvaluateConfig) -> MultiExtractSummary:
+    """Every encoder's store of `config.dataset` in one pass (each video decoded once; `extract_many`), so
+    that `evaluate_encoder` on each then only resumes it."""
+    targets = [ExtractTarget(encoder, Path(out), Path(out).name) for out, encoder in stores.items()]
+    return extract_many(_adapter(config), targets, config.extract)
+
+
+__all__ = ["EncoderEvaluation", "EvaluateConfig", "evaluate_encoder", "extract_encoders", "result_paths"]

@@ -4,9 +4,11 @@ Keys are `<video>_<t>` (t = frame index at the store's frame rate, decimal, no p
 PNG bytes. The authors' writers hand an RGB array to `cv2.imencode` and their reader takes what
 `cv2.imdecode` returns as RGB, so the bytes hold the frame with red and blue swapped for a standard decoder;
 `swap_rb=True` (the default, and what an LMDB without our sidecar is assumed to be) keeps that convention,
-so our stores train in their code and theirs in ours. Our writer also leaves `plstitch_frames.json` in the
-LMDB folder (frame rate, size, quality, colour order, finished videos) - a file the authors' reader ignores;
-a key of its own would break their key parsing.
+so our stores train in their code and theirs in ours. Our writer also leaves `plstitch_frames.json` (frame
+rate, size, quality, colour order, finished videos) and `plstitch_frame_times.jsonl` (each video's sample
+times) in the LMDB folder - files the authors' reader ignores; a key of our own would break their key
+parsing. The format (layout, sidecars, environments, JPEG coding) lives in `plstitch_eval.data.frames_lmdb`,
+where evaluation reads it too; its names are re-exported here.
 
 `LmdbFrameStore` has `FrameStore`'s interface (`names`, `lengths`, `fps`, `frames`). Each process opens its
 own read-only environment on first use and closes it before any fork (LMDB's rule across fork: DataLoader
@@ -16,146 +18,48 @@ LMDB, resumably: videos are committed one by one into `<out>.partial/`, renamed 
 
 from __future__ import annotations
 
-import io
-import json
 import os
 import time
-from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import lmdb
 import numpy as np
-from PIL import Image
 
 from plstitch_eval.data.decoders import PYAV, read_frames
+from plstitch_eval.data.frames_lmdb import (
+    _READERS,  # noqa: F401  (re-exported: the formats' home is plstitch_eval.data.frames_lmdb)
+    AUTHORS_FPS,
+    LAYOUT_FORMAT,
+    LMDB_DATA_FILE,
+    MAP_SIZE,
+    SIDECAR_NAME,
+    TIMES_NAME,
+    LmdbLayout,
+    _close_readers,  # noqa: F401
+    _lmdb_folder,
+    _open_env,
+    _reader,
+    _write_layout,
+    append_frame_times,
+    decode_frame,
+    encode_frame,
+    is_frames_lmdb,
+    read_frame_times,
+    read_layout,
+    rewrite_frame_times,
+    scan_keys,
+)
 from plstitch_eval.errors import ConfigError, DataError
 from plstitch_eval.utils.console import console, logger, progress_bar
-from plstitch_eval.utils.io import atomic_path
 
 if TYPE_CHECKING:
     from plstitch_eval.data.decoders import Decoding
     from plstitch_eval.data.video import DecodedFrame
     from plstitch_train.videos import VideoSource
 
-LMDB_DATA_FILE = "data.mdb"
-SIDECAR_NAME = "plstitch_frames.json"
-LAYOUT_FORMAT = "plstitch-frames-lmdb/1"
-AUTHORS_FPS = 1.0  # the authors' LMDBs (LEMON) hold 1 fps frames
-MAP_SIZE = 1 << 40  # 1 TiB of address space; the file only grows as frames are written
 COMMIT_EVERY = 512  # frames per write transaction (bounds the writer's memory on long videos)
-
-
-@dataclass(frozen=True)
-class LmdbLayout:
-    """How a frames LMDB was written: what a reader needs (fps, colour order) and what a resume must match."""
-
-    fps: float = AUTHORS_FPS
-    swap_rb: bool = True  # bytes decode (standard decoders) to BGR: the authors' cv2 convention
-    frame_size: int | None = None  # shorter side; None = as the source was
-    quality: int | None = None  # JPEG quality; None = unknown (not written by us)
-    source: str | None = None  # what the frames came from (a resume must name the same)
-    decoder: str = "pyav"  # video decoder (plstitch_eval.data.decoders); sidecars without one: PyAV
-
-
-def is_frames_lmdb(path: str | os.PathLike) -> bool:
-    """True for an LMDB folder (holding `data.mdb`) or a `data.mdb` file itself."""
-    path = Path(path)
-    return (path.is_dir() and (path / LMDB_DATA_FILE).is_file()) or (
-        path.is_file() and path.name == LMDB_DATA_FILE
-    )
-
-
-def _lmdb_folder(path: str | os.PathLike) -> Path:
-    path = Path(path)
-    return path.parent if path.name == LMDB_DATA_FILE and path.is_file() else path
-
-
-def _open_env(folder: Path, *, write: bool = False) -> Any:
-    if write:
-        return lmdb.open(str(folder), map_size=MAP_SIZE, subdir=True, metasync=False)
-    # lock=False: read-only training readers need no reader table (the authors' setting); readahead off
-    # because reads are random frames of a store possibly far larger than memory.
-    return lmdb.open(str(folder), readonly=True, lock=False, readahead=False, subdir=True)
-
-
-_READERS: dict[str, Any] = {}  # resolved folder -> this process's read-only environment
-
-
-def _reader(folder: Path) -> Any:
-    """The process's one read-only environment of `folder` (py-lmdb allows one per path and process)."""
-    key = str(folder.resolve())
-    if key not in _READERS:
-        _READERS[key] = _open_env(folder)
-    return _READERS[key]
-
-
-def _close_readers() -> None:
-    """Close every reader before a fork, so no child inherits an LMDB handle (LMDB's rule; py-lmdb would also
-    refuse to reopen an inherited path). Readers reopen on their next read."""
-    for env in _READERS.values():
-        env.close()
-    _READERS.clear()
-
-
-os.register_at_fork(before=_close_readers)
-
-
-def read_layout(folder: str | os.PathLike) -> tuple[LmdbLayout, dict[str, int] | None]:
-    """The layout recorded beside an LMDB and its finished videos; the authors' defaults without a sidecar."""
-    sidecar = _lmdb_folder(folder) / SIDECAR_NAME
-    if not sidecar.is_file():
-        return LmdbLayout(), None
-    try:
-        data = json.loads(sidecar.read_text())
-        if data.get("format") != LAYOUT_FORMAT:
-            raise ValueError(f"format {data.get('format')!r}, expected {LAYOUT_FORMAT!r}")
-        return LmdbLayout(**data["layout"]), {str(k): int(v) for k, v in data["videos"].items()}
-    except (ValueError, KeyError, TypeError) as exc:
-        raise DataError(
-            f"{sidecar}: not a readable plstitch frames record ({exc}); remove it to read the "
-            "LMDB in the authors' layout (1 fps, cv2 colour order)."
-        ) from exc
-
-
-def _write_layout(folder: Path, layout: LmdbLayout, videos: dict[str, int]) -> None:
-    with atomic_path(folder / SIDECAR_NAME) as tmp:
-        record = {"format": LAYOUT_FORMAT, "layout": asdict(layout), "videos": videos}
-        tmp.write_text(json.dumps(record, indent=1))
-
-
-def scan_keys(env: Any) -> dict[str, list[int]]:
-    """Video name -> sorted frame indices, from keys `<video>_<t>`; other keys are skipped with a warning."""
-    frames: dict[str, list[int]] = defaultdict(list)
-    skipped, example = 0, None
-    with env.begin(buffers=False) as txn:
-        for key in txn.cursor().iternext(keys=True, values=False):
-            name, sep, index = key.rpartition(b"_")
-            if not sep or not name or not index.isdigit():
-                skipped, example = skipped + 1, example or key
-                continue
-            frames[name.decode("utf-8", errors="replace")].append(int(index))
-    if skipped:
-        logger.warning("Skipped %d LMDB keys not of the form <video>_<t> (e.g. %r).", skipped, example)
-    return {name: sorted(set(ts)) for name, ts in sorted(frames.items())}
-
-
-def decode_frame(value: bytes, swap_rb: bool) -> np.ndarray:
-    """Encoded image bytes (JPEG, PNG, ...) -> uint8 [H, W, 3] RGB (channels reversed back when `swap_rb`)."""
-    with Image.open(io.BytesIO(value)) as image:
-        array = np.asarray(image.convert("RGB"))
-    return np.ascontiguousarray(array[..., ::-1]) if swap_rb else array
-
-
-def encode_frame(image: np.ndarray, quality: int, swap_rb: bool) -> bytes:
-    """uint8 [H, W, 3] RGB -> JPEG bytes (channels reversed first when `swap_rb`, as cv2.imencode would)."""
-    buffer = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(image[..., ::-1] if swap_rb else image)).save(
-        buffer, format="JPEG", quality=quality
-    )
-    return buffer.getvalue()
 
 
 class LmdbFrameStore:
@@ -298,8 +202,11 @@ def write_frames_lmdb(
     """Decode `videos` at `fps` (shorter side `frame_size`, by `decoding`: PyAV when None) into a JPEG frames
     LMDB at `out`; resumable.
 
-    A finished LMDB at `out` written with the same settings and videos is returned as it is; anything else
-    at `out` is refused (nothing written is replaced). An interrupted write resumes in `<out>.partial`.
+    Every video's sample times (`DecodedFrame.time`) are recorded beside the frames (`TIMES_NAME`), so an
+    evaluation can read the frames in place of the video (`plstitch_eval.data.frames_lmdb.FrameCache`). A
+    finished LMDB at `out` written with the same settings and videos is returned as it is; anything else at
+    `out` is refused (nothing written is replaced). An interrupted write resumes in `<out>.partial`; videos it
+    finished without recording their times (an older plstitch) are decoded again.
     """
     decoding = (decoding or PYAV).on_cpu()
     if not 1 <= quality <= 100:
@@ -320,7 +227,7 @@ def write_frames_lmdb(
                 f"{partial}: an unfinished LMDB written with other settings ({_diff(old, layout)}); "
                 "resume with its settings or remove it."
             )
-        done = recorded
+        done = _timed_videos(partial, recorded)
         logger.info("Resuming %s: %d of %d videos already written.", partial, len(done), len(videos))
     else:
         partial.mkdir(parents=True)
@@ -340,8 +247,10 @@ def write_frames_lmdb(
                 frames = read_frames(
                     video.source, fps, frame_size, folder_fps=video.folder_fps, decoding=decoding
                 )
-                done[video.name] = _write_video(env, video, frames, fps, quality, swap_rb)
+                frame_times = _write_video(env, video, frames, fps, quality, swap_rb)
                 env.sync(True)
+                append_frame_times(partial, video.name, frame_times)  # before the sidecar names it finished
+                done[video.name] = len(frame_times)
                 _write_layout(partial, layout, done)
                 progress.advance(done[video.name])
     finally:
@@ -351,27 +260,48 @@ def write_frames_lmdb(
     return out
 
 
+def _timed_videos(partial: Path, recorded: dict[str, int]) -> dict[str, int]:
+    """The finished videos of an unfinished LMDB whose times are recorded, the times file cut to them (torn
+    or stale lines dropped); the others are decoded again."""
+    frame_times = read_frame_times(partial)
+    done = {name: n for name, n in recorded.items() if len(frame_times.get(name, ())) == n}
+    if len(done) < len(recorded):
+        logger.info(
+            "%s: %d finished videos have no recorded frame times (an older plstitch wrote them); "
+            "decoding them again.",
+            partial,
+            len(recorded) - len(done),
+        )
+    rewrite_frame_times(partial, {name: frame_times[name] for name in done})
+    return done
+
+
 def _write_video(
     env: Any, video: VideoSource, frames: Iterable[DecodedFrame], fps: float, quality: int, swap_rb: bool
-) -> int:
-    """Put one video's decoded `frames` under `<name>_<t>`; commits every COMMIT_EVERY frames. Returns the
-    count."""
+) -> list[float]:
+    """Put one video's decoded `frames` under `<name>_<t>` (commits every COMMIT_EVERY frames; keys past
+    the last left by an earlier attempt are deleted). Returns the frames' times."""
     prefix = video.name.encode("utf-8") + b"_"
-    count, txn = 0, env.begin(write=True)
+    frame_times: list[float] = []
+    txn = env.begin(write=True)
     try:
         for frame in frames:
-            txn.put(prefix + str(count).encode("ascii"), encode_frame(frame.image, quality, swap_rb))
-            count += 1
-            if count % COMMIT_EVERY == 0:
+            key = prefix + str(len(frame_times)).encode("ascii")
+            txn.put(key, encode_frame(frame.image, quality, swap_rb))
+            frame_times.append(float(frame.time))
+            if len(frame_times) % COMMIT_EVERY == 0:
                 txn.commit()
                 txn = env.begin(write=True)
+        stale = len(frame_times)
+        while txn.delete(prefix + str(stale).encode("ascii")):
+            stale += 1
         txn.commit()
     except BaseException:
         txn.abort()
         raise
-    if count == 0:
+    if not frame_times:
         raise DataError(f"{video.source}: no frames decoded at {fps:g} fps.")
-    return count
+    return frame_times
 
 
 def _existing_store(out: Path, layout: LmdbLayout, wanted: list[str]) -> Path:
@@ -399,9 +329,11 @@ def _diff(old: LmdbLayout, new: LmdbLayout) -> str:
 
 
 def lmdb_summary(path: str | os.PathLike) -> dict[str, Any]:
-    """What a frames LMDB holds: folder, videos, frames, bytes on disk and its layout."""
+    """What a frames LMDB holds: folder, videos, frames, bytes on disk, its layout and whether every video's
+    frame times are recorded (what `plstitch extract --frames` needs)."""
     folder = _lmdb_folder(path)
     layout, videos = read_layout(folder)
+    frame_times = read_frame_times(folder) if videos is not None else {}
     if videos is None:
         videos = {name: len(ts) for name, ts in scan_keys(_reader(folder)).items()}
     return {
@@ -410,4 +342,26 @@ def lmdb_summary(path: str | os.PathLike) -> dict[str, Any]:
         "frames": sum(videos.values()),
         "bytes": (folder / LMDB_DATA_FILE).stat().st_size,
         **asdict(layout),
+        "frame_times": all(len(frame_times.get(name, ())) == n for name, n in videos.items()),
     }
+
+
+__all__ = [
+    "AUTHORS_FPS",
+    "COMMIT_EVERY",
+    "LAYOUT_FORMAT",
+    "LMDB_DATA_FILE",
+    "MAP_SIZE",
+    "SIDECAR_NAME",
+    "TIMES_NAME",
+    "DecodeProgress",
+    "LmdbFrameStore",
+    "LmdbLayout",
+    "decode_frame",
+    "encode_frame",
+    "is_frames_lmdb",
+    "lmdb_summary",
+    "read_layout",
+    "scan_keys",
+    "write_frames_lmdb",
+]

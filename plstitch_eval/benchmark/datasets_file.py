@@ -16,7 +16,7 @@ from plstitch_eval.data.datasets import dataset_class, get_dataset, list_dataset
 from plstitch_eval.errors import ConfigError
 
 DATASET_FILE_SUFFIXES = (".toml", ".yaml", ".yml")
-DATASET_FILE_KEYS = ("adapter", "root", "split_scheme", "options")
+DATASET_FILE_KEYS = ("adapter", "root", "split_scheme", "frames", "options")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -29,6 +29,7 @@ class DatasetSpec:
     root: str | Path | None = None
     options: dict[str, Any] = field(default_factory=dict)  # adapter options, e.g. n_videos for synthetic
     split_scheme: str | None = None  # the scheme k-NN and linear read (None: the store's default)
+    frames: str | Path | None = None  # a frame cache (`write-lmdb --eval-frames`) read instead of the videos
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
@@ -70,6 +71,13 @@ class DatasetSpec:
             raise ConfigError(
                 f"Dataset {what}: split_scheme must be a scheme name, got {self.split_scheme!r}."
             )
+        if self.frames is not None:
+            self.frames = Path(self.frames).expanduser()
+            if not self.frames.exists():
+                raise ConfigError(
+                    f"Dataset {what}: frame cache {self.frames} does not exist; write it with plstitch "
+                    f"write-lmdb --dataset {self.adapter} --eval-frames --out {self.frames}, or drop frames."
+                )
 
     def build(self) -> Any:
         """The dataset adapter (synthetic videos are generated on first use)."""
@@ -77,11 +85,13 @@ class DatasetSpec:
 
     def settings(self) -> dict[str, Any]:
         """What identifies the dataset in a cell's settings (the root may move; its contents may not)."""
+        frames = {"frames": "jpeg-lmdb"} if self.frames is not None else {}  # not its path, which may move
         return {
             "name": self.name,
             "adapter": self.adapter,
             "options": self.options,
             "split_scheme": self.split_scheme,
+            **frames,
         }
 
 
@@ -105,7 +115,8 @@ def parse_datasets(datasets: str | Sequence[str]) -> list[DatasetSpec]:
 
 def read_datasets_file(path: str | Path) -> list[DatasetSpec]:
     """Datasets of a TOML or YAML file: one table per dataset name with `adapter`, `root` (relative to the
-    file), `split_scheme` and adapter options (loose or under `options`); see docs/benchmark.md."""
+    file), `split_scheme`, `frames` (a frame cache, relative to the file) and adapter options (loose or under
+    `options`); see docs/benchmark.md."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise ConfigError(f"Datasets file {path} does not exist; pass NAME[=ROOT],... or an existing file.")
@@ -126,28 +137,35 @@ def read_datasets_file(path: str | Path) -> list[DatasetSpec]:
                 f"got {type(entry).__name__}."
             )
         entry = dict(entry)
-        adapter, root, scheme = (
+        adapter, root, scheme, frames = (
             entry.pop("adapter", None),
             entry.pop("root", None),
             entry.pop("split_scheme", None),
+            entry.pop("frames", None),
         )
         options = entry.pop("options", None) or {}
         if not isinstance(options, dict):
             raise ConfigError(
                 f"{path}: dataset {name!r}: options must be a table, got {type(options).__name__}."
             )
-        for key, value in (("adapter", adapter), ("root", root)):
+        for key, value in (("adapter", adapter), ("root", root), ("frames", frames)):
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"{path}: dataset {name!r}: {key} must be a string, got {value!r}.")
-        if root is not None:
-            root = Path(root).expanduser()
-            root = root if root.is_absolute() else path.parent / root
+        root, frames = (_relative_to(path, value) for value in (root, frames))
         try:
-            specs.append(DatasetSpec(str(name), adapter, root, {**options, **entry}, scheme))
+            specs.append(DatasetSpec(str(name), adapter, root, {**options, **entry}, scheme, frames))
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
     check_unique_names([s.name for s in specs], f"dataset in {path}")
     return specs
+
+
+def _relative_to(file: Path, value: str | None) -> Path | None:
+    """A path written in a datasets file: absolute, or relative to the file's folder."""
+    if value is None:
+        return None
+    resolved = Path(value).expanduser()
+    return resolved if resolved.is_absolute() else file.parent / resolved
 
 
 def _load_toml(path: Path, text: str) -> Any:

@@ -1,5 +1,6 @@
-"""Running a benchmark: every missing cell, model by model (one load, one store per pair, its protocols),
-failures recorded per cell, then the table written; sharded over the ranks under torchrun."""
+"""Running a benchmark: every missing cell, dataset by dataset (the models with pending cells there extracted
+in one pass that decodes each video once, one store per pair, then its protocols), failures recorded per
+cell, then the table written; sharded over the ranks under torchrun."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.datasets_file import DatasetSpec
 from plstitch_eval.benchmark.table import TABLE_JSON, TABLE_MD, benchmark_table, format_value, table_markdown
 from plstitch_eval.errors import ConfigError, PlstitchError
-from plstitch_eval.extract import extract_features, select_videos
+from plstitch_eval.extract import ExtractSummary, ExtractTarget, extract_many, select_videos
 from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
 from plstitch_eval.protocols import get_protocol
@@ -120,8 +121,21 @@ def _check_out_dir(out: Path) -> None:
             )
 
 
+def _failures(summary: ExtractSummary, store: Path) -> str | None:
+    """The error that fails a pair's cells when some of its videos could not be extracted, else None."""
+    if not summary.failed:
+        return None
+    shown = "; ".join(f"{r.video}: {r.error}" for r in summary.failed[:MAX_ERRORS_SHOWN])
+    more = " ..." if len(summary.failed) > MAX_ERRORS_SHOWN else ""
+    return (
+        f"extract: {len(summary.failed)} of {len(summary.results)} video(s) failed ({shown}{more}); "
+        f"the others are in {store}"
+    )
+
+
 class _Runner:
-    """Walks the cells model by model: load once, extract each pair's store once, run its protocols."""
+    """Walks the cells dataset by dataset: every model with a pending cell there extracted in one pass
+    (each video decoded once), each pair's store once, then its protocols."""
 
     def __init__(
         self,
@@ -138,6 +152,7 @@ class _Runner:
         self.on_cell_done = on_cell_done
         self.reported = 0
         self.adapters: dict[str, tuple[Any, str | None]] = {}
+        self.encoders: dict[str, tuple[Any, str | None]] = {}  # loaded while a later dataset needs them
         self.options = dataclasses.replace(
             config.extract, progress=False, overwrite=config.overwrite or config.extract.overwrite
         )
@@ -157,43 +172,53 @@ class _Runner:
                         logger.warning("%s: %s; recomputing it.", cell.results_path, exc)
                         continue
                     self._report(cell)
-            for model in self.config.models:
-                self._run_model(model)
+            for position, dataset in enumerate(self.config.datasets):
+                self._run_dataset(dataset, self.config.datasets[position + 1 :])
 
-    def _run_model(self, model: str) -> None:
-        pairs = [
-            (dataset, pending)
-            for dataset in self.config.datasets
-            for pending in [[c for c in self._cells_of(model, dataset) if c.status == "pending"]]
-            if pending
-        ]
-        if not pairs:
-            return
-        encoder, error = None, None
-        try:
-            encoder = load_encoder(model, device=str(self.device), trust_pickle=self.config.trust_pickle)
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:  # weights not cached, bad checkpoint, ...: this model's cells fail
-            error = f"load model: {describe_error(exc)}"
-        error = self._agree(error)
-        for dataset, pending in pairs:
+    def _run_dataset(self, dataset: DatasetSpec, later: list[DatasetSpec]) -> None:
+        """Every model with a pending cell on `dataset` in one extraction pass (each video decoded once, each
+        model into its pair's store), then the cells' protocols; models no later dataset needs are freed."""
+        pending = {
+            model: cells
+            for model in self.config.models
+            for cells in [[c for c in self._cells_of(model, dataset) if c.status == "pending"]]
+            if cells
+        }
+        ready = []
+        for model, cells in pending.items():
+            encoder, error = self._encoder(model)
             if error is None:
-                pair_error = self._extract(encoder, model, dataset, pending[0])
-                if pair_error is not None:
-                    for cell in pending:
-                        self._fail(cell, pair_error)
-                    continue
-                for cell in pending:
-                    if self.info.is_main:
-                        self._score(cell)
+                ready.append((model, encoder))
             else:
-                for cell in pending:
+                for cell in cells:
                     self._fail(cell, error)
-        del encoder
+        errors = self._extract(ready, dataset, {m: cells[0] for m, cells in pending.items()}) if ready else {}
+        for model, _ in ready:
+            for cell in pending[model]:
+                if errors.get(model) is not None:
+                    self._fail(cell, errors[model])
+                elif self.info.is_main:
+                    self._score(cell)
+        for model in list(self.encoders):
+            if not any(c.status == "pending" for d in later for c in self._cells_of(model, d)):
+                del self.encoders[model]
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
+
+    def _encoder(self, model: str) -> tuple[Any, str | None]:
+        """The model's encoder, loaded once while some dataset still needs it (its load error too: every
+        cell of the model fails with it)."""
+        if model not in self.encoders:
+            encoder, error = None, None
+            try:
+                encoder = load_encoder(model, device=str(self.device), trust_pickle=self.config.trust_pickle)
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # weights not cached, bad checkpoint, ...: this model's cells fail
+                error = f"load model: {describe_error(exc)}"
+            self.encoders[model] = (encoder, self._agree(error))
+        return self.encoders[model]
 
     def _cells_of(self, model: str, dataset: DatasetSpec) -> list[Cell]:
         return [c for c in self.cells if c.model == model and c.dataset is dataset]
@@ -211,22 +236,51 @@ class _Runner:
             self.adapters[dataset.name] = (adapter, self._agree(error))
         return self.adapters[dataset.name]
 
-    def _extract(self, encoder: Any, model: str, dataset: DatasetSpec, cell: Cell) -> str | None:
-        """Create or resume the pair's store; the error that fails the pair's cells, else None."""
+    def _extract(
+        self, models: list[tuple[str, Any]], dataset: DatasetSpec, cells: dict[str, Cell]
+    ) -> dict[str, str | None]:
+        """Create or resume each pair's store in one pass over the dataset; per model, the error that fails
+        the pair's cells, else None. A pass that fails as a whole (e.g. one incompatible store) is run again
+        model by model, so each error reaches its own pair only."""
         adapter, error = self._adapter(dataset)
         if error is not None:
-            return error
-        store = FeatureStore(cell.store)
+            return {model: error for model, _ in models}
+        errors = self._extract_pass(models, adapter, dataset, cells)
+        if isinstance(errors, str):
+            if len(models) == 1:
+                return {models[0][0]: errors}
+            errors = {}
+            for model in models:
+                one = self._extract_pass([model], adapter, dataset, cells)
+                errors.update({model[0]: one} if isinstance(one, str) else one)
+        return errors
+
+    def _extract_pass(
+        self, models: list[tuple[str, Any]], adapter: Any, dataset: DatasetSpec, cells: dict[str, Cell]
+    ) -> dict[str, str | None] | str:
+        """One `extract_many` pass of `models` over the dataset: per model its error (or None), or the one
+        error that stopped the whole pass."""
         try:
             records = select_videos(
                 adapter, self.options.split, self.options.videos, self.options.split_scheme
             )
             mine = records[self.info.rank :: self.info.world_size]
-            done = sum(store.has(r.name) and store.check(r.name) is None for r in mine)  # damaged: redone
-            sub = self.bar.add_task(f"extract {model} | {dataset.name}", total=len(mine), completed=done)
+            done = sum(
+                FeatureStore(cells[m].store).has(r.name)
+                and FeatureStore(cells[m].store).check(r.name) is None
+                for m, _ in models
+                for r in mine
+            )  # damaged: redone
+            names = models[0][0] if len(models) == 1 else f"{len(models)} models"
+            total = len(mine) * len(models)
+            sub = self.bar.add_task(f"extract {names} | {dataset.name}", total=total, completed=done)
+            targets = [ExtractTarget(encoder, cells[model].store, model) for model, encoder in models]
+            options = self.options
+            if dataset.frames is not None:  # the dataset's frame cache instead of its videos
+                options = dataclasses.replace(options, frames=dataset.frames)
             try:
-                summary = extract_features(
-                    adapter, encoder, cell.store, self.options, on_video_done=lambda _r: self.bar.advance(sub)
+                summary = extract_many(
+                    adapter, targets, options, on_video_done=lambda _r: self.bar.advance(sub)
                 )
             finally:
                 self.bar.remove_task(sub)
@@ -241,14 +295,10 @@ class _Runner:
         finally:
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
-        if summary.failed:
-            shown = "; ".join(f"{r.video}: {r.error}" for r in summary.failed[:MAX_ERRORS_SHOWN])
-            more = " ..." if len(summary.failed) > MAX_ERRORS_SHOWN else ""
-            return (
-                f"extract: {len(summary.failed)} of {len(summary.results)} video(s) failed ({shown}{more}); "
-                f"the others are in {cell.store}"
-            )
-        return None
+        return {
+            model: _failures(store, cells[model].store)
+            for (model, _), store in zip(models, summary.stores, strict=True)
+        }
 
     def _score(self, cell: Cell) -> None:
         """Run the cell's protocol on its store and write its results JSON (rank 0)."""

@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -21,7 +22,6 @@ from plstitch_eval.commands.options import (
     EncodeBatchOpt,
     EncodeDeviceOpt,
     FpsOpt,
-    ModelOpt,
     NumWorkersOpt,
     PrecisionOpt,
     ResizeOnDecodeOpt,
@@ -40,7 +40,19 @@ from plstitch_eval.utils.console import console, print_error, result_console
 from plstitch_eval.utils.io import write_json_output
 
 SYNTHETIC_DEFAULT_MODEL = "plstitch-tiny-synthetic"
-StoreOutOpt = out_opt("Feature store folder (created or resumed).")
+StoreOutOpt = out_opt(
+    "Feature store folder (created or resumed); with several --model, the folder of their stores "
+    "(one per model: <out>/<model name>)."
+)
+ModelsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Registry name, hf-hub:ORG/NAME, folder or checkpoint file. Repeat it to extract several "
+        "encoders in one pass: each video is decoded once, each model gets its own store under --out.",
+    ),
+]
 MstcnOutOpt = out_opt("Output folder in MS-TCN layout.")
 
 
@@ -87,7 +99,7 @@ def extract(
     dataset: DatasetOpt,
     out: StoreOutOpt,
     root: RootOpt = None,
-    model: ModelOpt = None,
+    model: ModelsOpt = None,
     revision: RevisionOpt = None,
     trust_pickle: TrustPickleOpt = False,
     fps: FpsOpt = None,
@@ -112,6 +124,14 @@ def extract(
     ] = False,
     which: WhichOpt = None,
     transform: TransformOpt = None,
+    frames: Annotated[
+        Path | None,
+        typer.Option(
+            "--frames",
+            help="Read the frames from this frame cache (`plstitch write-lmdb --dataset D --eval-frames`) "
+            "instead of decoding the videos; labels still come from the dataset.",
+        ),
+    ] = None,
     json_path: Annotated[
         Path | None,
         typer.Option(
@@ -121,6 +141,8 @@ def extract(
 ) -> None:
     """Extract frozen per-frame CLS features of a dataset into a resumable feature store.
 
+    Several --model: every video is decoded once for all of them, each model into its own store
+    <out>/<name> (the registry name, or the spec made filesystem-safe), each equal to a one-model run's.
     Rerunning the same command resumes (a damaged feature file is extracted again); runs started at the same
     time into one --out share the videos; under torchrun (`torchrun ... -m plstitch_eval extract ...`) each
     rank takes a disjoint share of the videos.
@@ -130,10 +152,14 @@ def extract(
     from plstitch_eval.data.datasets.registry import get_dataset
     from plstitch_eval.extract import (
         ExtractOptions,
+        ExtractTarget,
         check_out_folder,
-        extract_features,
+        check_stores_folder,
+        extract_many,
+        open_frame_cache,
         print_summary,
         select_videos,
+        store_targets,
     )
     from plstitch_eval.hub import load_encoder
 
@@ -154,43 +180,53 @@ def extract(
         split_scheme=split_scheme,
         resize_on_decode=resize_on_decode,
         crop_black_margin=crop_black_margin,
+        frames=frames,
     )
-    spec = model or default_model(dataset)
+    specs = list(dict.fromkeys(model)) if model else [default_model(dataset)]
     # the dataset's videos and annotations, the chosen videos and the --out folder are checked before the
-    # model loads, so a wrong --root fails at once
+    # models load, so a wrong --root fails at once
     adapter = get_dataset(dataset, root=root)
-    select_videos(adapter, options.split, options.videos, options.split_scheme)
-    check_out_folder(out)
+    records = select_videos(adapter, options.split, options.videos, options.split_scheme)
+    open_frame_cache(options, adapter, records)
+    targets = store_targets(specs, out) if len(specs) > 1 else [ExtractTarget(specs[0], out, specs[0])]
+    if len(specs) > 1:
+        check_stores_folder(out)
+    for target in targets:
+        check_out_folder(target.out)
     if model is None and os.environ.get("RANK", "0") == "0":  # once under torchrun
         console.print(
             Text.assemble(
                 ("note:", "yellow"),
-                f" no --model given: using {spec}, the shipped toy model for the {dataset} dataset",
+                f" no --model given: using {specs[0]}, the shipped toy model for the {dataset} dataset",
             ),
             soft_wrap=True,
             highlight=False,
         )
-    encoder = load_encoder(
-        spec, revision=revision, trust_pickle=trust_pickle, transform=transform, **given(which=which)
-    )
+    load = {"revision": revision, "trust_pickle": trust_pickle, "transform": transform, **given(which=which)}
+    targets = [replace(t, encoder=load_encoder(t.name, **load)) for t in targets]
+    where = f"{out}" if len(targets) == 1 else f"the stores under {out}"
     try:
-        summary = extract_features(adapter, encoder, out, options)
+        summary = extract_many(adapter, targets, options)
     except KeyboardInterrupt:
         print_error(
-            f"{out} holds every video finished so far; rerun the same command to resume.",
+            f"{where} hold(s) every video finished so far; rerun the same command to resume.",
             label="interrupted",
             style="yellow",
         )
         raise typer.Exit(code=130) from None
     if summary.rank != 0:
         raise typer.Exit(code=0 if summary.ok else 1)
-    print_summary(summary)
+    for store in summary.stores:
+        print_summary(store)
     if json_path is not None:
-        write_json_output(json_path, summary.to_dict())
+        single = summary.stores[0].to_dict() if len(targets) == 1 else summary.to_dict()
+        write_json_output(json_path, single)
     if not summary.ok:
-        failed = ", ".join(r.video for r in summary.failed)
+        failed = ", ".join(
+            r.video if len(targets) == 1 else f"{r.video} ({name})" for name, r in summary.failed
+        )
         print_error(
-            f"{len(summary.failed)} video(s) failed: {failed}; the others are in {summary.store}. "
+            f"{len(summary.failed)} video(s) failed: {failed}; the others are in {where}. "
             "Fix or remove them and rerun the same command to resume."
         )
         raise typer.Exit(code=1)

@@ -1,4 +1,8 @@
-"""CLI command `write-lmdb`: decode videos once into a JPEG frames LMDB in the authors' layout; print JSON."""
+"""CLI command `write-lmdb`: decode videos once into a JPEG frames LMDB in the authors' layout; print JSON.
+
+`--eval-frames` writes a dataset's frames as `plstitch extract` samples them (the adapter's evaluation rate,
+decoded size, its video names and frame folders' rates), for `plstitch extract --frames`.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,10 @@ from typing import Annotated
 import typer
 
 from plstitch_eval.commands.options import TrainDecoderOpt, dataset_opt, out_opt, root_opt, split_opt
+from plstitch_eval.data.datasets import get_dataset
+from plstitch_eval.errors import ConfigError, DataError
 from plstitch_eval.utils.io import write_json_output
+from plstitch_train.videos import VideoSource
 
 LmdbOutOpt = out_opt("LMDB folder to write (resumes <out>.partial).")
 FramesDatasetOpt = dataset_opt("Dataset adapter name.", kind=str | None)
@@ -17,6 +24,7 @@ FramesSplitOpt = split_opt("Dataset split (default: every video).")
 
 
 def write_lmdb(
+    ctx: typer.Context,
     out: LmdbOutOpt,
     data: Annotated[Path | None, typer.Option("--data", help="Folder of videos or frame folders.")] = None,
     dataset: FramesDatasetOpt = None,
@@ -36,8 +44,17 @@ def write_lmdb(
         ),
     ] = False,
     decoder: TrainDecoderOpt = None,
+    eval_frames: Annotated[
+        bool,
+        typer.Option(
+            "--eval-frames",
+            help="Write --dataset's frames as `plstitch extract` samples them (its evaluation fps, decoded "
+            "size), for `plstitch extract --frames`.",
+        ),
+    ] = False,
 ) -> None:
-    """Write training frames as an LMDB: keys <video>_<t>, JPEG values (what `plstitch train --data` reads).
+    """Write frames as an LMDB: keys <video>_<t>, JPEG values (what `plstitch train --data` reads), each
+    video's frame times beside them (what `plstitch extract --frames` reads).
 
     Resumable: rerun the same command after an interruption. A finished LMDB is never overwritten.
     """
@@ -47,7 +64,17 @@ def write_lmdb(
 
     if decoder is not None:
         check_decoder_options(decoder)
-    videos, source = select_videos(data, dataset, root, split, folder_fps=fps)
+    if eval_frames:
+        explicit = {name for name in ("fps", "size") if _given(ctx, name)}
+        videos, source, fps = _eval_videos(data, dataset, root, split, fps if "fps" in explicit else None)
+        if "size" in explicit and size:
+            raise ConfigError(
+                f"--eval-frames keeps each video's decoded size (extraction resizes later); --size {size} "
+                "contradicts it: leave out --size."
+            )
+        size = 0
+    else:
+        videos, source = select_videos(data, dataset, root, split, folder_fps=fps)
     sample = next((v.source for v in videos if Path(v.source).is_file()), None)
     decoding = resolve_decoding(decoder or "pyav", "cpu", "cpu", sample)
     path = write_frames_lmdb(
@@ -60,7 +87,45 @@ def write_lmdb(
         source=source,
         decoding=decoding,
     )
-    write_json_output("-", lmdb_summary(path))
+    summary = lmdb_summary(path)
+    if eval_frames and not summary["frame_times"]:
+        raise DataError(
+            f"{path}: finished before plstitch recorded frame times, so `plstitch extract --frames` cannot "
+            "read it; remove it or choose another --out."
+        )
+    write_json_output("-", summary)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether option `name` was given (command line or environment), not left at its default. By the
+    source's name: Typer may carry its own copy of click, whose ParameterSource is another enum."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _eval_videos(
+    data: Path | None, dataset: str | None, root: Path | None, split: str | None, fps: float | None
+) -> tuple[list[VideoSource], str, float]:
+    """A dataset's videos as extraction decodes them (records' names, sources, frame-folder rates), where they
+    came from, and the adapter's evaluation fps (an explicit `fps` must equal it)."""
+    if dataset is None or data is not None:
+        raise ConfigError(
+            "--eval-frames writes a dataset's evaluation frames: give --dataset NAME (and --root)."
+        )
+    adapter = get_dataset(dataset, root=root)
+    eval_fps = float(adapter.eval_fps)
+    if fps is not None and abs(fps - eval_fps) > 1e-9:
+        raise ConfigError(
+            f"--eval-frames writes {dataset}'s frames at its evaluation rate, {eval_fps:g} fps; "
+            f"--fps {fps:g} contradicts it: leave out --fps (for `plstitch extract --fps {fps:g}`, write "
+            f"--fps {fps:g} --size 0 without --eval-frames)."
+        )
+    records = adapter.videos(split)
+    if not records:
+        raise DataError(f"Dataset {dataset!r} (root {root}) has no videos in split {split!r}.")
+    root_text = None if root is None else str(Path(root).resolve())
+    videos = [VideoSource(r.name, Path(r.source), r.folder_fps) for r in records]
+    return videos, f"{dataset}:{root_text}:{split}", eval_fps
 
 
 def register(app: typer.Typer) -> None:

@@ -177,10 +177,6 @@ SelectMetricOpt = Annotated[
 CausalOpt = Annotated[bool, typer.Option("--causal", help="temporal: causal convolutions (online).")]
 
 # loading an encoder (extract, benchmark, predict): None = load_encoder's own default
-ModelOpt = Annotated[
-    str | None,
-    typer.Option("--model", "-m", help="Registry name, hf-hub:ORG/NAME, folder or checkpoint file."),
-]
 RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).")]
 TrustPickleOpt = Annotated[
     bool, typer.Option("--trust-pickle", help="Allow loading pickle checkpoints (runs their code).")
@@ -245,8 +241,9 @@ DecodeDeviceOpt = Annotated[
     str | None,
     typer.Option(
         "--decode-device",
-        help="Where torchcodec decodes: auto (the model's device: NVDEC on CUDA), cpu, cuda or cuda:N; "
-        "pyav decodes on the CPU.",
+        help="Where video is decoded: auto (NVDEC on the model's CUDA device when the decoder can use it "
+        "there - pyav needs a PyAV wheel with NVDEC and NVDEC decoding the first video - else the CPU), cpu, "
+        "cuda or cuda:N (NVDEC).",
     ),
 ]
 ProbeDecoderOpt = Annotated[

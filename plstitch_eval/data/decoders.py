@@ -4,12 +4,17 @@
 video file to the reader its `Decoding` names. Frame folders take `plstitch_eval.data.video`'s folder path
 whatever the decoder. `resolve_decoding` turns the `--decoder` and `--decode-device` settings into what a run
 uses, once before its first video: `auto` is TorchCodec when it loads and opens the run's first video file,
-else PyAV; the decoding device `auto` is the model's device for TorchCodec and the CPU for PyAV (which decodes
-only there). Under `auto`, a file TorchCodec cannot open is read by PyAV; a file whose frames TorchCodec
-cannot number as PyAV's path does (`torchcodec_decode.UnnumberedFrames`) is read by PyAV with a warning.
+else PyAV. Both decode on the CPU or with NVDEC on a CUDA device: PyAV through its wheel's own FFmpeg
+(`plstitch_eval.data.pyav_cuda`), TorchCodec through the system's. The decoding device `auto` is the model's
+device when the model is on CUDA and the decoder can use NVDEC there (TorchCodec: assumed; PyAV: CUDA, a
+PyAV built with the `cuda` hwdevice, and NVDEC decoding the run's first video), else the CPU. Under `auto`, a
+file TorchCodec cannot open is read by PyAV; a file whose frames TorchCodec cannot number as PyAV's path does
+(`torchcodec_decode.UnnumberedFrames`) is read by PyAV with a warning. Only `frame_batches` decodes on the
+GPU; `read_frames` and `read_clips` give host frames, decoded on the CPU.
 
-A feature store records the decoder in its preprocessing (`Decoding.record`; nothing for PyAV, so stores made
-before decoders were recorded read as PyAV's: `recorded_decoder`).
+A feature store records the decoder in its preprocessing (`Decoding.record`; nothing for PyAV on the CPU, so
+stores made before decoders were recorded read as PyAV's: `recorded_decoder`; NVDEC as
+`decode_device: cuda`, since its pixels may differ).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 import torch
 from rich.text import Text
 
-from plstitch_eval.data import torchcodec_decode, video
+from plstitch_eval.data import pyav_cuda, torchcodec_decode, video
 from plstitch_eval.data.video import ClipSampling, DecodedClip, DecodedFrame, assemble_clips, check_sampling
 from plstitch_eval.errors import ConfigError, DecodeError
 from plstitch_eval.utils.console import console, logger
@@ -57,7 +62,19 @@ def _pyav_clip_frames(path: Path, size: int | None, threads: int) -> tuple[float
 def _pyav_batches(
     path: Path, fps: float | None, size: int | None, threads: int, device: str
 ) -> Iterator[tuple[list[float], torch.Tensor]]:
-    """PyAV's frames one at a time as [1, 3, H, W] on `device` (a file `auto` could not give TorchCodec)."""
+    """PyAV's sampled frames on `device`: NVDEC batches on CUDA (`pyav_cuda.decode_batches`), else host frames
+    one at a time - also on CUDA with a PyAV built without NVDEC (a file `auto` could not give TorchCodec)."""
+    if torch.device(device).type != "cuda":
+        return _pyav_host_batches(path, fps, size, threads, device)
+    if torch.cuda.is_available() and not pyav_cuda.pyav_has_nvdec():
+        return _pyav_host_batches(path, fps, size, threads, device)
+    return pyav_cuda.decode_batches(path, fps, size, device=device, threads=threads)  # refuses without CUDA
+
+
+def _pyav_host_batches(
+    path: Path, fps: float | None, size: int | None, threads: int, device: str
+) -> Iterator[tuple[list[float], torch.Tensor]]:
+    """PyAV's CPU frames one at a time as [1, 3, H, W] on `device`."""
     for frame in video._read_video(path, fps, size, threads):
         yield [frame.time], torch.from_numpy(frame.image).permute(2, 0, 1)[None].to(device)
 
@@ -111,10 +128,6 @@ class Decoding:
         if self.decoder not in READERS:
             raise ConfigError(f"Unknown decoder {self.decoder!r}; choose one of {', '.join(READERS)}.")
         object.__setattr__(self, "device", str(_parse_device(self.device)))
-        if self.decoder == "pyav" and self.on_cuda:
-            raise ConfigError(
-                "--decode-device cuda needs --decoder torchcodec (or auto): PyAV decodes on the CPU only."
-            )
 
     @property
     def on_cuda(self) -> bool:
@@ -122,11 +135,10 @@ class Decoding:
         return torch.device(self.device).type == "cuda"
 
     def record(self) -> dict[str, str]:
-        """What a feature store's preprocessing records of it: nothing for PyAV (so older stores, which
-        record nothing, read as PyAV's), else the decoder and a CUDA decoding device (its pixels differ)."""
-        if self.decoder == "pyav":
-            return {}
-        return {"decoder": self.decoder, **({"decode_device": "cuda"} if self.on_cuda else {})}
+        """What a feature store's preprocessing records of it: a decoder other than PyAV (so older stores,
+        which record nothing, read as PyAV's) and a CUDA decoding device (NVDEC: its pixels may differ)."""
+        named = {} if self.decoder == "pyav" else {"decoder": self.decoder}
+        return {**named, **({"decode_device": "cuda"} if self.on_cuda else {})}
 
     def on_cpu(self) -> Decoding:
         """The same decoder on the CPU (for readers that hand frames to the host)."""
@@ -142,15 +154,12 @@ PYAV = Decoding()
 
 def check_decoder_options(decoder: str, decode_device: str = "auto") -> None:
     """Refuse a `--decoder` / `--decode-device` pair that cannot work, in one line with the fix; an explicit
-    `torchcodec` must be usable here (installed, with FFmpeg)."""
+    `torchcodec` must be usable here (installed, with FFmpeg). Whether CUDA and NVDEC are here is
+    `resolve_decoding`'s to check, when a run starts."""
     if decoder not in DECODER_CHOICES:
         raise ConfigError(f"--decoder must be one of {', '.join(DECODER_CHOICES)}, got {decoder!r}.")
     if decode_device != "auto":
-        device = _parse_device(decode_device)
-        if decoder == "pyav" and device.type == "cuda":
-            raise ConfigError(
-                "--decode-device cuda needs --decoder torchcodec (or auto): PyAV decodes on the CPU only."
-            )
+        _parse_device(decode_device)
     if decoder == "torchcodec":
         torchcodec_decode.require_torchcodec()
 
@@ -161,24 +170,46 @@ def resolve_decoding(
     """The `Decoding` a run uses for the settings `decoder` / `decode_device` and the model's device.
 
     `auto` picks TorchCodec when it loads and opens `sample` (the run's first video file; a folder or None:
-    loading is enough), else PyAV. A CUDA decoding device must exist.
+    loading is enough), else PyAV. The decoding device `auto` is the model's CUDA device for TorchCodec, and
+    for PyAV when NVDEC decodes `sample` there (`_nvdec_decodes`), else the CPU; a CUDA device named with
+    `--decoder auto` that fell back to PyAV is kept only when NVDEC decodes it. A CUDA decoding device must
+    exist, and for PyAV its NVDEC (`pyav_cuda.require_nvdec`).
     """
     check_decoder_options(decoder, decode_device)
     name = decoder
     if decoder == "auto":
         name = "torchcodec" if _torchcodec_opens(sample) else "pyav"
     model = torch.device(model_device)
+    cpu = torch.device("cpu")
     if decode_device == "auto":
-        device = model if name == "torchcodec" and model.type == "cuda" else torch.device("cpu")
+        on_model = model.type == "cuda" and (name == "torchcodec" or _nvdec_decodes(sample, model))
+        device = model if on_model else cpu
     else:
         device = _parse_device(decode_device)
-        if name == "pyav":  # auto fell back to PyAV, which decodes on the CPU
-            device = torch.device("cpu")
+        if (
+            name == "pyav"
+            and decoder == "auto"
+            and device.type == "cuda"
+            and not _nvdec_decodes(sample, device)
+        ):
+            device = cpu  # auto fell back to PyAV, which cannot use NVDEC here
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(
             f"--decode-device {decode_device}: CUDA is not available here; use --decode-device cpu."
         )
+    if device.type == "cuda" and name == "pyav":
+        pyav_cuda.require_nvdec(f"--decode-device {decode_device}")
     return Decoding(name, str(device), fallback=decoder == "auto")
+
+
+def _nvdec_decodes(sample: str | Path | None, device: torch.device) -> bool:
+    """True when PyAV can decode with NVDEC on `device`: CUDA and a PyAV built with it, and NVDEC decodes the
+    first frame of `sample` (the run's first video file; a folder or None: the first two are enough)."""
+    if pyav_cuda.nvdec_unavailable_reason() is not None:
+        return False
+    if sample is None or not Path(sample).is_file():
+        return True
+    return pyav_cuda.nvdec_decodes(sample, device)
 
 
 def _torchcodec_opens(sample: str | Path | None) -> bool:

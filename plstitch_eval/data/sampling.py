@@ -103,7 +103,7 @@ def assemble_clips(
 ) -> Iterator[DecodedClip]:
     """The windows of `read_clips` from (time, loader of its RGB pixels) of every frame in presentation order,
     whichever decoder gives them; a frame is loaded only if some window uses it."""
-    assembler = _WindowAssembler(clip, fps, clip.step(native_fps), prepare or (lambda image: image))
+    assembler = WindowAssembler(clip, fps, clip.step(native_fps), prepare or (lambda image: image))
     for time, load in frames:
         yield from assembler.push(time, load)
     yield from assembler.finish()
@@ -143,12 +143,13 @@ class _Window:
         return DecodedClip(self.index, self.time, tuple(self.frames), tuple(self.frame_times))
 
 
-class _WindowAssembler:
+class WindowAssembler:
     """Turns frames pushed in decoding order into the windows of the sampled frames (see above).
 
     Window times of target m are T_m + (k - anchor) * step with T_m = m / fps, the targets of `TargetClock`.
     A frame is prepared only if it is the first frame at or after some window time (the first frame stands
-    in for every time before it), and kept only while a window not yet opened may still need it.
+    in for every time before it), and kept only while a window not yet opened may still need it. Public for
+    a pass that feeds one decoded stream to several consumers (`plstitch_eval.extract.shared`).
     """
 
     def __init__(self, clip: ClipSampling, fps: float, step: float, prepare: Callable[[np.ndarray], Any]):

@@ -12,8 +12,10 @@ Clip encoders (`read_clips`) see a window of frames around each sampled frame (`
 assembled by `sampling.assemble_clips`); frames are decoded once, in order, and only those some window uses
 are converted, each once.
 
-This is the `pyav` decoder. `plstitch_eval.data.torchcodec_decode` (TorchCodec, CPU or NVDEC) shares its
-sampling rule and window assembly; `plstitch_eval.data.decoders` picks a decoder by name.
+This is the `pyav` decoder on the CPU. `plstitch_eval.data.pyav_cuda` is the same decoder on NVDEC: it opens
+the file with PyAV's CUDA hwaccel (`sampled_video_frames(..., open_container=...)`) and so chooses the same
+frames. `plstitch_eval.data.torchcodec_decode` (TorchCodec, CPU or NVDEC) shares the sampling rule and window
+assembly; `plstitch_eval.data.decoders` picks a decoder by name.
 """
 
 from __future__ import annotations
@@ -171,13 +173,28 @@ def resized_shape(width: int, height: int, size: int | None) -> tuple[int, int]:
 
 def _read_video(path: Path, fps: float | None, size: int | None, threads: int) -> Iterator[DecodedFrame]:
     """Sequential decode of one video file, sampling by presentation timestamps."""
-    clock = TargetClock(fps)
-    n_out = 0
-    for time, frame in _decode_video(path, threads, fps):
-        if not clock.take(time):
-            continue
+    for n_out, (time, frame) in enumerate(sampled_video_frames(path, fps, threads)):
         yield DecodedFrame(n_out, time, _frame_to_rgb(frame, size, path))
-        n_out += 1
+
+
+def open_video(path: Path) -> av.container.InputContainer:
+    """A video file opened for FFmpeg's software decoders (the default `ContainerOpener`)."""
+    return av.open(str(path))
+
+
+ContainerOpener = Callable[[Path], av.container.InputContainer]  # how `_decode_video` opens a file
+
+
+def sampled_video_frames(
+    path: Path, fps: float | None, threads: int = 0, open_container: ContainerOpener = open_video
+) -> Iterator[tuple[float, av.VideoFrame]]:
+    """(time, decoded frame) of the frames sampling at `fps` takes (None: every frame), in order, before any
+    conversion: the frame choice of every PyAV path, whichever decoder `open_container` attaches (NVDEC's:
+    `plstitch_eval.data.pyav_cuda`)."""
+    clock = TargetClock(fps)
+    for time, frame in _decode_video(path, threads, fps, open_container):
+        if clock.take(time):
+            yield time, frame
 
 
 @dataclass(frozen=True)
@@ -215,7 +232,7 @@ def _packet_pass(path: Path, origin: int | None, time_base: Fraction, fps: float
 
 
 def _decode_video(
-    path: Path, threads: int = 0, fps: float | None = None
+    path: Path, threads: int = 0, fps: float | None = None, open_container: ContainerOpener = open_video
 ) -> Iterator[tuple[float, av.VideoFrame]]:
     """(presentation time in seconds after the first frame, frame) of every frame, decoded once in order.
 
@@ -225,9 +242,10 @@ def _decode_video(
     decoder skips the other non-reference frames (FFmpeg's skip_frame=NONREF: nothing refers to them, so
     every decoded frame is bit-identical to a full decode); the frames sampling takes are always decoded. A
     decoded frame whose timestamp no packet had turns skipping off for the rest of the video.
+    `open_container` opens the file for decoding (the packet pass opens its own, plain).
     """
     try:
-        container = av.open(str(path))
+        container = open_container(path)
     except av.FFmpegError as exc:
         raise DecodeError(f"{path}: cannot open video ({exc}); the file is corrupt or not a video") from exc
     with container:
@@ -270,11 +288,16 @@ def _decode_video(
         check_frame_count(path, n_packets, int(stream.frames))
 
 
+class TruncatedVideo(DecodeError):
+    """A file holding fewer frame packets than its container announces (`check_frame_count`): cut short,
+    whichever decoder reads it."""
+
+
 def check_frame_count(path: Path, n_packets: int, expected: int) -> None:
     """Refuse a file holding fewer frame packets than its container announces (2 or 1 % missing are let
     pass: some muxers round), naming the file: it was cut short."""
     if expected and n_packets < expected - max(2, expected // 100):
-        raise DecodeError(
+        raise TruncatedVideo(
             f"{path}: decoded {n_packets} of {expected} frames the container announces; "
             "the file is truncated - re-download or re-encode it"
         )

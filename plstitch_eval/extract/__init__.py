@@ -27,10 +27,11 @@ The modules, in the order a run uses them:
 - `store`: the manifest, opening or resuming the store, which videos are still to do;
 - `sharding`: each torchrun rank's share, rank 0's setup error, every rank's results;
 - `chunks`: one video decoded into `FrameChunk`s (frames, device frames or clip windows);
+- `shared`: one video decoded once into each model's chunks, for a run over several models;
 - `loader`: the decoder choice, the worker count and the DataLoader over whole videos (with store claims);
 - `encode`: batched forwards and the per-video writes;
 - `summary`: `VideoResult`, `ExtractSummary` and the end-of-run table;
-- `pipeline`: `extract_features`, the run end to end.
+- `pipeline`: `extract_features`, the run end to end; `extract_many`, several encoders in one pass.
 Every name other modules use is importable from `plstitch_eval.extract` itself.
 """
 
@@ -53,12 +54,20 @@ from plstitch_eval.extract.loader import (
     make_loader,
     run_decoding,
 )
-from plstitch_eval.extract.options import ExtractOptions, select_videos
-from plstitch_eval.extract.pipeline import extract_features
+from plstitch_eval.extract.options import (
+    ExtractOptions,
+    ExtractTarget,
+    select_videos,
+    store_name,
+    store_targets,
+)
+from plstitch_eval.extract.pipeline import extract_features, extract_many, open_frame_cache
+from plstitch_eval.extract.shared import decode_key, iter_shared_chunks
 from plstitch_eval.extract.store import (
     EXTRA_COMPAT_FIELDS,
     build_manifest,
     check_out_folder,
+    check_stores_folder,
     dataset_splits,
     open_store,
     preprocessing_record,
@@ -67,6 +76,7 @@ from plstitch_eval.extract.summary import (
     ELSEWHERE,
     SUMMARY_ROWS,
     ExtractSummary,
+    MultiExtractSummary,
     VideoResult,
     print_summary,
     summary_table,
@@ -80,25 +90,34 @@ __all__ = [
     "SUMMARY_ROWS",
     "ExtractOptions",
     "ExtractSummary",
+    "ExtractTarget",
     "FrameChunk",
+    "MultiExtractSummary",
     "VideoFrameStream",
     "VideoJob",
     "VideoResult",
     "available_cores",
     "build_manifest",
     "check_out_folder",
+    "check_stores_folder",
     "dataset_splits",
+    "decode_key",
     "decode_threads",
     "default_workers",
     "extract_features",
+    "extract_many",
     "iter_clip_chunks",
     "iter_device_chunks",
+    "iter_shared_chunks",
     "iter_video_chunks",
     "make_loader",
+    "open_frame_cache",
     "open_store",
     "preprocessing_record",
     "print_summary",
     "run_decoding",
     "select_videos",
+    "store_name",
+    "store_targets",
     "summary_table",
 ]

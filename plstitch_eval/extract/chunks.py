@@ -18,7 +18,9 @@ from typing import Any
 import torch
 
 from plstitch_eval.data.decoders import PYAV, Decoding, frame_batches, read_clips, read_frames
+from plstitch_eval.data.frames_lmdb import FrameCache
 from plstitch_eval.data.margin import detect_video_margin
+from plstitch_eval.data.video import DecodedFrame
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.preprocess import FramePlan, prepare_frame, resize_and_crop
 
@@ -28,7 +30,8 @@ class FrameChunk:
     """Up to `batch_size` consecutive frames of one video, or the error that stopped its decoding, or (no
     frames) word that another run holds the video (`waiting`; more chunks follow) or wrote it
     (`elsewhere`). A video's last chunk carries its black-margin box (`MarginBox.to_dict`) when the plan
-    crops margins."""
+    crops margins. `model` is the position of the model (and store) it is for in a pass over several
+    (`plstitch_eval.extract.shared`); 0 in a one-model run."""
 
     video_index: int
     images: torch.Tensor  # [n, 3, H, W] uint8 frames, or [n, T, 3, H, W] windows for a clip encoder
@@ -38,6 +41,7 @@ class FrameChunk:
     waiting: bool = False
     elsewhere: bool = False
     margin: dict[str, float] | None = None
+    model: int = 0
 
     def pin_memory(self) -> FrameChunk:
         """Called by the DataLoader's pinning thread so the host-to-device copy can be asynchronous."""
@@ -49,13 +53,27 @@ class FrameChunk:
 class VideoJob:
     """One video to decode: its position in the dataset, its file or frame folder, a folder's frame rate;
     for a run into a store, its name there and the state of its store file when the run was planned
-    (`features.file_state`: None when absent), so that a file another run writes meanwhile is noticed."""
+    (`features.file_state`: None when absent), so that a file another run writes meanwhile is noticed.
+
+    In a pass over several models, `models` are the positions of the models that still need the video and
+    `seen_by` the state of each one's store file (aligned with `models`); a one-model job is model 0 with
+    `seen`."""
 
     index: int
     source: Path
     folder_fps: float | None = None
     video: str | None = None
     seen: tuple[int, int, int] | None = None
+    models: tuple[int, ...] = (0,)
+    seen_by: tuple[tuple[int, int, int] | None, ...] = ()
+
+    def state_of(self, model: int) -> tuple[int, int, int] | None:
+        """The planned state of `model`'s store file for this video."""
+        return self.seen_by[self.models.index(model)] if self.seen_by else self.seen
+
+    def for_models(self, models: tuple[int, ...]) -> VideoJob:
+        """The same job for a subset of its models (each keeps its planned file state)."""
+        return replace(self, models=models, seen_by=tuple(self.state_of(m) for m in models))
 
 
 def _decode_error_message(source: Path, exc: BaseException) -> str:
@@ -99,24 +117,57 @@ def _batched_chunks(
     yield FrameChunk(job.index, buffer[:n].clone(), times[:n].clone(), True)
 
 
+def sampled_frames(
+    job: VideoJob, plan: FramePlan, threads: int, decoding: Decoding, cache: FrameCache | None = None
+) -> Iterator[DecodedFrame]:
+    """The frames `plan` samples from `job`'s video, on the host: read from a frame cache when one is given
+    (`--frames`: JPEG frames with their recorded times), else decoded."""
+    if cache is not None:
+        return cache.frames(str(job.video))
+    size = plan.resize if plan.resize_on_decode else None
+    return read_frames(
+        job.source, plan.fps, size, folder_fps=job.folder_fps, threads=threads, decoding=decoding
+    )
+
+
+def sampled_batches(
+    job: VideoJob, plan: FramePlan, batch_size: int, decoding: Decoding, cache: FrameCache | None = None
+) -> Iterator[tuple[list[float], torch.Tensor]]:
+    """(times, uint8 [n, 3, H, W] on the decoding's device) of the sampled frames: NVDEC frames, or a frame
+    cache's JPEGs decoded there (nvJPEG on CUDA)."""
+    if cache is not None:
+        return cache.batches(str(job.video), batch_size, decoding.device)
+    size = plan.resize if plan.resize_on_decode else None
+    return frame_batches(job.source, plan.fps, size, decoding=decoding)
+
+
+def on_device(job: VideoJob, decoding: Decoding, cache: FrameCache | None = None) -> bool:
+    """True when `job`'s frames are decoded on a CUDA device and stay there (video files and caches; a frame
+    folder is read on the host)."""
+    return decoding.on_cuda and (cache is not None or job.source.is_file())
+
+
 def iter_video_chunks(
-    job: VideoJob, plan: FramePlan, batch_size: int, threads: int = 0, decoding: Decoding = PYAV
+    job: VideoJob,
+    plan: FramePlan,
+    batch_size: int,
+    threads: int = 0,
+    decoding: Decoding = PYAV,
+    cache: FrameCache | None = None,
 ) -> Iterator[FrameChunk]:
     """Decode one video sequentially (`threads` FFmpeg threads, 0 = default) into uint8 [n,3,H,W] chunks; an
-    error ends it with an error chunk. A video file decoded on CUDA goes to `iter_device_chunks`."""
+    error ends it with an error chunk. A video file decoded on CUDA goes to `iter_device_chunks`; with a
+    frame `cache` its frames are read from there instead of the video."""
     if plan.crop_black_margin and plan.margin is None:
         again = partial(iter_video_chunks, job, batch_size=batch_size, threads=threads, decoding=decoding)
         yield from _with_video_margin(job, plan, threads, decoding, again)
         return
-    if decoding.on_cuda and job.source.is_file():
-        yield from iter_device_chunks(job, plan, batch_size, decoding)
+    if on_device(job, decoding, cache):
+        yield from iter_device_chunks(job, plan, batch_size, decoding, cache)
         return
-    size = plan.resize if plan.resize_on_decode else None
 
     def frames() -> Iterator[tuple[float, Any]]:  # opened on first use, inside the chunker's error handling
-        for frame in read_frames(
-            job.source, plan.fps, size, folder_fps=job.folder_fps, threads=threads, decoding=decoding
-        ):
+        for frame in sampled_frames(job, plan, threads, decoding, cache):
             yield frame.time, frame.image
 
     def fill(slot: torch.Tensor, image: Any) -> None:
@@ -126,18 +177,18 @@ def iter_video_chunks(
 
 
 def iter_device_chunks(
-    job: VideoJob, plan: FramePlan, batch_size: int, decoding: Decoding
+    job: VideoJob, plan: FramePlan, batch_size: int, decoding: Decoding, cache: FrameCache | None = None
 ) -> Iterator[FrameChunk]:
-    """Decode one video file on the decoding's device (NVDEC) into uint8 [n,3,H,W] chunks there: frames are
-    resized and cropped where they were decoded, a batch at a time, never copied to the host."""
+    """Decode one video file on the decoding's device (NVDEC; a frame cache's JPEGs with nvJPEG) into uint8
+    [n,3,H,W] chunks there: frames are resized and cropped where they were decoded, a batch at a time, never
+    copied to the host."""
     if plan.crop_black_margin and plan.margin is None:
         again = partial(iter_device_chunks, job, batch_size=batch_size, decoding=decoding)
         yield from _with_video_margin(job, plan, 0, decoding, again)
         return
-    size = plan.resize if plan.resize_on_decode else None
 
     def crops() -> Iterator[tuple[float, torch.Tensor]]:  # opened inside the chunker's error handling
-        for times, images in frame_batches(job.source, plan.fps, size, decoding=decoding):
+        for times, images in sampled_batches(job, plan, batch_size, decoding, cache):
             yield from zip(times, resize_and_crop(images, plan), strict=True)
 
     def fill(slot: torch.Tensor, crop: torch.Tensor) -> None:
@@ -201,8 +252,9 @@ def _with_video_margin(
         yield chunk
 
 
-def note_chunk(job: VideoJob, waiting: bool = False, elsewhere: bool = False) -> FrameChunk:
-    """A frameless chunk saying that another run holds (`waiting`) or wrote (`elsewhere`) `job`'s video."""
+def note_chunk(job: VideoJob, waiting: bool = False, elsewhere: bool = False, model: int = 0) -> FrameChunk:
+    """A frameless chunk saying that another run holds (`waiting`) or wrote (`elsewhere`) `job`'s video in
+    `model`'s store."""
     empty = torch.empty(0, dtype=torch.uint8)
     times = torch.empty(0, dtype=torch.float64)
-    return FrameChunk(job.index, empty, times, elsewhere, waiting=waiting, elsewhere=elsewhere)
+    return FrameChunk(job.index, empty, times, elsewhere, waiting=waiting, elsewhere=elsewhere, model=model)

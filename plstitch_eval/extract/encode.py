@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader
 
 from plstitch_eval.data.datasets import VideoRecord, labels_at, tools_at
 from plstitch_eval.errors import DecodeError
+from plstitch_eval.extract.chunks import FrameChunk
 from plstitch_eval.extract.summary import ELSEWHERE, VideoResult
 from plstitch_eval.features import BLACK_MARGINS, FeatureStore, VideoFeatures
 from plstitch_eval.preprocess import FramePlan, normalize_crops
@@ -22,7 +23,10 @@ from plstitch_eval.utils.device import autocast
 
 
 class EncodeLoop:
-    """Consumes frame chunks, runs batched forwards and writes each video as soon as its last chunk is in."""
+    """Consumes frame chunks, runs batched forwards and writes each video as soon as its last chunk is in.
+
+    One loop per model: in a pass over several models (`model` its position there) each chunk goes to the
+    loop of the model it was cut for (`EncodeLoops`)."""
 
     def __init__(
         self,
@@ -32,6 +36,7 @@ class EncodeLoop:
         plan: FramePlan,
         device: torch.device,
         precision: str,
+        model: int = 0,
     ) -> None:
         self.store = store
         self.records = records
@@ -40,41 +45,46 @@ class EncodeLoop:
         self.plan = plan
         self.device = device
         self.precision = precision
+        self.model = model
         self.frames = 0
         self.started = time.perf_counter()
+        self.pending: dict[int, tuple[list[torch.Tensor], list[np.ndarray], float]] = {}
 
     def results(self, loader: DataLoader, fail_fast: bool) -> Iterator[VideoResult]:
         """Yield one `VideoResult` per finished video: written, failed, or skipped as another run wrote it."""
-        pending: dict[int, tuple[list[torch.Tensor], list[np.ndarray], float]] = {}
-        stream = loader.dataset
         for chunk in loader:
-            record = self.records[chunk.video_index]
-            if chunk.waiting:
-                message = f"{record.name}: another run is extracting it; waiting for that run"
-                console.print(Text(message), soft_wrap=True)
-                continue
-            if chunk.elsewhere:
-                yield VideoResult(record.name, "skipped", note=ELSEWHERE)
-                continue
-            feats, times, started = pending.setdefault(chunk.video_index, ([], [], time.perf_counter()))
-            if chunk.error is not None:
-                pending.pop(chunk.video_index)
-                stream.mark_written(chunk.video_index)  # nothing to protect: another run may try it
-                if fail_fast:
-                    raise DecodeError(f"{chunk.error} (stopped: --fail-fast)")
-                yield VideoResult(record.name, "failed", error=chunk.error)
-                continue
-            if len(chunk.images):
-                feats.append(self.encode(chunk.images))
-                times.append(chunk.frame_times.numpy())
-                self.frames += len(chunk.images)
-            if chunk.last:
-                pending.pop(chunk.video_index)
-                if chunk.margin is not None:  # recorded before its features: a written video has its box
-                    self.store.record_per_video(BLACK_MARGINS, {record.name: chunk.margin})
-                result = self.write(record, feats, times, started)
-                stream.mark_written(chunk.video_index)
+            result = self.take(chunk, loader.dataset, fail_fast)
+            if result is not None:
                 yield result
+
+    def take(self, chunk: FrameChunk, stream: Any, fail_fast: bool) -> VideoResult | None:
+        """Encode one chunk; the video's result once it is finished (`stream.mark_written` is told)."""
+        record = self.records[chunk.video_index]
+        if chunk.waiting:
+            message = f"{record.name}: another run is extracting it; waiting for that run"
+            console.print(Text(message), soft_wrap=True)
+            return None
+        if chunk.elsewhere:
+            return VideoResult(record.name, "skipped", note=ELSEWHERE)
+        feats, times, started = self.pending.setdefault(chunk.video_index, ([], [], time.perf_counter()))
+        if chunk.error is not None:
+            self.pending.pop(chunk.video_index)
+            stream.mark_written(chunk.video_index, self.model)  # nothing to protect: another run may try it
+            if fail_fast:
+                raise DecodeError(f"{chunk.error} (stopped: --fail-fast)")
+            return VideoResult(record.name, "failed", error=chunk.error)
+        if len(chunk.images):
+            feats.append(self.encode(chunk.images))
+            times.append(chunk.frame_times.numpy())
+            self.frames += len(chunk.images)
+        if not chunk.last:
+            return None
+        self.pending.pop(chunk.video_index)
+        if chunk.margin is not None:  # recorded before its features: a written video has its box
+            self.store.record_per_video(BLACK_MARGINS, {record.name: chunk.margin})
+        result = self.write(record, feats, times, started)
+        stream.mark_written(chunk.video_index, self.model)
+        return result
 
     @torch.inference_mode()
     def encode(self, images: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,9 @@ from rich.text import Text
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from plstitch_eval.data.decoders import PYAV, Decoding, announce_decoding, resolve_decoding
-from plstitch_eval.extract.chunks import FrameChunk, VideoJob, iter_clip_chunks, iter_video_chunks, note_chunk
+from plstitch_eval.data.frames_lmdb import FrameCache
+from plstitch_eval.extract.chunks import FrameChunk, VideoJob, note_chunk
+from plstitch_eval.extract.shared import iter_shared_chunks
 from plstitch_eval.features import FeatureStore, VideoClaim, claim_video, file_state
 from plstitch_eval.preprocess import FramePlan
 from plstitch_eval.utils.console import console
@@ -38,29 +40,42 @@ class VideoFrameStream(IterableDataset):
     when there is a worker per core, as a decode-only run with a process per core does); the main process
     alone uses FFmpeg's default.
 
-    With a `store_root`, a video is claimed in the store (`features.claim_video`) before it is decoded and the
+    `plan` is one `FramePlan`, or one per model for a pass over several models: each video is then decoded
+    once for the models its job names (`shared.iter_shared_chunks`), and `store_root` is one store folder
+    per model. With a store, a video is claimed there (`features.claim_video`) before it is decoded and the
     claim is held until the main process has written it (`mark_written`); a video another run holds is put
-    off to the end, then waited for, and skipped with an `elsewhere` chunk if that run wrote it. `decoding`
-    names the video decoder (`plstitch_eval.data.decoders`).
+    off to the end, then waited for, and skipped with an `elsewhere` chunk if that run wrote it (per model:
+    the models whose stores are free go ahead). `decoding` names the video decoder
+    (`plstitch_eval.data.decoders`); with a frame `cache` (`--frames`) frames are read from there instead.
     """
 
     def __init__(
         self,
         jobs: Sequence[VideoJob],
-        plan: FramePlan,
+        plan: FramePlan | Sequence[FramePlan],
         batch_size: int,
-        store_root: Path | None = None,
+        store_root: Path | Sequence[Path | None] | None = None,
         decoding: Decoding = PYAV,
+        cache: FrameCache | None = None,
     ) -> None:
         self.jobs = list(jobs)
         self.decoding = decoding
+        self.cache = cache
         self.largest_first = sorted(self.jobs, key=_job_size, reverse=True)
-        self.plan = plan
+        self.plans = (plan,) if isinstance(plan, FramePlan) else tuple(plan)
+        self.plan = self.plans[0]
         self.batch_size = batch_size
-        self.store_root = store_root
+        roots = store_root if isinstance(store_root, (list, tuple)) else [store_root] * len(self.plans)
+        self.store_roots = tuple(None if r is None else Path(r) for r in roots)
         self.next_job = multiprocessing.Value("q", 0)  # shared with forked or spawned workers
         self.slot = {job.index: i for i, job in enumerate(self.jobs)}
-        self.written = multiprocessing.RawArray("b", max(1, len(self.jobs)))  # set by the main process
+        n_models = len(self.plans)  # set by the main process, per (video, model)
+        self.written = multiprocessing.RawArray("b", max(1, len(self.jobs) * n_models))
+
+    @property
+    def store_root(self) -> Path | None:
+        """The first model's store (the store of a one-model run)."""
+        return self.store_roots[0]
 
     def _claim(self) -> int:
         with self.next_job.get_lock():
@@ -68,70 +83,92 @@ class VideoFrameStream(IterableDataset):
             self.next_job.value += 1
         return index
 
-    def mark_written(self, video_index: int) -> None:
-        """Called by the main process once a video is written (or failed): its claim may be given back."""
+    def _written_slot(self, video_index: int, model: int) -> int:
+        return self.slot[video_index] * len(self.plans) + model
+
+    def mark_written(self, video_index: int, model: int = 0) -> None:
+        """Called by the main process once a video is written (or failed) for `model`: its claim may be
+        given back."""
         if video_index in self.slot:
-            self.written[self.slot[video_index]] = 1
+            self.written[self._written_slot(video_index, model)] = 1
+
+    def is_written(self, video_index: int, model: int) -> bool:
+        """True once the main process has written (or failed) `video_index` for `model`."""
+        return bool(self.written[self._written_slot(video_index, model)])
+
+    def _chunks(self, job: VideoJob, threads: int) -> Iterator[FrameChunk]:
+        plans = [self.plans[m] for m in job.models]
+        return iter_shared_chunks(job, plans, self.batch_size, threads, self.decoding, self.cache)
 
     def __iter__(self) -> Iterator[FrameChunk]:
         info = get_worker_info()
         threads = decode_threads(0 if info is None else info.num_workers)
         jobs = self.jobs if info is None else self.largest_first
-        chunks = iter_video_chunks if self.plan.clip is None else iter_clip_chunks
         claims = _Claims(self)
         try:
             put_off: list[VideoJob] = []
             while (index := self._claim()) < len(jobs):
-                state = claims.take(jobs[index])
-                if state == "busy":
-                    put_off.append(jobs[index])
-                elif state == "elsewhere":
-                    yield note_chunk(jobs[index], elsewhere=True)
-                else:
-                    yield from chunks(jobs[index], self.plan, self.batch_size, threads, self.decoding)
+                job = jobs[index]
+                states = claims.take(job)
+                for model in _having(states, "elsewhere"):
+                    yield note_chunk(job, elsewhere=True, model=model)
+                if busy := _having(states, "busy"):
+                    put_off.append(job.for_models(busy))
+                if taken := _having(states, "taken"):
+                    yield from self._chunks(job.for_models(taken), threads)
             for job in put_off:  # held by another run: wait until it lets go, then skip or take the video
-                if (state := claims.take(job)) == "busy":
-                    yield note_chunk(job, waiting=True)
-                while state == "busy":
+                states = claims.take(job)
+                for model in _having(states, "busy"):
+                    yield note_chunk(job, waiting=True, model=model)
+                while busy := _having(states, "busy"):
                     time.sleep(CLAIM_POLL_SECONDS)
-                    state = claims.take(job)
-                if state == "elsewhere":
-                    yield note_chunk(job, elsewhere=True)
-                else:
-                    yield from chunks(job, self.plan, self.batch_size, threads, self.decoding)
+                    states = {**states, **claims.take(job.for_models(busy))}
+                for model in _having(states, "elsewhere"):
+                    yield note_chunk(job, elsewhere=True, model=model)
+                if taken := _having(states, "taken"):
+                    yield from self._chunks(job.for_models(taken), threads)
             claims.wait_until_written()
         finally:
             claims.release_all()
 
 
+def _having(states: dict[int, str], state: str) -> tuple[int, ...]:
+    """The models (in job order) whose claim came back as `state`."""
+    return tuple(model for model, value in states.items() if value == state)
+
+
 class _Claims:
-    """The video claims a decoding process holds, each given back once the main process wrote the video."""
+    """The video claims a decoding process holds, per (video, model), each given back once the main process
+    wrote that model's video."""
 
     def __init__(self, stream: VideoFrameStream) -> None:
         self.stream = stream
-        self.held: dict[int, VideoClaim] = {}  # video index -> claim
+        self.held: dict[tuple[int, int], VideoClaim] = {}  # (video index, model) -> claim
 
-    def take(self, job: VideoJob) -> str:
-        """Claim `job`'s video: `taken` (decode it), `busy` (another run holds it) or `elsewhere` (another
-        run wrote it since this run was planned)."""
+    def take(self, job: VideoJob) -> dict[int, str]:
+        """Claim `job`'s video in each of its models' stores: per model `taken` (decode it), `busy` (another
+        run holds it) or `elsewhere` (another run wrote it since this run was planned)."""
         self.release_written()
-        root = self.stream.store_root
+        return {model: self._take_one(job, model) for model in job.models}
+
+    def _take_one(self, job: VideoJob, model: int) -> str:
+        root = self.stream.store_roots[model]
         if root is None or job.video is None:
             return "taken"
         claim = claim_video(root, job.video)
         if claim is None:
             return "busy"
         state = file_state(FeatureStore(root).path(job.video))
-        if state is not None and state != job.seen:
+        if state is not None and state != job.state_of(model):
             claim.release()
             return "elsewhere"
-        self.held[job.index] = claim
+        self.held[(job.index, model)] = claim
         return "taken"
 
     def release_written(self) -> None:
         """Give back the claims of videos the main process has written."""
-        for index in [i for i in self.held if self.stream.written[self.stream.slot[i]]]:
-            self.held.pop(index).release()
+        for key in [k for k in self.held if self.stream.is_written(*k)]:
+            self.held.pop(key).release()
 
     def wait_until_written(self) -> None:
         """Hold the last claims until their videos are written (released sooner, another run would redo
@@ -172,20 +209,22 @@ def _cpu_worker_init(worker_id: int) -> None:
 
 def make_loader(
     jobs: Sequence[VideoJob],
-    plan: FramePlan,
+    plan: FramePlan | Sequence[FramePlan],
     batch_size: int,
     num_workers: int,
     device: torch.device,
-    store_root: Path | None = None,
+    store_root: Path | Sequence[Path | None] | None = None,
     decoding: Decoding = PYAV,
+    cache: FrameCache | None = None,
 ) -> DataLoader:
     """DataLoader over whole-video decoding jobs; chunks are already batched, so `batch_size=None`. With
-    `store_root`, videos are claimed in that store (see `VideoFrameStream`). Decoding on CUDA runs in the
+    `store_root`, videos are claimed in that store (see `VideoFrameStream`; one plan and store per model for
+    a pass over several models). Decoding on CUDA runs in the
     main process (no workers: CUDA does not cross a fork) and its chunks are already on the device."""
     workers = 0 if decoding.on_cuda else max(0, min(num_workers, len(jobs)))
     init = _cpu_worker_init if device.type == "cpu" else _worker_init
     return DataLoader(
-        VideoFrameStream(jobs, plan, batch_size, store_root, decoding),
+        VideoFrameStream(jobs, plan, batch_size, store_root, decoding, cache),
         batch_size=None,
         num_workers=workers,
         pin_memory=device.type == "cuda" and not decoding.on_cuda,

@@ -1,10 +1,14 @@
-"""What an extraction run is asked to do: its settings (`ExtractOptions`, checked when made) and the videos of
-a dataset they select (`select_videos`)."""
+"""What an extraction run is asked to do: its settings (`ExtractOptions`, checked when made), the videos of
+a dataset they select (`select_videos`) and, for a run over several encoders, each one's store
+(`ExtractTarget`, named by `store_name`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from plstitch_eval.data.datasets import DatasetAdapter, VideoRecord
 from plstitch_eval.encode_options import EncodeOptions
@@ -29,9 +33,20 @@ class ExtractOptions(EncodeOptions):
     crop_black_margin: bool = False  # cut each video's black border first (plstitch_eval.data.margin)
     progress: bool = True
     decoder: str = "pyav"  # pyav | torchcodec | auto (plstitch_eval.data.decoders)
+    frames: str | Path | None = None  # a frame cache (`write-lmdb --eval-frames`) read instead of the videos
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.frames is not None:
+            for flag, on in (
+                ("--crop-black-margin", self.crop_black_margin),
+                ("--resize-on-decode", self.resize_on_decode),
+            ):
+                if on:
+                    raise ConfigError(
+                        f"{flag} works on decoded video, not on a frame cache (--frames {self.frames}); "
+                        "drop one of the two."
+                    )
         if self.fps is not None and not self.fps > 0:
             raise ConfigError(f"Extraction fps (--fps) must be > 0, got {self.fps}.")
         if isinstance(self.videos, str):
@@ -57,3 +72,34 @@ def select_videos(
             )
         records = [by_name[v] for v in videos]
     return records
+
+
+@dataclass(frozen=True)
+class ExtractTarget:
+    """One encoder of an extraction run (an Encoder or a model spec) and the store folder it writes; `name`
+    labels it in logs and summaries."""
+
+    encoder: Any
+    out: Path
+    name: str | None = None
+
+
+def store_name(spec: str) -> str:
+    """The folder name of a model's store in a run over several models: a registry name as it is, any other
+    spec (hf-hub:ORG/NAME, a path) made filesystem-safe (`hf-hub_ORG_NAME`)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(spec)).strip("._")
+    return name or "model"
+
+
+def store_targets(specs: Sequence[str], out: Path) -> list[ExtractTarget]:
+    """`out/<store_name(spec)>` for each spec; two specs with one folder name are refused."""
+    targets: dict[str, ExtractTarget] = {}
+    for spec in specs:
+        name = store_name(spec)
+        if name in targets:
+            raise ConfigError(
+                f"--model {targets[name].name!r} and --model {spec!r} would both write {out / name}; "
+                "pass each model once (or extract them into separate --out folders)."
+            )
+        targets[name] = ExtractTarget(spec, out / name, spec)
+    return list(targets.values())

@@ -58,11 +58,14 @@ def dataset_splits(adapter: DatasetAdapter) -> tuple[str, dict[str, dict[str, li
     return schemes[0], {scheme: dict(adapter.splits(scheme)) for scheme in schemes}
 
 
-def preprocessing_record(data_config: Any, plan: FramePlan, decoding: Decoding = PYAV) -> dict[str, Any]:
+def preprocessing_record(
+    data_config: Any, plan: FramePlan, decoding: Decoding = PYAV, frames: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The manifest's `preprocessing`: the model's DataConfig (+ `resize_on_decode` when that mode is on, + a
     clip encoder's window, so stores made with other windows never mix, + the black-margin detection when it
     is on, + a decoder other than PyAV and a CUDA decoding device: `Decoding.record`, absent from stores made
-    before, which read as PyAV's)."""
+    before, which read as PyAV's; or, for frames read from a frame cache, the cache's `FrameCache.record`:
+    JPEG frames never mix with decoded ones)."""
     record = data_config.to_dict() if hasattr(data_config, "to_dict") else _jsonable(data_config)
     if plan.resize_on_decode:
         record["resize_on_decode"] = True
@@ -70,15 +73,20 @@ def preprocessing_record(data_config: Any, plan: FramePlan, decoding: Decoding =
         record["clip"] = plan.clip.to_dict()
     if plan.crop_black_margin:
         record["crop_black_margin"] = detection_record()
-    record.update(decoding.record())
+    record.update(decoding.record() if frames is None else frames)
     return record
 
 
 def build_manifest(
-    adapter: DatasetAdapter, encoder: Any, plan: FramePlan, precision: str, decoding: Decoding = PYAV
+    adapter: DatasetAdapter,
+    encoder: Any,
+    plan: FramePlan,
+    precision: str,
+    decoding: Decoding = PYAV,
+    frames: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Manifest of a store: dataset, splits, classes, model spec + provenance, preprocessing (with the
-    decoder), fps, version."""
+    decoder, or the frame cache's record), fps, version."""
     default_scheme, schemes = dataset_splits(adapter)
     provenance = _jsonable(dict(getattr(encoder, "provenance", {}) or {}))
     return {
@@ -96,7 +104,7 @@ def build_manifest(
             "feature_dim": int(encoder.feature_dim),
             "provenance": provenance,
         },
-        "preprocessing": preprocessing_record(encoder.data_config, plan, decoding),
+        "preprocessing": preprocessing_record(encoder.data_config, plan, decoding, frames),
         "fps": plan.fps,
         "feature_dim": int(encoder.feature_dim),
         "precision": precision,
@@ -124,6 +132,26 @@ def check_out_folder(root: Path) -> None:
         raise FeatureStoreError(
             f"{root} exists, is not empty and has no {MANIFEST}, so it is not a feature store; "
             "choose a new or empty --out folder."
+        )
+
+
+def check_stores_folder(root: Path) -> None:
+    """Refuse an `--out` for several models' stores that is a file, a feature store itself, or holds files
+    (a folder of stores holds only folders, one per model)."""
+    if root.exists() and not root.is_dir():
+        raise FeatureStoreError(f"{root} is a file, not a folder; choose a new or empty --out folder.")
+    if not root.is_dir():
+        return
+    if (root / MANIFEST).exists():
+        raise FeatureStoreError(
+            f"{root} is the feature store of one model; with several --model, --out is the folder of their "
+            "stores: choose a new or empty folder."
+        )
+    files = sorted(p.name for p in root.iterdir() if not p.is_dir())
+    if files:
+        raise FeatureStoreError(
+            f"{root} holds files ({', '.join(files[:3])}{' ...' if len(files) > 3 else ''}), so it is not a "
+            "folder of feature stores; choose a new or empty --out folder."
         )
 
 

@@ -77,6 +77,46 @@ class ExtractSummary:
         }
 
 
+@dataclass
+class MultiExtractSummary:
+    """What a run over several encoders did: one `ExtractSummary` per store, in the order the models were
+    given (`names` label them)."""
+
+    stores: list[ExtractSummary]
+    names: list[str]
+    seconds: float
+    world_size: int = 1
+    rank: int = 0
+
+    @property
+    def failed(self) -> list[tuple[str, VideoResult]]:
+        """(model, video result) of every video that could not be extracted."""
+        return [(name, r) for name, s in zip(self.names, self.stores, strict=True) for r in s.failed]
+
+    @property
+    def ok(self) -> bool:
+        """True when no video of any model failed."""
+        return all(s.ok for s in self.stores)
+
+    @property
+    def frames(self) -> int:
+        """Frames encoded in this run, summed over the models."""
+        return sum(s.frames for s in self.stores)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for `--json`): the run's totals and each store's own summary."""
+        return {
+            "seconds": self.seconds,
+            "frames": self.frames,
+            "frames_per_second": self.frames / self.seconds if self.seconds > 0 else 0.0,
+            "world_size": self.world_size,
+            "ok": self.ok,
+            "stores": [
+                {"model": name, **s.to_dict()} for name, s in zip(self.names, self.stores, strict=True)
+            ],
+        }
+
+
 def summary_table(summary: ExtractSummary, max_rows: int = SUMMARY_ROWS) -> Table:
     """Rich table: one row per video (failures always; others up to `max_rows`) plus a total row."""
     table = Table(

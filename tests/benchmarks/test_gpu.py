@@ -61,3 +61,23 @@ def test_peak_flops_by_name(gpu, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Some GPU")
     assert gpu.peak_flops(torch.device("cuda"), None) is None
     assert gpu.peak_flops(torch.device("cuda"), 100.0) == pytest.approx(1e14)
+
+
+def test_the_passes_part_runs_on_the_cpu_with_tiny_models(gpu, tmp_path, capsys):
+    """`--parts passes` end to end on the CPU (a GPU run uses ViT-B/16): every row measured, cache rows with
+    their target, one encoder and N."""
+    from plstitch_eval.hub import load_encoder
+
+    passes = gpu.sibling("gpu_passes")
+    args = gpu.parse_args(["--parts", "passes", "--videos", "2", "--seconds", "2", "--batch-size", "4",
+                           "--repeats", "1", "--pass-models", "2", "--fps", "2"])  # fmt: skip
+    root = gpu.generate_videos(tmp_path / "cholec80", args.videos, args.seconds, height=48, width=64)
+    result = passes.passes_rows(
+        root, lambda: load_encoder("plstitch-tiny-synthetic"), gpu.forward_floor, args, torch.device("cpu")
+    )
+    runs = [row["run"] for row in result["rows"]]
+    assert runs == ["video, PyAV CPU workers, 2 models", "cache, 1 model", "cache, 2 models"]
+    assert all(row["frames_per_model"] == 8 and row["of_forward_floor"] > 0 for row in result["rows"])
+    assert [row["target"] for row in result["rows"]] == [None, 0.8, 0.8]
+    passes.print_passes(result, args)
+    assert "cache, 2 models" in capsys.readouterr().out

@@ -32,7 +32,14 @@ from plstitch_train.data import (
     discover_videos,
     open_frame_store,
 )
-from plstitch_train.frames_lmdb import SIDECAR_NAME, write_frames_lmdb
+from plstitch_train.frames_lmdb import (
+    SIDECAR_NAME,
+    TIMES_NAME,
+    lmdb_summary,
+    read_frame_times,
+    read_layout,
+    write_frames_lmdb,
+)
 from plstitch_train.presets import TrainConfig, get_preset
 from tests.train.conftest import VIDEO_FPS, tiny_config, write_mp4
 
@@ -160,6 +167,41 @@ def test_writer_resumes_after_a_crash_and_never_overwrites(
     with pytest.raises(DataError, match="quality: 90 there, 80 now"):
         write_frames_lmdb(videos, tmp_path / "out", VIDEO_FPS, 36, quality=80)
     assert _all_items(tmp_path / "out") == reference
+
+
+def test_the_format_lives_in_plstitch_eval_and_is_re_exported_as_the_same_objects() -> None:
+    import plstitch_eval.data.frames_lmdb as layout_module
+    import plstitch_train.frames_lmdb as training_module
+
+    names = (
+        "LMDB_DATA_FILE SIDECAR_NAME LAYOUT_FORMAT AUTHORS_FPS MAP_SIZE LmdbLayout is_frames_lmdb "
+        "_lmdb_folder _open_env _reader _READERS _close_readers read_layout _write_layout scan_keys "
+        "decode_frame encode_frame"
+    )
+    for name in names.split():
+        assert getattr(training_module, name) is getattr(layout_module, name), name
+
+
+def test_frame_times_are_recorded_and_format_1_sidecars_still_read(video_dir: Path, tmp_path: Path) -> None:
+    videos = discover_videos(video_dir, folder_fps=VIDEO_FPS)
+    out = write_frames_lmdb(videos, tmp_path / "frames.lmdb", VIDEO_FPS, 36)
+    sidecar = json.loads((out / SIDECAR_NAME).read_text())
+    assert sidecar["format"] == "plstitch-frames-lmdb/2" and lmdb_summary(out)["frame_times"] is True
+    times = read_frame_times(out)
+    for video in videos:
+        decoded = [f.time for f in read_frames(video.source, fps=VIDEO_FPS, size=36)]
+        assert times[video.name] == decoded and sidecar["videos"][video.name] == len(decoded)
+    # as an older plstitch wrote it: format /1, no times; it trains and is up to date, without times
+    del sidecar["frame_times"]
+    (out / SIDECAR_NAME).write_text(json.dumps({**sidecar, "format": "plstitch-frames-lmdb/1"}))
+    (out / TIMES_NAME).unlink()
+    assert read_layout(out)[1] == sidecar["videos"]
+    assert write_frames_lmdb(videos, out, VIDEO_FPS, 36) == out
+    assert lmdb_summary(out)["frame_times"] is False
+    assert LmdbFrameStore.open(out, fps=VIDEO_FPS).lengths == [sidecar["videos"][v.name] for v in videos]
+    (out / SIDECAR_NAME).write_text(json.dumps({**sidecar, "format": "plstitch-frames-lmdb/9"}))
+    with pytest.raises(DataError, match="plstitch-frames-lmdb/9"):
+        read_layout(out)
 
 
 def test_writer_resumes_after_a_kill(tmp_path: Path) -> None:

@@ -57,18 +57,20 @@ def test_interrupted_run_finishes_only_what_is_missing(
             return _original(*a, **kw)
 
         monkeypatch.setattr(homes[name], name, counted)
-    original_extract = bench_runner.extract_features
+    original_extract = bench_runner.extract_many
 
     def recorded_extract(*a, **kw):
         summaries.append(original_extract(*a, **kw))
         return summaries[-1]
 
-    monkeypatch.setattr(bench_runner, "extract_features", recorded_extract)
+    monkeypatch.setattr(bench_runner, "extract_many", recorded_extract)
     second = runner.invoke(app, args)
     assert second.exit_code == 0, second.output
     assert calls == {"run_knn": 0, "run_linear": 1}
     assert (cell_dir / "knn.json").stat().st_mtime_ns == knn_mtime
-    assert len(summaries) == 1 and {r.status for r in summaries[0].results} == {"skipped"}  # store resumed
+    assert len(summaries) == 1 and {r.status for r in summaries[0].stores[0].results} == {
+        "skipped"
+    }  # resumed
     cells = table_json(out)["cells"]
     assert [(c["protocol"], c["status"], c["resumed"]) for c in cells] == [
         ("knn", "done", True),

@@ -93,7 +93,7 @@ def test_rerun_recomputes_nothing(run, datasets_file: Path, monkeypatch: pytest.
     def forbidden(*_args, **_kwargs):
         raise AssertionError("a finished cell was recomputed")
 
-    for name in ("load_encoder", "extract_features"):
+    for name in ("load_encoder", "extract_many"):
         monkeypatch.setattr(bench_runner, name, forbidden)
     monkeypatch.setattr(knn_protocol, "run_knn", forbidden)  # where the registered protocols run
     monkeypatch.setattr(linear_protocol, "run_linear", forbidden)
@@ -214,3 +214,56 @@ def test_errors_are_one_line_with_their_type_unless_ours() -> None:
     assert describe_error(ConfigError("bad\n  input")) == "bad input"
     assert describe_error(MemoryError()) == "MemoryError: MemoryError"
     assert describe_error(ValueError("x")) == "ValueError: x"
+
+
+def test_the_models_of_a_dataset_share_one_decoding_pass(
+    datasets_file: Path, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from plstitch_eval.extract import chunks
+    from plstitch_eval.features import FeatureStore
+
+    monkeypatch.setenv("PLSTITCH_CACHE", str(cache))
+    decoded: list[str] = []
+    real = chunks.read_frames
+
+    def counting(source, *args, **kwargs):
+        decoded.append(str(source))
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(chunks, "read_frames", counting)
+    out = tmp_path / "out"
+    result = runner.invoke(app, cli_args(out, str(datasets_file), protocols="knn"))
+    assert result.exit_code == 0, result.output
+    cells = table_json(out)["cells"]
+    assert len({c["model"] for c in cells}) == 2
+    videos = sum(len(FeatureStore(c["features"]).videos()) for c in cells) // 2
+    assert len(decoded) == len(set(decoded)) == videos  # two models, each video decoded once
+
+
+def test_a_dataset_with_a_frame_cache_reads_its_frames_from_there(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from plstitch_eval.extract import chunks
+    from plstitch_eval.features import FeatureStore
+
+    monkeypatch.setenv("PLSTITCH_CACHE", str(cache))
+    lmdb = tmp_path / "synthetic.lmdb"
+    datasets = tmp_path / "d.toml"
+    entries = "".join(f"{k} = {v}\n" for k, v in SMALL_DATASET.items())
+    datasets.write_text(f'[synthetic]\nframes = "{lmdb.name}"\n{entries}')
+    from plstitch_eval.data.datasets import get_dataset
+    from plstitch_eval.data.frames_lmdb import FrameCache
+    from plstitch_train.frames_lmdb import write_frames_lmdb
+    from plstitch_train.videos import VideoSource
+
+    adapter = get_dataset("synthetic", **SMALL_DATASET)
+    videos = [VideoSource(r.name, r.source, r.folder_fps) for r in adapter.videos()]
+    write_frames_lmdb(videos, lmdb, adapter.eval_fps, None, source="test")
+    assert len(FrameCache.open(lmdb)) == len(videos)
+
+    monkeypatch.setattr(chunks, "read_frames", lambda *a, **k: pytest.fail("a video was decoded"))
+    out = tmp_path / "out"
+    result = runner.invoke(app, cli_args(out, str(datasets), protocols="knn"))
+    assert result.exit_code == 0, result.output
+    for cell in table_json(out)["cells"]:
+        assert FeatureStore(cell["features"]).manifest["preprocessing"]["frames"] == "jpeg-lmdb"

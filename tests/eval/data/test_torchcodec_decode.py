@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from plstitch_eval.data import decoders, torchcodec_decode, video
+from plstitch_eval.data import decoders, pyav_cuda, torchcodec_decode, video
 from plstitch_eval.data.decoders import Decoding, check_decoder_options, recorded_decoder, resolve_decoding
 from plstitch_eval.data.video import ClipSampling
 from plstitch_eval.errors import ConfigError, DecodeError
@@ -142,7 +142,8 @@ def test_auto_falls_back_to_pyav_without_torchcodec(no_torchcodec, videos, capsy
     assert line.startswith("decoder: auto chose pyav on cpu") and 'pip install "plstitch[torchcodec]"' in line
     frames = list(decoders.read_frames(videos["25fps"], 1.0, decoding=decoding))
     assert [decode_index(f.image) for f in frames] == [0, 25, 50, 75]
-    assert resolve_decoding("auto", "cuda", "cpu").device == "cpu"  # PyAV decodes on the CPU only
+    nvdec = pyav_cuda.nvdec_unavailable_reason() is None  # PyAV keeps a CUDA device only with NVDEC
+    assert resolve_decoding("auto", "cuda", "cpu").device == ("cuda" if nvdec else "cpu")
 
 
 def test_explicit_torchcodec_without_it_is_one_line_with_the_fix(no_torchcodec):
@@ -194,7 +195,6 @@ def test_frames_torchcodec_cannot_number_go_to_pyav_with_a_warning(videos, monke
     [
         ("ffmpeg", "auto", "--decoder must be one of pyav, torchcodec, auto"),
         ("pyav", "tpu", "--decode-device must be auto, cpu, cuda or cuda:N"),
-        ("pyav", "cuda", "--decode-device cuda needs --decoder torchcodec"),
     ],
 )
 def test_bad_settings_are_one_line(decoder, device, match):
@@ -215,4 +215,6 @@ def test_the_store_record_names_only_other_decoders():
         and recorded_decoder(TORCHCODEC.record()) == "torchcodec"
     )
     assert Decoding("torchcodec", "cuda:1").record() == {"decoder": "torchcodec", "decode_device": "cuda"}
-    assert resolve_decoding("pyav", "auto", "cuda:0") == Decoding()  # PyAV decodes on the CPU
+    assert Decoding("pyav", "cuda:0").record() == {"decode_device": "cuda"}  # NVDEC through PyAV
+    if pyav_cuda.nvdec_unavailable_reason() is not None:  # no NVDEC here: PyAV decodes on the CPU
+        assert resolve_decoding("pyav", "auto", "cuda:0") == Decoding()

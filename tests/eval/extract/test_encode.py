@@ -27,7 +27,8 @@ class _Loader(list):
         self.dataset = self
         self.written: list[int] = []
 
-    def mark_written(self, video_index: int) -> None:
+    def mark_written(self, video_index: int, model: int = 0) -> None:
+        assert model == 0
         self.written.append(video_index)
 
 

@@ -47,8 +47,9 @@ def test_one_check_words_its_error_for_each_command(field, value, extract_error,
 def test_the_decoder_pair_is_checked_in_every_class(options_class) -> None:
     with pytest.raises(ConfigError, match="--decoder must be one of"):
         options_class(decoder="nope")
-    with pytest.raises(ConfigError, match="--decode-device cuda needs --decoder torchcodec"):
-        options_class(decoder="pyav", decode_device="cuda")
+    with pytest.raises(ConfigError, match="--decode-device must be auto, cpu, cuda or cuda:N"):
+        options_class(decoder="pyav", decode_device="tpu")
+    assert options_class(decoder="pyav", decode_device="cuda").decode_device == "cuda"  # NVDEC: at run time
     assert options_class(device=torch.device("cpu")).device == "cpu"
 
 
