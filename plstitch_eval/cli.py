@@ -7,8 +7,10 @@ top floor: only `plstitch_eval/__main__.py` (`python -m plstitch_eval`, the torc
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
+import re
 from typing import Annotated, Any
 
 import click
@@ -102,10 +104,49 @@ def _main(
     setup_logging(logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO, quiet=quiet)
 
 
+def unwrap_help(text: str) -> str:
+    """A command's help with each paragraph on one line, so that rich wraps it once, to the terminal's width.
+
+    Why: Typer's rich mode keeps the line breaks of a docstring's later paragraphs (and of the first one in a
+    group's command list) and then wraps each line again: a docstring wrapped at 110 columns reads as ragged
+    short lines at 80. Kept as they are: a paragraph that starts with click's no-rewrap marker `\b`, and line
+    breaks before list items (`- `, `* `, `1. `) and indented lines.
+    """
+    paragraphs = []
+    for paragraph in inspect.cleandoc(text).split("\n\n"):
+        if paragraph.startswith("\b"):
+            paragraphs.append(paragraph)
+            continue
+        lines: list[str] = []
+        for line in paragraph.splitlines():
+            if lines and not _KEEPS_ITS_LINE.match(line):
+                lines[-1] = f"{lines[-1].rstrip()} {line.strip()}"
+            else:
+                lines.append(line.rstrip())
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
+_KEEPS_ITS_LINE = re.compile(r"\s|[-*] |\d+[.)] ")  # an indented line or a list item starts a new line
+
+
+def _unwrap_command_help(typer_app: typer.Typer) -> None:
+    """`unwrap_help` on the help of every command of `typer_app` and of its sub-apps (their docstrings, or
+    the help they were registered with); the functions' own docstrings are left as they are."""
+    for command in typer_app.registered_commands:
+        text = command.help if command.help is not None else inspect.getdoc(command.callback)
+        if text:
+            command.help = unwrap_help(text)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _unwrap_command_help(group.typer_instance)
+
+
 def _register_all() -> None:
     evaluation = (quickstart, hub, data, evaluate, temporal, predict, benchmark, analyze)
     for module in (*evaluation, train, frames, reproduce, publish):
         module.register(app)
+    _unwrap_command_help(app)
 
 
 _register_all()

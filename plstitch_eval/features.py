@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import shutil
+import stat
 import struct
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -127,6 +128,22 @@ def _shown(value: Any) -> str:
         return "(none)"
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return " ".join(text.splitlines())
+
+
+def store_owned(path: Path) -> bool:
+    """Whether `path`, an entry of a store folder, is one a store writes: the lock folder, a feature file, a
+    manifest or feature file being written (`.NAME.XXXX.tmp`), a folder of such files (videos named with
+    folders). Why: a store that lost its manifest holds only these; anything else is not ours to delete."""
+    name = path.name
+    if name.startswith(".") and name.endswith(".tmp"):
+        return name.startswith(f".{MANIFEST}.") or ".safetensors." in name
+    try:
+        mode = path.lstat().st_mode
+        if stat.S_ISDIR(mode):
+            return name == LOCK_DIR or (not name.startswith(".") and all(map(store_owned, path.iterdir())))
+    except FileNotFoundError:  # removed meanwhile (a run starting the store again): judged by its name
+        return name.endswith(".safetensors")
+    return stat.S_ISREG(mode) and name.endswith(".safetensors") and not name.startswith(".")
 
 
 # ------------------------------------------------------------------------------------------------- locks
@@ -311,7 +328,8 @@ class FeatureStore:
     ) -> FeatureStore:
         """Open `root` for writing with `manifest`; refuse to mix with an incompatible existing store (the
         compatibility key and the top-level fields `also_compare` must agree) unless `overwrite`, which
-        deletes its features. Resuming keeps the creation time and the records of the videos written
+        deletes its features (also those of a store whose manifest was lost: its `store_owned` entries,
+        nothing else). Resuming keeps the creation time and the records of the videos written
         (`PER_VIDEO_KEYS`)."""
         store = cls(root)
         store.root.mkdir(parents=True, exist_ok=True)
@@ -333,13 +351,16 @@ class FeatureStore:
                     recorded.update({key: dict(old[key] or {}) for key in PER_VIDEO_KEYS if key in old})
                     if "created" in old:
                         manifest["created"] = old["created"]
+            elif overwrite:  # features without a manifest: nobody knows how they were made
+                store._clear(only_owned=True)
             store.write_manifest({**manifest, **recorded})
         return store
 
-    def _clear(self) -> None:
-        """Delete everything in the store but its lock files (other processes may hold them)."""
+    def _clear(self, only_owned: bool = False) -> None:
+        """Delete everything in the store but its lock files (other processes may hold them); `only_owned`:
+        only what `store_owned` calls a store's."""
         for entry in self.root.iterdir():
-            if entry.name == LOCK_DIR:
+            if entry.name == LOCK_DIR or (only_owned and not store_owned(entry)):
                 continue
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)

@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from rich.progress import TextColumn
 
 from plstitch_eval.errors import ConfigError, EvaluationError
 from plstitch_eval.metrics import macro_scores
+from plstitch_eval.utils.console import progress_bar
 from plstitch_eval.utils.device import resolve_device, torch_threads
 
 OPTIMIZERS = ("sgd", "adamw")
@@ -118,20 +120,28 @@ def class_weights(labels: np.ndarray, num_classes: int) -> np.ndarray:
 
 
 def train_linear_grid(
-    features: np.ndarray, labels: np.ndarray, num_classes: int, config: LinearConfig | None = None
+    features: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    config: LinearConfig | None = None,
+    progress: bool = False,
 ) -> LinearGrid:
-    """Train all (lr, wd) heads of `config` together on features [N, D] and labels [N]."""
+    """Train all (lr, wd) heads of `config` together on features [N, D] and labels [N].
+
+    `progress`: a bar over the steps on stderr (plain lines every few seconds when stderr is a file; muted
+    by --quiet).
+    """
     config = config or LinearConfig()
     threads = config.num_threads
     if threads is None and resolve_device(config.device).type == "cpu":
         step_flops = config.batch_size * np.shape(features)[-1] * num_classes * len(config.lrs)
         threads = 1 if step_flops * len(config.weight_decays) < 5e7 else None
     with torch_threads(threads):
-        return _train_grid(features, labels, num_classes, config)
+        return _train_grid(features, labels, num_classes, config, progress)
 
 
 def _train_grid(
-    features: np.ndarray, labels: np.ndarray, num_classes: int, config: LinearConfig
+    features: np.ndarray, labels: np.ndarray, num_classes: int, config: LinearConfig, progress: bool = False
 ) -> LinearGrid:
     features = np.asarray(features, dtype=np.float32)
     labels = np.asarray(labels, dtype=np.int64)
@@ -152,19 +162,25 @@ def _train_grid(
     if config.balance_classes:
         sample_w = torch.from_numpy(class_weights(labels, num_classes)).float().to(device)
     epoch_loss = torch.zeros(run.num_heads, device=device)
-    for _epoch in range(config.epochs):
-        epoch_loss.zero_()
-        for idx in run.batches():
-            x, y = run.x[idx], y_all[idx]
-            w = sample_w[y]
-            rows = torch.arange(len(x), device=device)
-            logp = torch.log_softmax(run.logits(x), dim=-1)
-            grad = logp.exp()
-            grad[rows, :, y] -= 1.0
-            norm = w.sum().clamp_min(1e-12)
-            grad *= (w / norm).view(-1, 1, 1)
-            epoch_loss -= (logp[rows, :, y] * (w / norm).view(-1, 1)).sum(0)
-            run.update(x, grad)
+    steps = config.epochs * run.steps_per_epoch
+    label = f"linear probe ({run.num_heads} heads)"
+    with progress_bar(TextColumn("{task.fields[epoch]}"), disable=not progress) as bar:
+        task = bar.add_task(label, total=steps, epoch=f"epoch 1/{config.epochs}")
+        for epoch in range(1, config.epochs + 1):
+            epoch_loss.zero_()
+            for idx in run.batches():
+                x, y = run.x[idx], y_all[idx]
+                w = sample_w[y]
+                rows = torch.arange(len(x), device=device)
+                logp = torch.log_softmax(run.logits(x), dim=-1)
+                grad = logp.exp()
+                grad[rows, :, y] -= 1.0
+                norm = w.sum().clamp_min(1e-12)
+                grad *= (w / norm).view(-1, 1, 1)
+                epoch_loss -= (logp[rows, :, y] * (w / norm).view(-1, 1)).sum(0)
+                run.update(x, grad)
+                if progress:  # not even the bookkeeping of a disabled bar in the tight loop
+                    bar.update(task, advance=1, epoch=f"epoch {epoch}/{config.epochs}")
     losses = (epoch_loss / run.steps_per_epoch).cpu().tolist()
     return run.grid(losses)
 
@@ -313,13 +329,15 @@ def fit_linear_probe(
     val_labels: np.ndarray,
     num_classes: int,
     config: LinearConfig | None = None,
+    progress: bool = False,
 ) -> LinearProbeResult:
     """Train the grid on the training frames and keep the head that scores best on validation frames.
 
-    Ties keep the earliest head in grid order (lr-major, then weight decay).
+    Ties keep the earliest head in grid order (lr-major, then weight decay). `progress`: as in
+    `train_linear_grid`.
     """
     config = config or LinearConfig()
-    grid = train_linear_grid(train_features, train_labels, num_classes, config)
+    grid = train_linear_grid(train_features, train_labels, num_classes, config, progress)
     val_labels = np.asarray(val_labels, dtype=np.int64)
     if len(val_labels) == 0:
         raise EvaluationError("The validation split has no labelled frames; cannot choose a linear head.")

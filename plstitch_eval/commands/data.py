@@ -192,7 +192,7 @@ def extract(
     if len(specs) > 1:
         check_stores_folder(out)
     for target in targets:
-        check_out_folder(target.out)
+        check_out_folder(target.out, options.overwrite)
     if model is None and os.environ.get("RANK", "0") == "0":  # once under torchrun
         console.print(
             Text.assemble(

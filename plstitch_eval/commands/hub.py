@@ -115,9 +115,22 @@ def download(
         Path | None, typer.Option("--cache-dir", help="Hugging Face cache dir (default: HF_HUB_CACHE).")
     ] = None,
 ) -> None:
-    """Fetch a model's weights into the Hugging Face cache so it later loads offline."""
-    from plstitch_eval.hub.download import download_model
+    """Fetch a model's weights into the Hugging Face cache so it later loads offline.
 
+    A model whose weights are already on this machine (shipped with plstitch, or at the path its environment
+    variable names) or that has none (built in) needs no download: the command says so and exits 0.
+    """
+    from plstitch_eval.hub.download import download_model, local_weights
+
+    local = local_weights(name)
+    if local is not None:
+        where = f"its weights are at {local[0]}" if local else "it is built in (no weights)"
+        console.print(
+            Text.assemble(("ready", "green"), f" {name} is already usable: {where}; nothing to download."),
+            soft_wrap=True,
+        )
+        typer.echo(json.dumps({"name": name, "files": [str(path) for path in local], "commit": None}))
+        return
     files = download_model(name, revision=revision, cache_dir=cache_dir)
     for hub_file in files:
         console.print(

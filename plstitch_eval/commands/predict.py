@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,6 +25,9 @@ from plstitch_eval.commands.options import (
     split_opt,
 )
 from plstitch_eval.errors import ConfigError
+
+if TYPE_CHECKING:
+    from plstitch_eval.predict import PredictSummary
 
 VideosRootOpt = root_opt("Every video in this folder; with --dataset, the dataset's folder instead.")
 PredictOutOpt = out_opt("Folder for <video>.csv and <video>.png (optional with --online).", kind=Path | None)
@@ -74,6 +77,16 @@ def predict(
             "the phase and its latency.",
         ),
     ] = False,
+    follow_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--follow-timeout",
+            metavar="SECONDS",
+            help="With --online: a video file still being written (MPEG-TS, Matroska, ...; written to in the "
+            "last SECONDS) is followed, waiting at its end for more, until no byte came for SECONDS; "
+            "0 reads to its current end (default 10).",
+        ),
+    ] = None,
     progression: Annotated[
         bool | None,
         typer.Option(
@@ -123,7 +136,7 @@ def predict(
         videos_in_folder,
     )
     from plstitch_eval.probes import load_probe
-    from plstitch_eval.utils.console import console, print_error, progress_bar
+    from plstitch_eval.utils.console import console, error_console, print_error, progress_bar
     from plstitch_eval.utils.io import write_json_output
 
     options = PredictOptions(
@@ -135,12 +148,12 @@ def predict(
             decoder=decoder,
             decode_device=decode_device,
         ),
-        **given(which=which),
+        **given(which=which, follow_timeout=follow_timeout),
         overwrite=overwrite,
         progression=progression,
         trust_pickle=trust_pickle,
     )
-    _check_inputs(videos or [], root, dataset, labels or [], out, online)
+    _check_inputs(videos or [], root, dataset, labels or [], out, online, follow_timeout)
     probe = load_probe(probe_dir)
     if dataset is not None:
         names = [v.strip() for v in only.split(",") if v.strip()] if only else None
@@ -161,9 +174,30 @@ def predict(
 
         decoding = predict_decoding(probe, model, sources, options)
         if decoding.on_cuda or (decoder == "torchcodec" and any(s.source is None for s in sources)):
-            note = " --online decodes files on the CPU, frame by frame; a stream on stdin is read by PyAV"
+            note = (
+                " --online decodes files on the CPU, frame by frame; a stream on stdin, or a recording "
+                "still being written, is read by PyAV"
+            )
             console.print(Text.assemble(("note:", "yellow"), note), soft_wrap=True, highlight=False)
-        summary = run_online(probe, model, sources, out, emit, overwrite=overwrite, decoding=decoding)
+        try:
+            summary = run_online(
+                probe,
+                model,
+                sources,
+                out,
+                emit,
+                overwrite=overwrite,
+                decoding=decoding,
+                follow_s=options.follow_timeout,
+            )
+        except KeyboardInterrupt:  # a second Ctrl-C: stopped at once
+            where = "" if out is None else f"; {out} holds the videos that had ended"
+            error_console.print(
+                Text(f"interrupted twice: stopped at once, the video in hand is not written{where}"),
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(code=130) from None
     else:
         with progress_bar() as bar:
             task = bar.add_task("predict", total=len(sources))
@@ -174,10 +208,28 @@ def predict(
         write_json_output(json_path or "-", summary.to_dict())
     if json_path is not None and str(json_path) != "-":
         console.print(Text(f"summary written to {json_path}"), highlight=False)
+    for failure in summary.failed:
+        print_error(failure.error)  # names the file
+    if summary.interrupted:
+        error_console.print(Text(interrupted_line(summary)), highlight=False, soft_wrap=True)
+        raise typer.Exit(code=130)
     if not summary.ok:
-        for failure in summary.failed:
-            print_error(failure.error)  # names the file
         raise typer.Exit(code=1)
+
+
+def interrupted_line(summary: PredictSummary) -> str:
+    """The one line Ctrl-C leaves on stderr: where the video stopped and what was written."""
+    video = summary.interrupted_video
+    if video is None:
+        done = summary.predictions[-1].video if summary.predictions else None
+        after = f" after {done} ended" if done else " before the first video"
+        return f"interrupted{after}; the videos after it were not read"
+    if not video.frames:
+        return f"interrupted before the first frame of {video.source}; nothing to write"
+    at = f"interrupted at {video.last_time:.1f} s of video ({video.source})"
+    if not video.files:
+        return f"{at}; nothing written (no --out)"
+    return f"{at}; wrote {video.files['csv']} and {video.files['png']}"
 
 
 def _check_inputs(
@@ -187,8 +239,9 @@ def _check_inputs(
     labels: list[Path],
     out: Path | None,
     online: bool,
+    follow_timeout: float | None = None,
 ) -> None:
-    """One way to name the inputs; --out unless online; stdin only online."""
+    """One way to name the inputs; --out unless online; stdin and --follow-timeout only online."""
     if dataset is None and videos and root is not None:
         raise ConfigError("Give VIDEO arguments or --root DIR, not both.")
     if dataset is None and not videos and root is None:
@@ -205,6 +258,8 @@ def _check_inputs(
         )
     if "-" in videos and not online:
         raise ConfigError("Reading stdin (-) needs --online; or save the stream to a file first.")
+    if follow_timeout is not None and not online:
+        raise ConfigError("--follow-timeout goes with --online (it follows a recording as it is written).")
     if out is None and not online:
         raise ConfigError(
             "--out is required (the folder for <video>.csv and <video>.png); --online may omit it."

@@ -1,11 +1,13 @@
 """CLI command `temporal`: options -> `TemporalConfig` -> the temporal protocol; print and save results.
 
-Every model option defaults to "not given" (None), so `TemporalConfig`'s defaults (MS-TCN as published) win.
+Every model option defaults to "not given" (None), so `TemporalConfig`'s defaults (MS-TCN as published) win;
+`--threads` too (a fixed 1 thread: the thread count changes the numbers), `--threads 0` = torch's default.
 Library imports sit inside the command for `plstitch --help`'s start-up (see commands/evaluate.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
@@ -56,7 +58,14 @@ def temporal(
     precision: Annotated[
         str | None, typer.Option(help="fp32 (default), bf16, fp16 (autocast, CUDA) or auto.")
     ] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads (default: torch's).")] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            help="CPU threads: they change the float rounding, so the results (recorded as "
+            "protocol.threads). Default 1 on any machine; 0 = torch's default (physical cores or "
+            "OMP_NUM_THREADS)."
+        ),
+    ] = None,
     val_fraction: ValFractionOpt = 0.2,
     split_scheme: SchemeOpt = None,
     relaxed: RelaxedOpt = False,
@@ -88,8 +97,10 @@ def temporal(
         seed=seed,
         device=device,
         precision=precision,
-        num_threads=threads,
+        num_threads=threads or None,
     )
+    if threads == 0:
+        config = replace(config, num_threads=None)  # torch's setting: depends on the machine
     options: dict[str, Any] = {"scheme": split_scheme, "val_fraction": val_fraction, "relaxed": relaxed}
     if seeds is not None and seeds != 1:
         results, fits = run_temporal_seeds(features, config, seeds, **options)
@@ -97,6 +108,7 @@ def temporal(
     else:
         results, fit = run_temporal(features, config, **options)
         over = f", epoch {fit.best_epoch}"
+    over += f", {fit.device}, {fit.threads} thread{'' if fit.threads == 1 else 's'}"
     kind = "causal " if config.causal else ""
     shape = f"{config.stages}x{config.layers}x{config.channels}"
     print_and_write_results(results, json_path, f"temporal ({kind}MS-TCN {shape}{over})")

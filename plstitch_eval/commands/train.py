@@ -102,7 +102,9 @@ def train(
     device: device_opt(kind=str | None) = None,
     precision: Annotated[str | None, typer.Option("--precision", help="auto, fp32, bf16 or fp16.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed.")] = None,
-    num_workers: Annotated[int | None, typer.Option("--num-workers", help="DataLoader workers.")] = None,
+    num_workers: Annotated[
+        int | None, typer.Option("--num-workers", "-j", help="DataLoader workers (decode the videos).")
+    ] = None,
     checkpoint_every: Annotated[
         int | None, typer.Option("--checkpoint-every", help="Write last.ckpt every N steps.")
     ] = None,

@@ -19,7 +19,7 @@ import torch
 
 from plstitch_eval.data.decoders import PYAV, Decoding, frame_batches, read_clips, read_frames
 from plstitch_eval.data.frames_lmdb import FrameCache
-from plstitch_eval.data.margin import detect_video_margin
+from plstitch_eval.data.margin import detect_video_margin, warn_if_margin_changes
 from plstitch_eval.data.video import DecodedFrame
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.preprocess import FramePlan, prepare_frame, resize_and_crop
@@ -246,6 +246,7 @@ def _with_video_margin(
         empty, times = torch.empty(0, dtype=torch.uint8), torch.empty(0, dtype=torch.float64)
         yield FrameChunk(job.index, empty, times, True, _decode_error_message(job.source, exc))
         return
+    warn_if_margin_changes(job.source, box, video=job.video, folder_fps=job.folder_fps)
     for chunk in chunks(replace(plan, margin=box)):
         if chunk.last and chunk.error is None:
             chunk.margin = box.to_dict()

@@ -109,7 +109,7 @@ def _run(
     records = select_videos(adapter, options.split, options.videos, options.split_scheme)
     cache = open_frame_cache(options, adapter, records)
     for target in targets:
-        check_out_folder(Path(target.out))
+        check_out_folder(Path(target.out), options.overwrite)
     dist_info, torch_device = init_distributed(resolve_device(options.device))
     try:
         models = [_Model(_resolve_encoder(t.encoder, torch_device), Path(t.out), t.name) for t in targets]

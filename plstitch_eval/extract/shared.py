@@ -30,7 +30,7 @@ import torch
 from plstitch_eval.data import decoders, video
 from plstitch_eval.data.decoders import Decoding
 from plstitch_eval.data.frames_lmdb import FrameCache
-from plstitch_eval.data.margin import detect_video_margin
+from plstitch_eval.data.margin import detect_video_margin, warn_if_margin_changes
 from plstitch_eval.data.sampling import TargetClock, WindowAssembler
 from plstitch_eval.errors import ConfigError, DecodeError
 from plstitch_eval.extract.chunks import (
@@ -142,6 +142,7 @@ def iter_shared_chunks(
             for model, plan in zip(job.models, plans, strict=True):
                 yield _Batcher(job, model, item_shape(plan), 1, None).error(message)
             return
+        warn_if_margin_changes(job.source, box, video=job.video, folder_fps=job.folder_fps)
         plans = [replace(plan, margin=box) for plan in plans]
         margin = box.to_dict()
     device_pass = on_device(job, decoding, cache) and all(p.clip is None for p in plans)

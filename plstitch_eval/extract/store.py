@@ -30,6 +30,7 @@ from plstitch_eval.features import (
     file_state,
     read_shapes,
     store_lock,
+    store_owned,
 )
 from plstitch_eval.preprocess import FramePlan
 from plstitch_eval.utils.console import print_error
@@ -113,9 +114,13 @@ def build_manifest(
     }
 
 
-def check_out_folder(root: Path) -> None:
+def check_out_folder(root: Path, overwrite: bool | None = None) -> None:
     """Refuse an `--out` that exists, is not empty and is not a feature store (checked before a model loads,
-    again under the store's lock): extraction never deletes (`--overwrite`) or writes into such a folder."""
+    again under the store's lock): extraction never deletes (`--overwrite`) or writes into such a folder.
+
+    A store whose manifest was deleted (nothing in it but what a store writes: `features.store_owned`) is
+    started again with `overwrite`, refused without it; `overwrite` None (a check before the run's settings
+    are at hand) lets it pass for `open_store` to decide."""
     if root.exists() and not root.is_dir():
         raise FeatureStoreError(f"{root} is a file, not a folder; choose a new or empty --out folder.")
     if not root.is_dir():
@@ -128,10 +133,17 @@ def check_out_folder(root: Path) -> None:
         for p in root.iterdir()
         if p.name != LOCK_DIR and not (p.name.startswith(f".{MANIFEST}.") and p.name.endswith(".tmp"))
     ]
-    if foreign and not (root / MANIFEST).exists():
+    if not foreign or (root / MANIFEST).exists():
+        return
+    if not all(store_owned(root / name) for name in foreign):
         raise FeatureStoreError(
             f"{root} exists, is not empty and has no {MANIFEST}, so it is not a feature store; "
             "choose a new or empty --out folder."
+        )
+    if overwrite is False:
+        raise FeatureStoreError(
+            f"{root} holds feature files but no {MANIFEST} (deleted?), so how they were made is unknown; "
+            "pass --overwrite to extract them again, or choose a new or empty --out folder."
         )
 
 
@@ -158,10 +170,10 @@ def check_stores_folder(root: Path) -> None:
 def open_store(root: Path, manifest: dict[str, Any], overwrite: bool) -> FeatureStore:
     """Create or resume the store at `root` (a resumed store keeps its creation time and its record of the
     videos written); runs starting together into one new folder create it once."""
-    check_out_folder(root)  # before anything is written into the folder
+    check_out_folder(root, overwrite)  # before anything is written into the folder
     root.mkdir(parents=True, exist_ok=True)
     with store_lock(root):
-        check_out_folder(root)
+        check_out_folder(root, overwrite)
         return FeatureStore.create(root, manifest, overwrite=overwrite, also_compare=EXTRA_COMPAT_FIELDS)
 
 

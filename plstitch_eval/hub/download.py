@@ -24,8 +24,9 @@ def hub_files_of(spec: str) -> tuple[str, list[str], str | None, str]:
             )
         if entry.repo_id is None:
             where = entry.local_path or (f"${entry.path_env}" if entry.path_env else "a local path")
+            fix = f" Set ${entry.path_env} to its checkpoint file." if entry.path_env else ""
             raise ConfigError(
-                f"Model {spec!r} is not on the Hugging Face Hub; its weights come from {where}."
+                f"Model {spec!r} is not on the Hugging Face Hub; its weights come from {where}.{fix}"
             )
         return entry.repo_id, _entry_files(entry), None, _RETRY_HINT
     if parsed.kind == "hf-hub" and parsed.repo_id is not None:
@@ -35,6 +36,31 @@ def hub_files_of(spec: str) -> tuple[str, list[str], str | None, str]:
         f"Unknown model {spec!r}.{did_you_mean(spec)} Use a name from `plstitch models` or "
         f"{HF_HUB_FILE_FORM}."
     )
+
+
+def local_weights(spec: str) -> list[Path] | None:
+    """The weights a registry model has without any download: `[path]` for a local path (shipped with the
+    package, or named by its environment variable), `[]` for a built-in encoder (no weights); None when the
+    model's weights come from the Hub (or `spec` is not a registry name).
+
+    Why: `plstitch download` of such a model has nothing to fetch; it says so and succeeds. A local path that
+    is named but missing is refused, naming the path and the fix (unless the Hub has the weights too).
+    """
+    entry = MODELS.get(spec)
+    if entry is None:
+        return None
+    if not entry.has_weights:
+        return []
+    local = entry.resolve_local_path()
+    if local is None or (entry.repo_id is not None and not local.exists()):  # from the Hub then
+        return None
+    if not local.exists():
+        if entry.local_path:
+            where, fix = str(local), "reinstall plstitch (the folder ships with the package)"
+        else:
+            where, fix = f"{local} (${entry.path_env})", f"point ${entry.path_env} at the checkpoint"
+        raise ConfigError(f"Model {spec!r}: its weights should be at {where}, which does not exist; {fix}.")
+    return [local]
 
 
 def _entry_files(entry: ModelEntry) -> list[str]:

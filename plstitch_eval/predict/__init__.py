@@ -15,11 +15,18 @@ Every name other modules use is importable from `plstitch_eval.predict` itself.
 
 from plstitch_eval.predict.encoder import ProbeEncoder, describe, encode_crops, load_probe_encoder
 from plstitch_eval.predict.online import (
+    END_OF_RECORDING,
+    FOLLOWED_FORMATS,
     FRAMEWISE_KINDS,
+    INTERRUPTED,
     PIPE_HINT,
     OnlineUpdate,
+    PolledReader,
+    StopRequest,
+    follows,
     online_plan,
     predict_online,
+    quiet_for,
     read_stream,
     stdin_binary,
 )
@@ -59,8 +66,11 @@ from plstitch_eval.predict.sources import (
 )
 
 __all__ = [
+    "END_OF_RECORDING",
     "FIXED_COLUMNS",
+    "FOLLOWED_FORMATS",
     "FRAMEWISE_KINDS",
+    "INTERRUPTED",
     "PHASE_TSV_HEADER",
     "PIPE_HINT",
     "PROGRESSION_COLUMN",
@@ -68,9 +78,11 @@ __all__ = [
     "STDIN_NAME",
     "VIDEO_EXTENSIONS",
     "OnlineUpdate",
+    "PolledReader",
     "PredictOptions",
     "PredictSummary",
     "ProbeEncoder",
+    "StopRequest",
     "VideoFailure",
     "VideoPrediction",
     "VideoSource",
@@ -81,6 +93,7 @@ __all__ = [
     "csv_text",
     "describe",
     "encode_crops",
+    "follows",
     "is_video_file",
     "load_probe_encoder",
     "online_plan",
@@ -90,6 +103,7 @@ __all__ = [
     "predict_online",
     "predict_videos",
     "probability_columns",
+    "quiet_for",
     "read_labels",
     "read_stream",
     "run_online",

@@ -3,13 +3,24 @@ as it is decoded; a causal probe only (its output at t may use frames <= t).
 
 A framewise probe (linear) looks at the new frame alone; any other causal probe is run again on the growing
 prefix (output at t is then the offline output at t; cost O(t) per frame, O(T^2) per video).
+
+A recording still being written is followed (`follows`): at the end of the file the reader waits for more
+bytes until none came for `follow_s` seconds. Ctrl-C ends the video where it is (`StopRequest`), so that what
+was seen is kept; each prediction says how its video ended (`VideoPrediction.ended`).
 """
 
 from __future__ import annotations
 
+import io
+import os
+import select
+import signal
+import stat
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
@@ -38,6 +49,17 @@ PIPE_HINT = (
     "index at its end, so pass it as a file"
 )
 FRAMEWISE_KINDS = ("linear",)  # probe kinds whose output at t depends on frame t alone
+# FFmpeg's names of the containers it reads front to back as they are written (no index at the end, unlike
+# MP4): a recording in one of them can be followed while it grows
+FOLLOWED_FORMATS = frozenset({"mpegts", "matroska,webm", "flv", "nut", "mpeg", "h264", "hevc"})
+POLL_S = 0.1  # while nothing new came: how often a followed file or a pipe is looked at again (and Ctrl-C)
+END_OF_RECORDING = "end of recording"  # a pipe closed by its writer, or a file read to its end unfollowed
+INTERRUPTED = "interrupted"  # Ctrl-C
+
+
+def quiet_for(follow_s: float) -> str:
+    """How a followed file ended when no byte came for `follow_s` seconds: `quiet for 10 s`."""
+    return f"quiet for {follow_s:g} s"
 
 
 @dataclass(frozen=True)
@@ -63,6 +85,129 @@ class OnlineUpdate:
             f"{video}{self.time_s:7.1f} s  {self.phase}  p={self.probability:.2f}  "
             f"latency={self.latency_s * 1000:.1f} ms"
         )
+
+
+class StopRequest:
+    """Ctrl-C while predicting online: SIGINT sets `requested`, which the reader and the frame loop look at,
+    so that the video ends where it is and what was seen is written; a second Ctrl-C stops at once.
+
+    Why a flag: PyAV reads a Python file object in a callback that swallows any exception raised in it,
+    KeyboardInterrupt included (`Exception ignored in: 'av.container.pyio.pyio_read_gil'`), and decoding
+    would go on. Installed (as a context manager) only in the main thread; elsewhere `requested` is set by
+    hand.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Callable | int | None = None
+        self._installed = False
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self.handle)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+            self._installed = False
+
+    def handle(self, signum: int, frame: object = None) -> None:
+        """Signal handler: the first Ctrl-C asks to stop, a second raises KeyboardInterrupt."""
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+
+class PolledReader:
+    """A byte stream PyAV reads through `read` alone (no `seek`: front to back, once, as a pipe), looked at
+    again every `poll_s` while nothing new came, so that Ctrl-C (`stop`) ends it within `poll_s`.
+
+    With `follow_s` > 0 (a file still being written) the end of the file is not the end: `read` waits for
+    more bytes until the file has been quiet for `follow_s` seconds (no byte written: its mtime, and the time
+    waited here). `ended` says why the stream ended (`END_OF_RECORDING`, `quiet_for`, `INTERRUPTED`).
+    """
+
+    def __init__(
+        self, file: IO[bytes], stop: StopRequest, follow_s: float = 0.0, poll_s: float = POLL_S
+    ) -> None:
+        self.file, self.stop, self.follow_s, self.poll_s = file, stop, follow_s, poll_s
+        self.ended: str | None = None
+        try:
+            fd: int | None = file.fileno()
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            fd = None  # an in-memory stream: always ready
+        self._fd = fd
+        self._polled = fd is not None and not stat.S_ISREG(os.fstat(fd).st_mode)  # a pipe, a socket
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to `size` bytes as soon as there are some; b"" once the stream has ended (see `ended`)."""
+        try:
+            data = self._read(size)
+        except KeyboardInterrupt:  # a second Ctrl-C: PyAV's read callback would swallow it
+            self.stop.requested = True
+            data = b""
+        if not data and (self.stop.requested or self.ended is None):
+            self.ended = INTERRUPTED if self.stop.requested else END_OF_RECORDING
+        return data
+
+    def _read(self, size: int) -> bytes:
+        waiting_since: float | None = None
+        while self.ended is None and not self.stop.requested:
+            if self._polled and not self._ready():
+                continue
+            data = self.file.read(size)
+            if data is None:  # a non-blocking stream with nothing to read yet
+                time.sleep(self.poll_s)
+                continue
+            if data or self.follow_s <= 0:
+                return data
+            waiting_since = time.monotonic() if waiting_since is None else waiting_since
+            quiet = max(time.monotonic() - waiting_since, self._quiet_on_disk())
+            if quiet >= self.follow_s:
+                self.ended = quiet_for(self.follow_s)
+                return b""
+            time.sleep(min(self.poll_s, self.follow_s - quiet))
+        return b""
+
+    def _ready(self) -> bool:
+        """Whether the pipe has bytes (or its end) within `poll_s`; True where it cannot be polled."""
+        try:
+            return bool(select.select([self._fd], [], [], self.poll_s)[0])
+        except (OSError, ValueError):  # e.g. a pipe on Windows: read it blocking
+            self._polled = False
+            return True
+
+    def _quiet_on_disk(self) -> float:
+        """Seconds since the file was last written (0 when that cannot be told)."""
+        if self._fd is None:
+            return 0.0
+        return time.time() - os.fstat(self._fd).st_mtime
+
+
+def container_format(path: Path) -> str | None:
+    """FFmpeg's name of a file's container (`mpegts`, `matroska,webm`, `mov,mp4,m4a,3gp,3g2,mj2`, ...); None
+    when FFmpeg cannot open it."""
+    try:
+        with av.open(str(path)) as container:
+            return container.format.name
+    except av.FFmpegError:
+        return None
+
+
+def follows(path: Path | None, follow_s: float) -> bool:
+    """Whether a video file is followed as a recording still being written: `follow_s` > 0, written to in the
+    last `follow_s` seconds, in a container FFmpeg reads as it is written (`FOLLOWED_FORMATS`).
+
+    Why both: a file quiet for longer has ended by the rule that ends a followed one, so a finished file is
+    read to its end at once; an MP4 cannot be read before its index, which is written last.
+    """
+    if path is None or follow_s <= 0 or not path.is_file():
+        return False
+    if time.time() - path.stat().st_mtime >= follow_s:
+        return False
+    return container_format(path) in FOLLOWED_FORMATS
 
 
 def read_stream(file: IO[bytes], fps: float, size: int | None = None, name: str = STDIN_NAME):
@@ -116,13 +261,15 @@ class _OnlineState:
         self.probe = probe
         self.framewise = probe.kind in FRAMEWISE_KINDS
         self.features: list[np.ndarray] = []
+        self.times: list[float] = []
         self.probabilities: list[np.ndarray] = []
         self.predicted: list[int] = []
 
-    def push(self, feature: np.ndarray) -> None:
+    def push(self, feature: np.ndarray, time_s: float) -> None:
         """Add frame t's feature and compute the probe's output at t (the new frame alone for a framewise
         probe; else the whole prefix, whose last row a causal probe gives exactly as offline)."""
         self.features.append(feature)
+        self.times.append(time_s)
         window = feature[None] if self.framewise else np.stack(self.features)
         logits = self.probe.logits(window)
         self.probabilities.append(self.probe.probabilities(window)[-1])
@@ -150,10 +297,17 @@ def predict_online(
     emit: Callable[[OnlineUpdate], None],
     stream: IO[bytes] | None = None,
     decoding: Decoding = PYAV,
+    follow_s: float = 0.0,
+    stop: StopRequest | None = None,
 ) -> VideoPrediction:
     """Follow one video as it decodes: encode each sampled frame at once, run the causal probe, `emit` an
-    update at the first frame of every video second (every frame when they are further apart). A file is
-    decoded on the CPU by `decoding`'s decoder; a pipe by PyAV."""
+    update at the first frame of every video second (every frame when they are further apart).
+
+    A file is decoded on the CPU by `decoding`'s decoder, a pipe by PyAV; a file still being written
+    (`follows(path, follow_s)`) by PyAV too, waiting at its end until it was quiet for `follow_s` seconds.
+    Ctrl-C (`stop`, installed here when not given) ends the video after the frame in hand; the prediction
+    holds the frames seen and says how the video ended (`ended`).
+    """
     if not probe.causal:
         raise ConfigError(
             f"probe {probe.folder} ({probe.kind}) is not causal: its output at a frame uses later frames, "
@@ -164,54 +318,88 @@ def predict_online(
             f"{model.spec} is a clip encoder: its window around a frame reaches into later frames, so it "
             "cannot run --online; drop --online."
         )
-    plan = online_plan(model.plan, source, decoding)
-    size = plan.resize if plan.resize_on_decode else None
-    if source.source is None:
-        frames = read_stream(stream if stream is not None else stdin_binary(), probe.fps, size)
-    else:
-        frames = read_frames(
-            source.source,
-            probe.fps,
-            size,
-            folder_fps=source.folder_fps,
-            threads=1,
-            decoding=decoding.on_cpu(),
-        )
-    state = _OnlineState(probe)
-    times: list[float] = []
-    started = time.perf_counter()
-    last_second: int | None = None
-    pin = model.device.type == "cuda"
-    for frame in frames:
-        decoded_at = time.perf_counter()
-        crop = prepare_frame(frame.image, plan)[None]
-        feature = model.encode(crop.pin_memory() if pin else crop)[0].cpu().numpy()
-        state.push(feature)
-        times.append(frame.time)
-        second = int(np.floor(frame.time + 1e-6))
-        if last_second is not None and second <= last_second:
-            continue
-        last_second = second
-        probs = state.probabilities[-1]
-        emit(
-            OnlineUpdate(
-                video=source.name,
-                time_s=frame.time,
-                frame_index=frame.index,
-                phase=probe.class_names[state.predicted[-1]],
-                probability=float(probs[state.predicted[-1]]),
-                latency_s=time.perf_counter() - decoded_at,
+    with ExitStack() as scope:
+        stop = stop if stop is not None else scope.enter_context(StopRequest())
+        plan = online_plan(model.plan, source, decoding)
+        size = plan.resize if plan.resize_on_decode else None
+        reader: PolledReader | None = None
+        if source.source is None:
+            reader = PolledReader(stream if stream is not None else stdin_binary(), stop)
+            frames = read_stream(reader, probe.fps, size)
+        elif follows(source.source, follow_s):
+            handle = scope.enter_context(source.source.open("rb", buffering=0))
+            reader = PolledReader(handle, stop, follow_s)
+            frames = read_stream(reader, probe.fps, size, name=str(source.source))
+        else:
+            frames = read_frames(
+                source.source,
+                probe.fps,
+                size,
+                folder_fps=source.folder_fps,
+                threads=1,
+                decoding=decoding.on_cpu(),
             )
-        )
+        state = _OnlineState(probe)
+        started = time.perf_counter()
+        try:
+            _follow(frames, state, plan, model, stop, emit, source.name)
+        except DecodeError:
+            if not stop.requested:  # Ctrl-C before a first frame came is no decoding failure
+                raise
+        ended = INTERRUPTED if stop.requested else (reader.ended if reader else None) or END_OF_RECORDING
     features = np.stack(state.features) if state.features else np.zeros((0, 0), np.float32)
-    frame_times = np.asarray(times, dtype=np.float64)
+    frame_times = np.asarray(state.times, dtype=np.float64)
     return VideoPrediction(
         video=source.name,
         source=source.shown,
         frame_times=frame_times,
         probabilities=np.stack(state.probabilities) if state.probabilities else np.zeros((0, 0)),
         predicted=np.asarray(state.predicted, dtype=np.int64),
-        progression=model.progression(features),
+        progression=model.progression(features) if len(features) else None,
         labels=source.ground_truth(frame_times),
         wall_seconds=time.perf_counter() - started,
+        black_margin=plan.margin.to_dict() if plan.margin is not None else None,
+        ended=ended,
     )
+
+
+def _follow(
+    frames: Iterator[DecodedFrame],
+    state: _OnlineState,
+    plan: FramePlan,
+    model: ProbeEncoder,
+    stop: StopRequest,
+    emit: Callable[[OnlineUpdate], None],
+    video: str,
+) -> None:
+    """Encode and classify each frame as it comes (into `state`), `emit` the first of each video second;
+    stop after the frame in hand when Ctrl-C asked (`stop`)."""
+    last_second: int | None = None
+    pin = model.device.type == "cuda"
+    probe = state.probe
+    try:
+        for frame in frames:
+            decoded_at = time.perf_counter()
+            crop = prepare_frame(frame.image, plan)[None]
+            feature = model.encode(crop.pin_memory() if pin else crop)[0].cpu().numpy()
+            state.push(feature, frame.time)
+            second = int(np.floor(frame.time + 1e-6))
+            if last_second is None or second > last_second:
+                last_second = second
+                predicted = state.predicted[-1]
+                emit(
+                    OnlineUpdate(
+                        video=video,
+                        time_s=frame.time,
+                        frame_index=frame.index,
+                        phase=probe.class_names[predicted],
+                        probability=float(state.probabilities[-1][predicted]),
+                        latency_s=time.perf_counter() - decoded_at,
+                    )
+                )
+            if stop.requested:
+                break
+    finally:
+        close = getattr(frames, "close", None)
+        if close is not None:
+            close()  # a generator's container is closed now, not when collected

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from plstitch_eval.encode_options import EncodeOptions
+from plstitch_eval.errors import ConfigError
+
+FOLLOW_TIMEOUT_S = 10.0  # --follow-timeout: a recording quiet for this long has ended
 
 
 @dataclass
@@ -20,3 +23,12 @@ class PredictOptions(EncodeOptions):
     which: str = "teacher"
     trust_pickle: bool = False
     decoder: str | None = None  # pyav | torchcodec | auto; None: the decoder of the probe's features
+    # --online: a file still being written is followed until no byte came for this long (0: never followed)
+    follow_timeout: float = FOLLOW_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.follow_timeout >= 0:
+            raise ConfigError(
+                f"--follow-timeout must be >= 0 seconds (0: do not follow), got {self.follow_timeout}."
+            )

@@ -56,7 +56,9 @@ def probability_columns(class_names: Sequence[str]) -> list[str]:
 @dataclass
 class VideoPrediction:
     """The probe's outputs on one video: per sampled frame its time, class probabilities [T, C], predicted
-    class, progression (None without a temporal head) and ground truth (None without labels)."""
+    class, progression (None without a temporal head) and ground truth (None without labels); the black-margin
+    box cut from its frames (None: the probe's features were not cropped) and, online, how the video ended
+    (`online.END_OF_RECORDING`, `online.quiet_for`, `online.INTERRUPTED`)."""
 
     video: str
     source: str
@@ -67,14 +69,21 @@ class VideoPrediction:
     labels: np.ndarray | None = None
     wall_seconds: float = 0.0
     files: dict[str, str] = field(default_factory=dict)
+    black_margin: dict[str, float] | None = None
+    ended: str | None = None
 
     @property
     def frames(self) -> int:
         return len(self.frame_times)
 
+    @property
+    def last_time(self) -> float:
+        """The time of the last frame seen (0 before the first)."""
+        return float(self.frame_times[-1]) if self.frames else 0.0
+
     def summary(self, class_names: Sequence[str]) -> dict[str, Any]:
-        """JSON-ready per-video summary: frames, seconds covered, class share, segments, files (and
-        accuracy against the ground truth when there is one)."""
+        """JSON-ready per-video summary: frames, seconds covered, how it ended (online), class share,
+        segments, the black-margin box, files (and accuracy against the ground truth when there is one)."""
         edges = segment_edges(self.frame_times)
         counts = np.bincount(self.predicted, minlength=len(class_names)) if self.frames else []
         out: dict[str, Any] = {
@@ -83,6 +92,7 @@ class VideoPrediction:
             "frames": self.frames,
             "seconds": round(float(edges[-1] - edges[0]), 6) if self.frames else 0.0,
             "wall_seconds": self.wall_seconds,
+            **({} if self.ended is None else {"ended": self.ended, "last_time_s": round(self.last_time, 6)}),
             "class_share": {
                 name: float(counts[i] / self.frames) for i, name in enumerate(class_names) if counts[i]
             },
@@ -101,6 +111,7 @@ class VideoPrediction:
             correct = (self.predicted == self.labels)[labelled]
             out["accuracy"] = float(correct.mean() * 100) if correct.size else None
             out["labelled_frames"] = int(labelled.sum())
+        out["black_margin"] = None if self.black_margin is None else dict(self.black_margin)
         out["files"] = dict(self.files)
         return out
 

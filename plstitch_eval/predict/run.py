@@ -6,7 +6,7 @@ features equal the ones `plstitch extract` stores for it, and the probe's output
 (a probe of `--crop-black-margin` features gets each new video's own black border found and cut the same way).
 Online (`run_online`), each video is followed frame by frame (`online.predict_online`). Each video gets its
 CSV and timeline figure (`outputs`) as soon as it ends; a video that fails to decode is reported, the others
-go on.
+go on. Ctrl-C in an online run ends the video in hand with what was seen (written as any other) and the run.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from plstitch_eval.data.decoders import PYAV, Decoding, recorded_decoder
 from plstitch_eval.errors import ConfigError, DecodeError
 from plstitch_eval.extract import VideoJob, default_workers, make_loader, run_decoding
 from plstitch_eval.predict.encoder import ProbeEncoder
-from plstitch_eval.predict.online import OnlineUpdate, predict_online
+from plstitch_eval.predict.online import INTERRUPTED, OnlineUpdate, StopRequest, predict_online
 from plstitch_eval.predict.options import PredictOptions
 from plstitch_eval.predict.outputs import VideoPrediction, check_outputs, write_prediction
 from plstitch_eval.predict.sources import VideoSource
@@ -71,10 +71,16 @@ class PredictSummary:
     predictions: list[VideoPrediction]
     failed: list[VideoFailure]
     online: bool = False
+    interrupted: bool = False  # Ctrl-C stopped the run (online)
 
     @property
     def ok(self) -> bool:
         return not self.failed
+
+    @property
+    def interrupted_video(self) -> VideoPrediction | None:
+        """The video Ctrl-C stopped (online), if any: it holds the frames seen until then."""
+        return next((p for p in self.predictions if p.ended == INTERRUPTED), None)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (printed on stdout, or written by --json)."""
@@ -89,6 +95,7 @@ class PredictSummary:
             "online": self.online,
             "out": None if self.out is None else str(self.out),
             "ok": self.ok,
+            "interrupted": self.interrupted,
             "videos": [p.summary(names) for p in self.predictions],
             "failed": [vars(f) for f in self.failed],
         }
@@ -112,6 +119,7 @@ def predict_videos(
     decoding = predict_decoding(probe, model, sources, options)
     loader = make_loader(jobs, model.plan, options.batch_size, workers, model.device, decoding=decoding)
     pending: dict[int, tuple[list[torch.Tensor], list[np.ndarray], float]] = {}
+    margins: dict[int, dict[str, float]] = {}  # the black-margin box each video was cut with
     done: dict[int, VideoPrediction | VideoFailure] = {}
     title = f"{probe.kind} probe on {model.spec} ({probe.fps:g} fps)"
     for chunk in loader:
@@ -121,6 +129,8 @@ def predict_videos(
             pending.pop(chunk.video_index)
             done[chunk.video_index] = VideoFailure(src.name, src.shown, chunk.error)
         else:
+            if chunk.margin is not None:
+                margins[chunk.video_index] = chunk.margin
             if len(chunk.images):
                 feats.append(model.encode(chunk.images))
                 times.append(chunk.frame_times.numpy())
@@ -131,6 +141,7 @@ def predict_videos(
             result = apply_probe(
                 probe, model, src, features, np.concatenate(times), time.perf_counter() - started
             )
+            result.black_margin = margins.pop(chunk.video_index, None)
             write_prediction(result, probe, out, f"{src.name}: {title}")
             done[chunk.video_index] = result
         if on_video is not None:
@@ -164,19 +175,26 @@ def run_online(
     stream: IO[bytes] | None = None,
     overwrite: bool = False,
     decoding: Decoding = PYAV,
+    follow_s: float = 0.0,
 ) -> PredictSummary:
-    """`predict_online` on each source in turn; with `out`, each video's CSV and figure when it ends."""
+    """`predict_online` on each source in turn (files still being written followed until quiet for
+    `follow_s` seconds); with `out`, each video's CSV and figure when it ends. Ctrl-C ends the video in hand,
+    whose outputs are written, and the run."""
     if out is not None:
         check_outputs(out, [src.name for src in sources], overwrite)
     predictions, failed = [], []
     title = f"{probe.kind} probe on {model.spec} ({probe.fps:g} fps, online)"
-    for src in sources:
-        try:
-            prediction = predict_online(probe, model, src, emit, stream, decoding)
-        except DecodeError as exc:
-            failed.append(VideoFailure(src.name, src.shown, str(exc)))
-            continue
-        if out is not None and prediction.frames:
-            write_prediction(prediction, probe, out, f"{src.name}: {title}")
-        predictions.append(prediction)
-    return PredictSummary(probe, model, None if out is None else Path(out), predictions, failed, online=True)
+    with StopRequest() as stop:
+        for src in sources:
+            if stop.requested:
+                break
+            try:
+                prediction = predict_online(probe, model, src, emit, stream, decoding, follow_s, stop)
+            except DecodeError as exc:
+                failed.append(VideoFailure(src.name, src.shown, str(exc)))
+                continue
+            if out is not None and prediction.frames:
+                write_prediction(prediction, probe, out, f"{src.name}: {title}")
+            predictions.append(prediction)
+    folder = None if out is None else Path(out)
+    return PredictSummary(probe, model, folder, predictions, failed, online=True, interrupted=stop.requested)

@@ -31,7 +31,7 @@ from plstitch_eval.probes.probe import (
     ProbeError,
     json_round_trip,
 )
-from plstitch_eval.utils.io import temp_dir_beside, write_json_atomic
+from plstitch_eval.utils.io import atomic_path, temp_dir_beside, write_json_atomic
 
 
 def check_probe_target(folder: str | os.PathLike, overwrite: bool = False) -> Path:
@@ -107,7 +107,8 @@ def save_probe(
     }
     tmp = temp_dir_beside(folder)
     try:
-        save_file(state, str(tmp / PROBE_WEIGHTS), metadata={"schema": PROBE_SCHEMA, "kind": kind})
+        with atomic_path(tmp / PROBE_WEIGHTS) as weights:  # save_file makes 0600 files: umask perms
+            save_file(state, str(weights), metadata={"schema": PROBE_SCHEMA, "kind": kind})
         record["weights"] = {"file": PROBE_WEIGHTS, "sha256": sha256_file(tmp / PROBE_WEIGHTS)}
         write_json_atomic(tmp / PROBE_JSON, record)
         _replace_dir(tmp, folder)

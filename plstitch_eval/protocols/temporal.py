@@ -2,10 +2,13 @@
 
 The same steps as the linear protocol (``protocols.linear.run_linear``), with whole videos instead of
 frames: splits from the store manifest; without a ``val`` split, training videos are held out **by video**
-(seeded); a training set with labelled frames of fewer than two classes is refused; test classes never seen
-in training are warned about; the test split is scored with every metric of the other protocols and written
-in the same ``plstitch.results/v1`` schema (task ``temporal``; docs/temporal.md). ``run_temporal_seeds``
-trains one model per seed on the same splits and reports the mean and sample std over seeds.
+(seeded; refused, naming the flag or the manifest entry that fixes it, when ``--val-fraction`` is outside
+(0, 1) or there is a single training video); a training set with labelled frames of fewer than two classes
+is refused; test classes never seen in training are warned about; the test split is scored with every
+metric of the other protocols and written in the same ``plstitch.results/v1`` schema (task ``temporal``;
+docs/temporal.md). ``run_temporal_seeds`` trains one model per seed on the same splits and reports the mean
+and sample std over seeds. The protocol record names what changes the numbers besides the settings:
+``threads`` (torch's CPU threads during the fit), ``device`` and ``torch`` (its version).
 """
 
 from __future__ import annotations
@@ -17,15 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
-from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.errors import ConfigError, EvaluationError, PlstitchError
+from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
 from plstitch_eval.probes import save_probe
 from plstitch_eval.protocols.data import load_train_val_test, store_context, store_relaxed_spec
 from plstitch_eval.protocols.registry import CvFit, Fold, Protocol, numbers_only, register_protocol
 from plstitch_eval.relaxed_metrics import RelaxedSpec, relaxed_metrics
 from plstitch_eval.results_json import build_results
 from plstitch_eval.scoring import score_videos, with_relaxed
+from plstitch_eval.splits import resolve_splits
 from plstitch_eval.temporal.fit import TemporalConfig, TemporalProbeResult, fit_temporal
 from plstitch_eval.utils.device import resolve_device
 from plstitch_eval.utils.stats import mean_std_by_key
@@ -63,10 +68,72 @@ def load_temporal_data(
     store = FeatureStore(features)
     manifest, class_names, num_classes, background = store_context(store)
     spec = store_relaxed_spec(store, class_names) if relaxed else None
+    check_validation_source(store, scheme, val_fraction)
     splits, validation, (train, val, test) = load_train_val_test(store, scheme, val_fraction, holdout_seed)
     return TemporalData(
         manifest, class_names, num_classes, background, splits, validation, train, val, test, spec
     )
+
+
+def schemes_with_val(store: FeatureStore) -> list[str]:
+    """The split schemes the store's manifest records with validation videos (what `--split-scheme` takes)."""
+    manifest = store.manifest
+    names = list(manifest.get("split_schemes") or {})
+    nested = manifest.get("splits") or {}
+    if nested and all(isinstance(v, dict) for v in nested.values()):
+        names += [name for name in nested if name not in names]
+    found = []
+    for name in names:
+        try:
+            if resolve_splits(store, name)["val"]:
+                found.append(name)
+        except PlstitchError:
+            continue
+    return found
+
+
+def record_val_fix(store: FeatureStore, scheme: str | None) -> str:
+    """How to give a store validation videos: a recorded scheme that has them, or the manifest entry."""
+    manifest = store.manifest
+    if scheme is not None and scheme in (manifest.get("split_schemes") or {}):
+        entry = f'"split_schemes" > "{scheme}"'
+    elif scheme is not None and isinstance((manifest.get("splits") or {}).get(scheme), dict):
+        entry = f'"splits" > "{scheme}"'
+    else:
+        entry = '"splits"'
+    edit = (
+        f'record a val split: in {store.root / MANIFEST}, move some videos from the "train" list of '
+        f'{entry} into a "val" list beside it (e.g. "val": ["<video>", ...])'
+    )
+    others = [name for name in schemes_with_val(store) if name != scheme]
+    if others:
+        return f"pass --split-scheme {others[0]} (recorded with val videos: {', '.join(others)}), or {edit}"
+    return edit
+
+
+def check_validation_source(store: FeatureStore, scheme: str | None, val_fraction: float) -> None:
+    """Refuse, before any training, a store without val videos whose training videos cannot be held out.
+
+    Why: the epoch is chosen on validation videos; one training video cannot be split, and
+    `--val-fraction` 0 (or >= 1) holds out none (or all), so each message names the flag or entry to change.
+    """
+    splits = resolve_splits(store, scheme)
+    if splits["val"] or not splits["train"]:
+        return  # an official val split, or no training videos at all (refused with the other splits)
+    where = f"{store.root / MANIFEST}" + (f" (scheme {scheme!r})" if scheme else "")
+    if len(splits["train"]) < 2:
+        raise EvaluationError(
+            f"{where} records 1 training video and no 'val' split, and the temporal model chooses its "
+            f"epoch on validation videos that are not training videos; {record_val_fix(store, scheme)}."
+        )
+    if not 0 < val_fraction < 1:
+        held = "none" if val_fraction <= 0 else "all"
+        raise ConfigError(
+            f"--val-fraction {val_fraction:g} would hold out {held} of the {len(splits['train'])} training "
+            f"videos of {where}, which records no 'val' split, and the temporal model chooses its epoch on "
+            "held-out videos: pass --val-fraction between 0 and 1 (e.g. the default 0.2), or "
+            f"{record_val_fix(store, scheme)}."
+        )
 
 
 def _fit_and_score(
@@ -82,7 +149,9 @@ def _protocol(config: TemporalConfig, data: TemporalData, fit: TemporalProbeResu
     return {
         "name": TASK,
         **asdict(config),
-        "device": str(resolve_device(config.device)),
+        "device": fit.device or str(resolve_device(config.device)),
+        "threads": fit.threads,
+        "torch": torch.__version__,
         "validation": data.validation,
         "chosen_epoch": fit.best_epoch,
         "val_scores": fit.val_scores,

@@ -4,10 +4,12 @@ Training is MS-TCN's (yabufarha/ms-tcn ``main.py`` / ``model.py``): Adam (PyTorc
 video per step, the videos shuffled every epoch, loss ``mstcn_loss`` (cross-entropy + 0.15 x truncated MSE,
 summed over stages). After every epoch the model predicts the validation videos (last stage, argmax) and is
 scored with ``select_metric``; the weights of the best epoch are kept (ties: the earliest). The run is
-deterministic given ``seed``: the initialisation and dropout draw from torch's global generator seeded inside
-``torch.random.fork_rng`` (the caller's generator state is left as it was; the same seed builds the same
-initial weights as MS-TCN's code after ``torch.manual_seed(seed)``), and the video order from its own
-``torch.Generator``.
+deterministic given ``seed``, the device and the CPU thread count: the initialisation and dropout draw from
+torch's global generator seeded inside ``torch.random.fork_rng`` (the caller's generator state is left as it
+was; the same seed builds the same initial weights as MS-TCN's code after ``torch.manual_seed(seed)``), and
+the video order from its own ``torch.Generator``. The thread count changes the float rounding of the
+convolutions, so it is fixed by default (``num_threads=1``, ``DEFAULT_THREADS``) rather than taken from the
+machine's cores, and every fit records the threads and device it ran on.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from plstitch_eval.utils.console import progress_bar
 from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision, torch_threads
 
 SELECT_METRICS = ("accuracy", "macro_f1", "edit")
+DEFAULT_THREADS = 1  # CPU threads of a fit: fixed, so results do not follow the machine's core count
 IGNORE_INDEX = -100  # MS-TCN's padding label; our unlabelled frames (-1) are mapped to it
 
 
@@ -52,7 +55,9 @@ class TemporalConfig:
     seed: int = 0
     device: str = "cpu"  # cpu | cuda[:N] | auto
     precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast; CUDA) | auto (bf16 on CUDA, fp32 elsewhere)
-    num_threads: int | None = None  # CPU threads; None = torch's setting
+    # CPU threads (they change the float rounding, so the results): a fixed default, not the machine's cores;
+    # None = torch's current setting (its default: the physical cores, or OMP_NUM_THREADS)
+    num_threads: int | None = DEFAULT_THREADS
 
     def __post_init__(self) -> None:
         for name in ("stages", "layers", "channels", "epochs", "batch_size"):
@@ -86,12 +91,15 @@ class TemporalConfig:
 
 @dataclass
 class TemporalProbeResult:
-    """The model at its best validation epoch (eval mode), that epoch (1-based) and the per-epoch curves."""
+    """The model at its best validation epoch (eval mode), that epoch (1-based), the per-epoch curves, and
+    what else changes the numbers: the CPU threads torch used and the device trained on."""
 
     model: MultiStageTCN
     best_epoch: int
     val_scores: list[float]  # select_metric on the validation videos after epoch 1, 2, ...
     train_losses: list[float] = field(default_factory=list)  # mean loss per step of each epoch
+    threads: int = 0  # torch.get_num_threads() during the fit
+    device: str = ""  # e.g. "cpu", "cuda:0"
 
     def predict(self, features: np.ndarray | torch.Tensor) -> np.ndarray:
         """Class ids [T] of one video's features [T, D] (last stage, argmax)."""
@@ -161,7 +169,10 @@ def _check_inputs(train: Sequence[VideoFeatures], val: Sequence[VideoFeatures], 
     if not train:
         raise EvaluationError("No training videos for the temporal probe; the training split is empty.")
     if not val:
-        raise EvaluationError("No validation videos to choose the temporal probe's epoch on.")
+        raise EvaluationError(
+            "No validation videos to choose the temporal probe's epoch on; pass videos for `val` (a store's "
+            "'val' split, or training videos held out with plstitch_eval.splits.holdout_by_video)."
+        )
     dims = {np.shape(it.features)[1] for it in (*train, *val)}
     if len(dims) != 1:
         raise EvaluationError(f"Videos have features of different sizes {sorted(dims)}; use one store.")
@@ -210,7 +221,8 @@ def fit_temporal(
 
     Frames labelled -1 are ignored by the loss but still fed to the network (they are real frames).
     `background`: class ids dropped from segments when `select_metric` is ``edit``. `progress`: a bar per
-    epoch on stderr (muted by --quiet).
+    epoch on stderr (plain lines when stderr is a file; muted by --quiet). The result records the threads
+    and device the fit ran on.
     """
     config = config or TemporalConfig()
     in_dim = _check_inputs(train, val, num_classes)
@@ -220,9 +232,12 @@ def fit_temporal(
     with torch_threads(config.num_threads), torch.random.fork_rng(devices=rng_devices):
         torch.manual_seed(config.seed)
         model = config.build_model(in_dim, num_classes).to(device)
-        return _train(
+        fit = _train(
             model, _to_device(train, device), val, num_classes, config, precision, progress, background
         )
+        fit.threads = torch.get_num_threads()
+    fit.device = str(device if device.type != "cuda" else torch.device("cuda", _cuda_index(device)))
+    return fit
 
 
 def _train(
@@ -240,7 +255,9 @@ def _train(
     order_gen = torch.Generator().manual_seed(config.seed)
     best_state, best_epoch, val_scores, losses = None, 0, [], []
     with progress_bar(TextColumn("{task.fields[status]}"), disable=not progress) as bar:
-        task = bar.add_task(f"MS-TCN ({config.select_metric})", total=config.epochs, status="")
+        task = bar.add_task(
+            f"MS-TCN seed {config.seed} ({config.select_metric})", total=config.epochs, status=""
+        )
         for epoch in range(1, config.epochs + 1):
             model.train()
             order = torch.randperm(len(videos), generator=order_gen).tolist()

@@ -49,6 +49,13 @@ def test_timeline_cli(tmp_path, store_dir):
     args = ["analyze", "timeline", "--features", str(store_dir), "--pred", str(tmp_path / "res.json")]
     result = runner.invoke(app, [*args, "--videos", "41,42", "--out", str(tmp_path / "figs")])
     assert result.exit_code == 0, result.output
+    # issue 44: it says what it wrote, as every analyze command (a summary line, then one line per file)
+    accuracy, *wrote = result.stdout.strip().splitlines()
+    assert accuracy.startswith("accuracy: video41 ") and ", video42 " in accuracy
+    assert wrote == [
+        f"wrote {tmp_path / 'figs' / 'timeline.png'}",
+        f"wrote {tmp_path / 'figs' / 'timeline.json'}",
+    ]
     check_png(tmp_path / "figs" / "timeline.png", 9.0, 1.25 * 2 + 1.2)
     data = json.loads((tmp_path / "figs" / "timeline.json").read_text())
     assert data["videos"] == ["video41", "video42"] and data["class_names"] == CLASS_NAMES

@@ -4,6 +4,8 @@ all-dark videos, dim picture regions; against a per-row/column loop written here
 from __future__ import annotations
 
 import dataclasses
+import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,14 +13,22 @@ import torch
 from PIL import Image
 
 from plstitch_eval.data.margin import (
+    LATE_WINDOWS,
+    MARGIN_FRAMES,
     MarginBox,
     crop_margin,
     detect_black_margin,
     detect_video_margin,
+    late_margin_samples,
+    lit_frames,
+    margin_moved,
     margin_sample,
+    warn_if_margin_changes,
 )
 from plstitch_eval.errors import DataError
 from plstitch_eval.preprocess import DataConfig, frame_plan, resize_and_crop
+from plstitch_eval.utils.console import logger
+from tests.media import write_video
 
 N_FRAMES = 4
 
@@ -187,3 +197,111 @@ def test_a_frame_folder_video_margin(tmp_path):
     assert sample.shape == (2, 3, 128, 213) and sample.dtype == torch.uint8
     box = detect_video_margin(folder, folder_fps=1.0)
     assert np.abs(np.subtract(box.pixels(96, 160), (0, 96, 16, 144))).max() <= 1
+
+
+# ------------------------------------------------------------------ issue 44: fades and borders that change
+
+
+def _bordered(pillar: int, level: float = 1.0, height: int = 48, width: int = 64):
+    """uint8 HWC RGB frame i: black pillars of `pillar` px each side, the picture between them a texture
+    that moves per frame (levels 60-200) scaled by `level` (0 = black: a fade)."""
+
+    def image_at(i: int) -> np.ndarray:
+        y, x = np.mgrid[:height, :width]
+        picture = 60 + (37 * x + 23 * y + 11 * i) % 140
+        image = np.zeros((height, width, 3), dtype=np.uint8)
+        image[:, pillar : width - pillar] = (level * picture[:, pillar : width - pillar, None]).astype(
+            np.uint8
+        )
+        return image
+
+    return image_at
+
+
+def _video(path, seconds: int, fps: int, frame_at) -> Path:
+    """An H.264 MP4 of `seconds` at `fps`, a keyframe every 10 frames (so that seeking is cheap)."""
+    options = {"crf": "18", "preset": "ultrafast", "g": "10", "threads": "1"}
+    return write_video(path, frame_at, seconds * fps, fps=fps, options=options)
+
+
+def test_a_video_that_fades_in_from_black_gets_the_box_of_its_picture(tmp_path):
+    """The box is found on several frames over the first 64 s, not on the first one: a video black at its
+    start (a fade-in) still has its pillars cut."""
+    fade_frames = 20  # 10 s at 2 fps, from black to the full picture
+
+    def frame_at(i: int) -> np.ndarray:
+        return _bordered(8, level=min(i / fade_frames, 1.0))(i)
+
+    path = _video(tmp_path / "fade.mp4", 70, 2, frame_at)
+    sample = margin_sample(path)
+    assert len(sample) == MARGIN_FRAMES  # 32 frames at 0.5 fps: the first 64 s
+    assert detect_black_margin(sample[:1]).is_full  # the first sampled frame alone is black: no box
+    box = detect_video_margin(path)
+    assert np.abs(np.subtract(box.pixels(48, 64), (0, 48, 8, 56))).max() <= 1, box
+
+
+@pytest.fixture
+def warnings_seen(caplog, monkeypatch):
+    monkeypatch.setattr(logger, "propagate", True)  # a CLI run earlier in this process turned it off
+    caplog.set_level(logging.WARNING, logger="plstitch")
+    return caplog
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_border_that_changes_after_64_s_is_one_warning_naming_the_video_and_both_boxes(
+    tmp_path, warnings_seen
+):
+    def frame_at(i: int) -> np.ndarray:  # 1 fps: pillars of 8 px for 80 s, then of 16 px (a narrower picture)
+        return _bordered(8 if i < 80 else 16)(i)
+
+    path = _video(tmp_path / "zoom.mp4", 150, 1, frame_at)
+    first = detect_video_margin(path)
+    assert np.abs(np.subtract(first.pixels(48, 64), (0, 48, 8, 56))).max() <= 1
+    later = warn_if_margin_changes(path, first, video="video07")
+    assert later is not None and np.abs(np.subtract(later.pixels(48, 64), (0, 48, 16, 48))).max() <= 1
+    (line,) = _warnings(warnings_seen)
+    assert line.startswith("video07: the black margin changes after the first 64 s") and "\n" not in line
+    assert f"left {first.left:.3f}" in line and f"left {later.left:.3f}" in line
+    # the stretches measured: after 64 s, spread to the end, a few frames each (a seek each, no full decode)
+    windows = late_margin_samples(path)
+    starts = [start for start, _ in windows]
+    assert len(windows) == LATE_WINDOWS and starts[0] == 64.0 and starts[-1] == 150 - 8
+    assert all(1 <= len(frames) <= 4 for _, frames in windows)
+
+
+def test_a_steady_border_a_black_ending_and_a_short_video_give_no_warning(tmp_path, warnings_seen):
+    steady = _video(tmp_path / "steady.mp4", 100, 1, _bordered(8))
+    box = detect_video_margin(steady)
+    assert late_margin_samples(steady) and warn_if_margin_changes(steady, box, video="steady") is None
+    black_end = _video(tmp_path / "black_end.mp4", 100, 1, lambda i: _bordered(8, level=float(i < 80))(i))
+    assert warn_if_margin_changes(black_end, detect_video_margin(black_end), video="black_end") is None
+    short = _video(tmp_path / "short.mp4", 40, 1, _bordered(16))
+    assert late_margin_samples(short) == [] and warn_if_margin_changes(short, box, video="short") is None
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"not a video")
+    assert warn_if_margin_changes(junk, box) is None  # best effort: extraction reports the file itself
+    assert _warnings(warnings_seen) == []
+
+
+def test_a_frame_folder_whose_border_changes_is_warned_about(tmp_path, warnings_seen):
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for i in range(90):  # 1 fps: 90 s, pillars of 8 px, from 70 s on none (a wider picture)
+        Image.fromarray(_bordered(8 if i < 70 else 0)(i)).save(folder / f"{i:04d}.png")
+    first = detect_video_margin(folder, folder_fps=1.0)
+    later = warn_if_margin_changes(folder, first, folder_fps=1.0)
+    assert later is not None and later.is_full and not first.is_full
+    (line,) = _warnings(warnings_seen)
+    assert str(folder) in line and "changes after the first 64 s" in line
+
+
+def test_margin_moved_tolerates_rounding_only():
+    box = MarginBox(0.0, 1.0, 0.125, 0.875)
+    assert not margin_moved(box, MarginBox(0.0, 1.0, 0.13, 0.87))  # a pixel of a 128-px sample
+    assert margin_moved(box, MarginBox(0.0, 1.0, 0.25, 0.75)) and margin_moved(box, MarginBox())
+    frames = torch.zeros(3, 3, 10, 10, dtype=torch.uint8)
+    frames[1, :, 2:8, 2:8] = 200
+    assert len(lit_frames(frames)) == 1  # the black frames say nothing of the border

@@ -46,6 +46,13 @@ def no_torchcodec(monkeypatch: pytest.MonkeyPatch) -> None:
     torchcodec_decode.unavailable_reason.cache_clear()
 
 
+@pytest.fixture
+def torchcodec_importable() -> None:
+    """Skip (with the reason) unless `import torchcodec` works: a test that fakes TorchCodec's FFmpeg check or
+    its frame timeline still opens its decoder classes (the optional `torchcodec` extra)."""
+    pytest.importorskip("torchcodec", reason='needs the optional extra: pip install "plstitch[torchcodec]"')
+
+
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("tc-videos")
@@ -179,7 +186,9 @@ def test_a_file_torchcodec_cannot_open_goes_to_pyav_only_under_auto(videos, monk
         decoders.read_frames(path, 1.0, decoding=TORCHCODEC)
 
 
-def test_frames_torchcodec_cannot_number_go_to_pyav_with_a_warning(videos, monkeypatch, caplog):
+def test_frames_torchcodec_cannot_number_go_to_pyav_with_a_warning(
+    torchcodec_importable, videos, monkeypatch, caplog
+):
     def unnumbered(path):
         raise torchcodec_decode.UnnumberedFrames(f"{path}: its packets carry no (or repeated) timestamps")
 

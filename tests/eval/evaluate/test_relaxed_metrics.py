@@ -331,8 +331,14 @@ def test_bad_input_is_one_clear_line():
 
 
 # ----------------------------------------------------------------------------------------------------- CLI
-def make_cholec_store(root: Path, fps: float | None = 1.0, dataset: str = "cholec80") -> FeatureStore:
-    """8 videos walking through the 7 phases; features show each phase 2 frames early or late, plus noise."""
+def make_cholec_store(
+    root: Path, fps: float | None = 1.0, dataset: str = "cholec80", native_fps: float | None = None
+) -> FeatureStore:
+    """8 videos walking through the 7 phases; features show each phase 2 frames early or late, plus noise.
+
+    `native_fps`: the videos' own rate, recorded beside the sampled `fps` as `plstitch extract` does
+    (Cholec80: 25 beside 1).
+    """
     rng = np.random.default_rng(3)
     centres = rng.normal(size=(7, 16)) * 2
     names = [f"video{i:02d}" for i in range(1, 9)]
@@ -343,6 +349,8 @@ def make_cholec_store(root: Path, fps: float | None = 1.0, dataset: str = "chole
         "model": {"spec": "tiny-test-encoder", "provenance": {"sha256": "0" * 64}},
         "fps": fps,
     }
+    if native_fps is not None:
+        manifest["native_fps"] = native_fps
     store = FeatureStore.create(root, manifest)
     for name in names:
         labels = np.repeat(np.arange(7), rng.integers(12, 25, size=7)).astype(np.int64)
@@ -389,6 +397,36 @@ def test_relaxed_flag_adds_the_block_and_leaves_strict_metrics_alone(tmp_path, c
         )  # relaxing only forgives
         assert all(0.0 <= scores[k] <= 100.0 for k in ("precision", "recall", "jaccard"))
     assert set(block["per_phase"]) == set(CHOLEC80_PHASES)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("knn", "--k", 3),
+        ("cv", "--folds", 2, "--k", 3),
+        ("linear", "--lr", 0.1, "--wd", 0.0, "--epochs", 2, "--device", "cpu"),
+        ("temporal", "--stages", 2, "--layers", 3, "--channels", 8, "--epochs", 2),
+    ],
+    ids=["knn", "cv", "linear", "temporal"],
+)
+def test_tolerance_is_10_s_of_sampled_frames_not_of_native_frames(tmp_path, command):
+    # A real Cholec80 store: videos at 25 fps (native_fps), features and labels sampled at 1 fps (fps).
+    store = make_cholec_store(tmp_path / "store", fps=1.0, native_fps=25.0)
+    assert store.manifest["native_fps"] == 25.0 and store.manifest["fps"] == 1.0
+    results = run_json(tmp_path, "relaxed", *command, "--features", store.root, "--relaxed")
+    block = results["relaxed"]
+    assert block["fps"] == 1.0 and block["tolerance_s"] == 10.0 and block["window_frames"] == 10
+    before, after = TABLES["cholec80"]
+    names = list(CHOLEC80_PHASES)
+    differs_at_native = False
+    for video, pred in results["predictions"].items():
+        gt = store.read(video).labels.tolist()
+        at_sampled, _ = reference_video(pred, gt, names, before, after, fps=1.0)  # 10 frames = 10 s
+        got = {k: block["per_video"][video][k] for k in at_sampled}
+        assert got == pytest.approx(at_sampled), video
+        at_native, _ = reference_video(pred, gt, names, before, after, fps=25.0)  # 250 frames = 10 s at 25
+        differs_at_native |= at_native != pytest.approx(at_sampled)
+    assert differs_at_native  # the two readings of the store give different numbers here
 
 
 def test_relaxed_tables_are_printed(tmp_path):

@@ -125,3 +125,48 @@ def test_cli_made_differently_is_one_readable_line(cholec_root, tiny_model_dir, 
     assert refused.exit_code == 1
     lines = [x for x in refused.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and "precision: fp32 -> bf16" in lines[0] and "Traceback" not in refused.output
+
+
+# ------------------------------------------------------------------- issue 44: a store that lost its manifest
+
+
+def test_a_store_whose_manifest_was_deleted_is_extracted_again_with_overwrite(
+    cholec_root, tiny_model_dir, tmp_path
+):
+    clean, store = tmp_path / "clean", tmp_path / "store"
+    assert runner.invoke(app, _args(cholec_root, tiny_model_dir, clean)).exit_code == 0
+    assert runner.invoke(app, _args(cholec_root, tiny_model_dir, store)).exit_code == 0
+    (store / "manifest.json").unlink()
+    item = FeatureStore(store).read("video02")  # readable, right shapes, made some other way
+    save_file(
+        {"features": item.features + 1, "labels": item.labels, "frame_times": item.frame_times},
+        str(store / "video02.safetensors"),
+    )
+    save_file({"features": item.features}, str(store / "video99.safetensors"))  # a video of another run
+    before = _files(store)
+
+    refused = runner.invoke(app, _args(cholec_root, tiny_model_dir, store))
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    lines = [x for x in refused.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "no manifest.json" in lines[0] and "--overwrite" in lines[0], lines
+    assert _files(store) == before and not (store / "manifest.json").exists()  # nothing lost
+
+    again = runner.invoke(app, [*_args(cholec_root, tiny_model_dir, store), "--overwrite", "--json", "-"])
+    assert again.exit_code == 0, again.output
+    statuses = {v["video"]: v["status"] for v in json.loads(again.stdout)["videos"]}
+    assert statuses == {"video01": "done", "video02": "done", "video03": "done"}  # none adopted unseen
+    assert _files(store) == _files(clean)  # video02 made again, video99 gone
+    assert _manifest_without_time(store) == _manifest_without_time(clean)
+
+
+def test_overwrite_never_deletes_a_foreign_file_of_a_manifest_less_folder(
+    cholec_root, tiny_model_dir, tmp_path
+):
+    store = tmp_path / "store"
+    assert runner.invoke(app, _args(cholec_root, tiny_model_dir, store)).exit_code == 0
+    (store / "manifest.json").unlink()
+    (store / "notes.txt").write_text("mine")
+    before = _files(store)
+    refused = runner.invoke(app, [*_args(cholec_root, tiny_model_dir, store), "--overwrite"])
+    assert refused.exit_code == 1 and "not a feature store" in refused.stderr
+    assert _files(store) == before and (store / "notes.txt").read_text() == "mine"
