@@ -56,7 +56,7 @@ class VideoReader:
 
 
 def _pyav_clip_frames(path: Path, size: int | None, threads: int) -> tuple[float, Frames]:
-    return video.probe(path).fps or video.DEFAULT_VIDEO_FPS, video._video_frames(path, size, threads)
+    return video.every_frame(path, size, threads=threads)
 
 
 def _pyav_batches(
@@ -297,8 +297,24 @@ def read_clips(
             path, fps, clip, size, folder_fps=folder_fps, prepare=prepare, threads=threads
         )
     check_sampling(fps, size, clips=True)
-    native_fps, frames = _open(path, decoding, lambda reader: reader.clip_frames(path, size, threads))
+    native_fps, frames = every_frame(path, size, folder_fps=folder_fps, threads=threads, decoding=decoding)
     return assemble_clips(frames, fps, clip, native_fps, prepare)
+
+
+def every_frame(
+    source: str | Path,
+    size: int | None = None,
+    *,
+    folder_fps: float | None = None,
+    threads: int = 0,
+    decoding: Decoding = PYAV,
+) -> tuple[float, Frames]:
+    """`video.every_frame` through the decoding's reader (frames on the host): the native frame rate and every
+    frame, what `read_clips` and a pass over several models assemble windows from."""
+    path = Path(source)
+    if decoding.decoder == "pyav" or not path.is_file():  # frame folders and missing files: PyAV's path
+        return video.every_frame(path, size, folder_fps=folder_fps, threads=threads)
+    return _open(path, decoding, lambda reader: reader.clip_frames(path, size, threads))
 
 
 def frame_batches(
@@ -328,6 +344,7 @@ __all__ = [
     "VideoReader",
     "announce_decoding",
     "check_decoder_options",
+    "every_frame",
     "frame_batches",
     "read_clips",
     "read_frames",

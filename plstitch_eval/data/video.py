@@ -102,19 +102,25 @@ def read_clips(
     The step between window frames is `clip.step(native fps)`: the container's rate, `folder_fps` for folders.
     `threads` as for `read_frames`.
     """
-    path = Path(source)
     check_sampling(fps, size, clips=True)
+    rate, frames = every_frame(source, size, folder_fps=folder_fps, threads=threads)
+    yield from assemble_clips(frames, fps, clip, rate, prepare)
+
+
+def every_frame(
+    source: str | os.PathLike, size: int | None = None, *, folder_fps: float | None = None, threads: int = 0
+) -> tuple[float, Iterator[tuple[float, Callable[[], np.ndarray]]]]:
+    """(native frame rate, (time, loader of its RGB pixels) of every frame) of a video file or frame folder:
+    what clip windows are assembled from. The rate is the container's, `folder_fps` for folders."""
+    path = Path(source)
     if path.is_dir():
         rate = float(folder_fps) if folder_fps is not None else DEFAULT_FOLDER_FPS
         if rate <= 0:
             raise ConfigError(f"{path}: folder_fps must be positive, got {folder_fps}")
-        frames = _folder_frames(path, rate, size)
-    elif not path.exists():
+        return rate, _folder_frames(path, rate, size)
+    if not path.exists():
         raise DecodeError(f"{path}: no such video file or frame folder; check the dataset root and layout")
-    else:
-        rate = probe(path).fps or DEFAULT_VIDEO_FPS
-        frames = _video_frames(path, size, threads)
-    yield from assemble_clips(frames, fps, clip, rate, prepare)
+    return probe(path).fps or DEFAULT_VIDEO_FPS, _video_frames(path, size, threads)
 
 
 def check_sampling(fps: float | None, size: int | None, *, clips: bool = False) -> None:

@@ -144,6 +144,8 @@ class _Claims:
     def __init__(self, stream: VideoFrameStream) -> None:
         self.stream = stream
         self.held: dict[tuple[int, int], VideoClaim] = {}  # (video index, model) -> claim
+        # in a decoding worker: the main process, which marks videos written (None in the main process)
+        self.parent = os.getppid() if get_worker_info() is not None else None
 
     def take(self, job: VideoJob) -> dict[int, str]:
         """Claim `job`'s video in each of its models' stores: per model `taken` (decode it), `busy` (another
@@ -172,9 +174,11 @@ class _Claims:
 
     def wait_until_written(self) -> None:
         """Hold the last claims until their videos are written (released sooner, another run would redo
-        them)."""
+        them); a worker whose main process died stops waiting, so that its claims die with the run."""
         while self.held:
             self.release_written()
+            if self.parent is not None and os.getppid() != self.parent:
+                return  # the main process is gone (kill -9): nothing will be written; give the claims back
             if self.held:
                 time.sleep(CLAIM_POLL_SECONDS / 4)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,7 +31,7 @@ from plstitch_eval.data.decoders import Decoding
 from plstitch_eval.data.frames_lmdb import FrameCache
 from plstitch_eval.data.margin import detect_video_margin, warn_if_margin_changes
 from plstitch_eval.data.sampling import TargetClock, WindowAssembler
-from plstitch_eval.errors import ConfigError, DecodeError
+from plstitch_eval.errors import ConfigError
 from plstitch_eval.extract.chunks import (
     FrameChunk,
     VideoJob,
@@ -215,7 +214,9 @@ def _window_items(
     size = plan.resize if plan.resize_on_decode else None
     fps = float(plan.fps or 0)
     video.check_sampling(fps, size, clips=True)
-    native_fps, frames = every_frame(job.source, size, job.folder_fps, threads, decoding)
+    native_fps, frames = decoders.every_frame(
+        job.source, size, folder_fps=job.folder_fps, threads=threads, decoding=decoding
+    )
     clock = TargetClock(fps)
     assemblers = {
         i: WindowAssembler(p.clip, fps, p.clip.step(native_fps), partial(prepare_frame, plan=p))
@@ -246,19 +247,3 @@ def _once(load: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
         return cache[0]
 
     return loaded
-
-
-def every_frame(
-    source: Path, size: int | None, folder_fps: float | None, threads: int, decoding: Decoding
-) -> tuple[float, decoders.Frames]:
-    """(native frame rate, (time, loader of its RGB pixels) of every frame) of a video file or frame folder,
-    by the decoding's reader: what `read_clips` assembles windows from."""
-    path = Path(source)
-    if path.is_dir():
-        rate = float(folder_fps) if folder_fps is not None else video.DEFAULT_FOLDER_FPS
-        if rate <= 0:
-            raise ConfigError(f"{path}: folder_fps must be positive, got {folder_fps}")
-        return rate, video._folder_frames(path, rate, size)
-    if not path.exists():
-        raise DecodeError(f"{path}: no such video file or frame folder; check the dataset root and layout")
-    return decoders._open(path, decoding, lambda reader: reader.clip_frames(path, size, threads))

@@ -3,6 +3,8 @@ process when asked to, and the PyAV decoder is the default choice."""
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from plstitch_eval.data.decoders import PYAV
@@ -36,3 +38,23 @@ def test_pyav_is_the_default_decoder_and_is_said_only_when_asked(tmp_path, capsy
     )
     assert decoding == PYAV
     assert capsys.readouterr().err == ""
+
+
+def test_a_worker_stops_holding_claims_once_its_main_process_is_gone(tmp_path, monkeypatch):
+    """After kill -9 of the main process, a decoding worker waiting for its last videos to be written gives
+    its claims back instead of waiting forever (a resumed run would wait for them)."""
+    from plstitch_eval.extract import loader
+
+    stream = VideoFrameStream([VideoJob(0, tmp_path / "v0.mp4", video="v0")], PLAN, 4, tmp_path)
+    claims = loader._Claims(stream)
+    released: list[int] = []
+
+    class Held:
+        def release(self) -> None:
+            released.append(0)
+
+    claims.held[(0, 0)] = Held()
+    claims.parent = os.getppid() + 1  # as a worker sees it once its parent died: another parent pid
+    claims.wait_until_written()  # returns at once instead of waiting for a write that never comes
+    claims.release_all()
+    assert released == [0] and not claims.held

@@ -163,14 +163,16 @@ extract_many("cholec80", store_targets([model, "raw-pixels"], out), options, roo
 
 def test_a_pass_killed_with_sigkill_resumes(cholec_root, tiny_model_dir, tmp_path):
     out = tmp_path / "feats"
-    run = subprocess.run(
-        [sys.executable, "-c", KILL_SCRIPT, str(cholec_root), str(out), str(tiny_model_dir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
-    )
-    assert run.returncode == -signal.SIGKILL, run.stderr
+    log = tmp_path / "killed.log"
+    with log.open("w") as stream:  # a file, not a pipe: the test waits for the killed process only
+        run = subprocess.run(
+            [sys.executable, "-c", KILL_SCRIPT, str(cholec_root), str(out), str(tiny_model_dir)],
+            stdout=stream,
+            stderr=subprocess.STDOUT,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": os.getcwd()},
+        )
+    assert run.returncode == -signal.SIGKILL, log.read_text()
     targets = store_targets([str(tiny_model_dir), "raw-pixels"], out)
     assert sum(len(FeatureStore(t.out).videos()) for t in targets) == 2
     summary = extract_many("cholec80", targets, _options(), root=cholec_root)
