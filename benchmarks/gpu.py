@@ -6,14 +6,19 @@
    the GPU) and TorchCodec on the CPU, against the model-forward-only floor (the same normalise + forward on
    uint8 batches already on the GPU). Extraction is timed end to end (store writes included), median of
    `--repeats` interleaved rounds after a warm-up run.
-2. One `paper-vitb16` training step (the preset; full objective with the jigsaw branch on, bf16 autocast,
-   AdamW, EMA teacher update) at `--train-batch-size` on one GPU, batches already on the device: s/step,
-   images/s (every image of the batch: clip, iBOT crops, jigsaw context), peak memory, and model FLOP
+2. The `paper-vitb16` training step (the preset; full objective with the jigsaw branch on, bf16 autocast) at
+   `--train-batch-size` on one GPU, batches already on the device, in `--train-variants` side by side from the
+   same weights on the same batches (`benchmarks/gpu_train.py`): `before` (the step before issue 45),
+   `after` (the trainer's step: fused AdamW, foreach clipping and EMA, one host sync) and `after+compile`:
+   s/step, images/s (every image of the batch: clip, iBOT crops, jigsaw context), peak memory, model FLOP
    utilisation = FLOPs of a forward + backward (torch's FlopCounterMode) / s/step / the GPU's peak dense bf16
-   FLOP/s (known for H100/H200/A100, else `--peak-tflops`).
+   FLOP/s (known for H100/H200/A100, else `--peak-tflops`), and each variant's losses against `before`'s
+   step by step. `--profile FILE`: torch.profiler over two `after` steps, where the time goes (per phase and
+   per kernel class, the GPU's busy share; the profiler's table in FILE).
 3. k-NN on the GPU (`knn_predict`, CUDA: blocked matmul + top-k, features copied from the host) against its
    bare similarity GEMM on the GPU (features already there) and the same GEMM plus the host-to-device copy of
-   the features; identical query blocks (`plstitch_eval.knn.block_rows`).
+   the features; identical query blocks (`plstitch_eval.knn.block_rows`); predictions against the CPU path
+   (FAISS) on 50,000 x 5,000 of them.
 4. `--parts nvdec` (not in the default parts): PyAV's own NVDEC (`plstitch_eval.data.pyav_cuda`, frames left
    on the GPU as uint8 RGB) against PyAV on the CPU (host RGB; FFmpeg threads on every core, and one thread as
    each of extraction's per-core workers decodes) on one generated 854x480 25 fps H.264 file of `--seconds`:
@@ -61,6 +66,8 @@ HERE = Path(__file__).resolve().parent
 NO_CUDA_EXIT = 2
 HEIGHT, WIDTH = 480, 854
 PEAK_BF16_TFLOPS = (("H200", 989.4), ("H100 PCIe", 756.0), ("H100", 989.4), ("A100", 312.0))  # dense
+TRAIN_VARIANTS = ("before", "after", "after+compile")  # benchmarks/gpu_train.py
+TRAIN_WARMUP = 3  # steps per training variant not timed (compile, cuDNN/cuBLAS choices, allocator)
 EXTRACT_RUNS = (  # (row name, decoder, decode device)
     ("PyAV (CPU workers)", "pyav", "cpu"),
     ("PyAV NVDEC", "pyav", "cuda"),
@@ -94,7 +101,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=256, help="Extraction and forward-floor batch.")
     parser.add_argument("--repeats", type=int, default=3, help="Interleaved rounds; the median is shown.")
     parser.add_argument("--train-batch-size", type=int, default=64, help="Items per training step.")
-    parser.add_argument("--train-steps", type=int, default=10, help="Timed training steps (after 3 warm-up).")
+    parser.add_argument(
+        "--train-steps", type=int, default=20, help="Training steps per variant (the first 3 not timed)."
+    )
+    parser.add_argument(
+        "--train-variants",
+        default="before,after,after+compile",
+        help="Comma-separated training variants: before (the step before issue 45), after, after+compile.",
+    )
+    parser.add_argument(
+        "--profile", type=Path, help="Profile the 'after' step; the profiler's table goes to this file."
+    )
     parser.add_argument("--peak-tflops", type=float, help="The GPU's peak dense bf16 TFLOP/s (for MFU).")
     parser.add_argument("--knn-train", type=int, default=200_000, help="k-NN training features.")
     parser.add_argument("--knn-queries", type=int, default=20_000, help="k-NN query features.")
@@ -112,7 +129,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--videos, --seconds, --batch-size, --repeats and --train-batch-size must be >= 1")
     if not args.fps > 0:
         parser.error(f"--fps must be > 0 (got {args.fps})")
-    args.parts = parts
+    variants = [v.strip() for v in args.train_variants.split(",") if v.strip()]
+    if not variants or set(variants) - set(TRAIN_VARIANTS):
+        parser.error(f"--train-variants takes {', '.join(TRAIN_VARIANTS)} (got {args.train_variants!r})")
+    if args.train_steps <= TRAIN_WARMUP:
+        parser.error(f"--train-steps must be > {TRAIN_WARMUP} (the warm-up steps)")
+    args.parts, args.train_variants = parts, variants
     return args
 
 
@@ -270,14 +292,15 @@ def peak_flops(device: torch.device, override_tflops: float | None) -> float | N
     return next((tflops * 1e12 for key, tflops in PEAK_BF16_TFLOPS if key in name), None)
 
 
-def training_row(args: argparse.Namespace, device: torch.device) -> dict:
-    """Part 2: the paper-vitb16 step on one GPU, batches already there."""
+def training_rows(args: argparse.Namespace, device: torch.device) -> dict:
+    """Part 2: the paper-vitb16 step on one GPU, batches already there: before / after issue 45 (and with
+    --compile), side by side from the same weights on the same batches; losses compared step by step."""
     from itertools import islice
 
     from plstitch_train.model import PLStitchModel
     from plstitch_train.presets import get_preset
 
-    steps_bench = sibling("train_step")
+    steps_bench, train_bench = sibling("train_step"), sibling("gpu_train")
     config = get_preset("paper-vitb16").replace(
         data="-", batch_size=args.train_batch_size, num_workers=2, device=str(device), precision="bf16"
     )
@@ -286,54 +309,98 @@ def training_row(args: argparse.Namespace, device: torch.device) -> dict:
     n_videos = max(4, -(-3 * args.train_batch_size // min(config.clips_per_video)))  # three batches of clips
     store = steps_bench.synthetic_store(n_videos=n_videos, n_frames=160, size=config.frame_size)
     loader = steps_bench.make_loader(config, store, model)  # its workers fork before CUDA starts
-    batches = [{k: v.to(device, non_blocking=True) for k, v in b.items()} for b in islice(loader, 3)]
-    model = model.to(device)
-    params = [p for group in model.param_groups() for p in group["params"]]
-    optimizer = torch.optim.AdamW(params, lr=1e-4)
-    epoch = int(config.jigsaw_start_epoch + config.jigsaw_ramp_epochs) + 1  # every branch on at full weight
-
-    def step(batch: dict[str, torch.Tensor]) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(batch, epoch, config.lambda_jigsaw)["loss"]
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        model.update_teacher(config.momentum_teacher)
-
+    batches = list(islice(loader, 3))
+    del model
+    bench = train_bench.Bench.build(config, batches, device, "bf16")
+    flop_model = bench.fresh_model()
     with torch.autocast("cuda", dtype=torch.bfloat16):
-        flops = steps_bench.step_flops(model, batches[0])
-    for i in range(3):
-        step(batches[i % len(batches)])
-    torch.cuda.synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    start = time.perf_counter()
-    for i in range(args.train_steps):
-        step(batches[i % len(batches)])
-    torch.cuda.synchronize(device)
-    s_per_step = (time.perf_counter() - start) / args.train_steps
-    images = sum(batches[0][key].shape[1] for key in ("clip", "crops", "context") if key in batches[0])
+        flops = steps_bench.step_flops(flop_model, bench.batches[0])
+    del flop_model
+    torch.cuda.empty_cache()
+    first = bench.batches[0]
+    images = sum(first[key].shape[1] for key in ("clip", "crops", "context") if key in first)
     peak = peak_flops(device, args.peak_tflops)
-    return {
+    result: dict[str, Any] = {
         "batch_size": args.train_batch_size,
         "images_per_item": images,
-        "s_per_step": s_per_step,
-        "images_per_second": args.train_batch_size * images / s_per_step,
-        "peak_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30,
         "tflops_per_step": flops / 1e12,
-        "achieved_tflops": flops / s_per_step / 1e12,
-        "mfu": None if peak is None else flops / s_per_step / peak,
         "peak_tflops": None if peak is None else peak / 1e12,
+        "steps": args.train_steps,
+        "warmup": TRAIN_WARMUP,
+        "variants": {},
     }
+    eager = [v for v in args.train_variants if "compile" not in v]
+    for name in eager:
+        run_training_variant(args, bench, name, flops, images, result)
+    if args.profile is not None:  # before compiling: a compile that runs out of time loses no profile
+        name = next((v for v in ("after", "before") if v in args.train_variants), "after")
+        summary, table = train_bench.profile_step(bench, name)
+        args.profile.write_text(table)
+        result["profile"] = summary
+        train_bench.print_profile(summary)
+        save_report(args, {"train": result})
+    for name in (v for v in args.train_variants if v not in eager):
+        run_training_variant(args, bench, name, flops, images, result)
+    reference = result["variants"].get("before", {}).get("losses")
+    for name, row in result["variants"].items():
+        if reference and row.get("losses") and name != "before":
+            agreement = train_bench.loss_agreement(reference, row["losses"])
+            row["max_relative_loss_difference_vs_before"] = agreement
+    return result
 
 
-def print_training(row: dict) -> None:
+def run_training_variant(
+    args: argparse.Namespace, bench: Any, name: str, flops: int, images: int, result: dict
+) -> None:
+    """Measure one training variant into `result["variants"]` and save the report so far."""
+    train_bench = sibling("gpu_train")
+    peak = peak_flops(bench.device, args.peak_tflops)
+    try:
+        row = train_bench.run_variant(bench, name, args.train_steps, TRAIN_WARMUP)
+    except Exception as exc:  # noqa: BLE001 - one variant failing (say, compile) must not lose the others
+        print(f"training variant {name!r} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        result["variants"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+        return
+    finally:
+        torch.cuda.empty_cache()
+    row["images_per_second"] = args.train_batch_size * images / row["s_per_step"]
+    row["achieved_tflops"] = flops / row["s_per_step"] / 1e12
+    row["mfu"] = None if peak is None else flops / row["s_per_step"] / peak
+    result["variants"][name] = row
+    print_training_variant(result, name)
+    save_report(args, {"train": result})  # a later variant that fails or runs out of time loses nothing
+
+
+def print_training_variant(result: dict, name: str) -> None:
+    row = result["variants"][name]
     mfu = "unknown GPU: pass --peak-tflops" if row["mfu"] is None else f"{100 * row['mfu']:.1f} %"
+    memory = "n/a" if row["peak_memory_gib"] is None else f"{row['peak_memory_gib']:.1f} GiB"
     print(
-        f"paper-vitb16 step, batch {row['batch_size']} ({row['images_per_item']} images per item), bf16: "
-        f"{row['s_per_step']:.3f} s/step, {row['images_per_second']:.0f} images/s, peak memory "
-        f"{row['peak_memory_gib']:.1f} GiB, {row['tflops_per_step']:.2f} TFLOP/step, "
-        f"{row['achieved_tflops']:.0f} TFLOP/s, MFU {mfu}"
+        f"paper-vitb16 step '{name}', batch {result['batch_size']} ({result['images_per_item']} images per "
+        f"item), bf16: {row['s_per_step']:.3f} s/step, {row['images_per_second']:.0f} images/s, peak memory "
+        f"{memory}, {result['tflops_per_step']:.2f} TFLOP/step, "
+        f"{row['achieved_tflops']:.0f} TFLOP/s, MFU {mfu} (warm-up {row['warmup_s']:.1f} s)"
     )
+
+
+def print_training(result: dict) -> None:
+    for name, row in result["variants"].items():
+        if "error" in row:
+            print(f"paper-vitb16 step '{name}': failed ({row['error']})")
+            continue
+        print_training_variant(result, name)
+        diff = row.get("max_relative_loss_difference_vs_before")
+        if diff:
+            text = ", ".join(f"{k} {v:.2e}" for k, v in diff.items())
+            n_steps = len(row["losses"])
+            print(f"  losses over {n_steps} steps, largest relative difference from before: {text}")
+
+
+def save_report(args: argparse.Namespace, report: dict) -> None:
+    """Write what is measured so far (a later part that runs out of time loses nothing)."""
+    if args.out is not None:
+        old = json.loads(args.out.read_text()) if args.out.is_file() else {}
+        args.out.write_text(json.dumps({**old, **report}, indent=2))
 
 
 # --------------------------------------------------------------------------------------------------- k-NN
@@ -371,9 +438,21 @@ def knn_rows(args: argparse.Namespace, device: torch.device) -> dict:
     knn_predict(train[:1000], labels[:1000], queries[:100], config)  # CUDA context and kernels warm
     best = knn_bench.interleaved_best(args.repeats, runs)
     seconds = {name: wall for name, (_, wall, _) in best.items()}
-    return {"rows_per_block": rows, "seconds": seconds,
+    parity = knn_parity(train, labels, queries, device)
+    return {"rows_per_block": rows, "seconds": seconds, "parity": parity,
             "knn_over_gemm": seconds["knn_predict"] / seconds["gemm"],
             "knn_over_gemm_with_copy": seconds["knn_predict"] / seconds["gemm+copy"]}  # fmt: skip
+
+
+def knn_parity(train: np.ndarray, labels: np.ndarray, queries: np.ndarray, device: torch.device) -> dict:
+    """CUDA k-NN predictions against the CPU path (FAISS) on 50,000 of the training rows and 5,000 queries."""
+    train, labels, queries = train[:50_000], labels[:50_000], queries[:5_000]
+    try:
+        cpu = knn_predict(train, labels, queries, KnnConfig(k=20))
+    except ImportError as exc:  # no FAISS on this machine
+        return {"skipped": f"no CPU reference: {exc}"}
+    gpu = knn_predict(train, labels, queries, KnnConfig(k=20, device=str(device)))
+    return {"queries": len(queries), "same_predictions": int((cpu == gpu).sum())}
 
 
 def print_knn(result: dict, args: argparse.Namespace) -> None:
@@ -384,6 +463,12 @@ def print_knn(result: dict, args: argparse.Namespace) -> None:
         f"{s['gemm+copy']:.3f} s, knn_predict {s['knn_predict']:.3f} s = {result['knn_over_gemm']:.2f}x the "
         f"GEMM, {result['knn_over_gemm_with_copy']:.2f}x GEMM + copy"
     )
+    parity = result["parity"]
+    if "skipped" in parity:
+        print(f"k-NN parity with the CPU path: skipped ({parity['skipped']})")
+    else:
+        print(f"k-NN parity with the CPU path (FAISS): {parity['same_predictions']} of {parity['queries']} "
+              "predictions identical")  # fmt: skip
 
 
 # -------------------------------------------------------------------------------------------------- NVDEC
@@ -500,33 +585,49 @@ def main(argv: list[str] | None = None) -> None:
         "torch": torch.__version__,
     }
     print(f"GPU: {report['gpu']}, torch {torch.__version__}, {available_cores()} CPU cores")
-    if "extract" in args.parts:
-        with tempfile.TemporaryDirectory(prefix="plstitch-gpu-") as tmp:
-            start = time.perf_counter()
-            root = generate_videos(Path(tmp) / "cholec80", args.videos, args.seconds)
-            print(f"videos generated in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-            report["extract"] = extraction_rows(root, vit_b16(device), args, device)
-        print_extraction(report["extract"], args)
-    if "train" in args.parts:
-        report["train"] = training_row(args, device)
-        print_training(report["train"])
-    if "knn" in args.parts:
-        report["knn"] = knn_rows(args, device)
-        print_knn(report["knn"], args)
-    if "passes" in args.parts:
-        passes = sibling("gpu_passes")
-        with tempfile.TemporaryDirectory(prefix="plstitch-gpu-passes-") as tmp:
-            root = generate_videos(Path(tmp) / "cholec80", args.videos, args.seconds)
-            report["passes"] = passes.passes_rows(root, lambda: vit_b16(device), forward_floor, args, device)
-        passes.print_passes(report["passes"], args)
-    if "nvdec" in args.parts:
-        with tempfile.TemporaryDirectory(prefix="plstitch-gpu-nvdec-") as tmp:
-            root = generate_videos(Path(tmp) / "cholec80", 1, args.seconds)
-            report["nvdec"] = nvdec_rows(next((root / "videos").glob("*.mp4")), args, device)
-        print_nvdec(report["nvdec"], args)
     if args.out is not None:
-        args.out.write_text(json.dumps(report, indent=2))
+        args.out.write_text(json.dumps(report, indent=2))  # this run's figures only, saved part by part
+    parts = {"extract": extract_part, "train": train_part, "knn": knn_part, "passes": passes_part,
+             "nvdec": nvdec_part}  # fmt: skip
+    for part in args.parts:  # in the order given, each saved as soon as it is measured
+        parts[part](args, device, report)
+        save_report(args, report)
+    if args.out is not None:
         print(f"figures written to {args.out}", file=sys.stderr)
+
+
+def extract_part(args: argparse.Namespace, device: torch.device, report: dict) -> None:
+    with tempfile.TemporaryDirectory(prefix="plstitch-gpu-") as tmp:
+        start = time.perf_counter()
+        root = generate_videos(Path(tmp) / "cholec80", args.videos, args.seconds)
+        print(f"videos generated in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        report["extract"] = extraction_rows(root, vit_b16(device), args, device)
+    print_extraction(report["extract"], args)
+
+
+def train_part(args: argparse.Namespace, device: torch.device, report: dict) -> None:
+    report["train"] = training_rows(args, device)
+    print_training(report["train"])
+
+
+def knn_part(args: argparse.Namespace, device: torch.device, report: dict) -> None:
+    report["knn"] = knn_rows(args, device)
+    print_knn(report["knn"], args)
+
+
+def passes_part(args: argparse.Namespace, device: torch.device, report: dict) -> None:
+    passes = sibling("gpu_passes")
+    with tempfile.TemporaryDirectory(prefix="plstitch-gpu-passes-") as tmp:
+        root = generate_videos(Path(tmp) / "cholec80", args.videos, args.seconds)
+        report["passes"] = passes.passes_rows(root, lambda: vit_b16(device), forward_floor, args, device)
+    passes.print_passes(report["passes"], args)
+
+
+def nvdec_part(args: argparse.Namespace, device: torch.device, report: dict) -> None:
+    with tempfile.TemporaryDirectory(prefix="plstitch-gpu-nvdec-") as tmp:
+        root = generate_videos(Path(tmp) / "cholec80", 1, args.seconds)
+        report["nvdec"] = nvdec_rows(next((root / "videos").glob("*.mp4")), args, device)
+    print_nvdec(report["nvdec"], args)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import torch
 from timm.layers import resample_abs_pos_embed
 from timm.models.vision_transformer import VisionTransformer
 from torch import Tensor, nn
+from torch.profiler import record_function
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.hub import load_encoder
@@ -188,7 +189,8 @@ class PLStitchModel(nn.Module):
         terms = []
         for name, weight in weights.items():
             if weight > 0:
-                out[name] = self.branch_loss(name, batch, epoch)
+                with record_function(f"plstitch:forward-{name}"):  # a profile's ranges (gpu.py --profile)
+                    out[name] = self.branch_loss(name, batch, epoch)
                 terms.append(weight * out[name])
         for term in terms:
             total = term if total is None else total + term
@@ -260,9 +262,10 @@ class PLStitchModel(nn.Module):
         The student's `masked_embed` and patch last layer `last_layer2` have no teacher counterpart.
         """
         student = dict(self.student.named_parameters())
-        for name, teacher_param in self.teacher.named_parameters():
-            if name in student:
-                teacher_param.mul_(momentum).add_(student[name].detach(), alpha=1 - momentum)
+        pairs = [(t, student[name]) for name, t in self.teacher.named_parameters() if name in student]
+        teacher = [t for t, _ in pairs]
+        torch._foreach_mul_(teacher, momentum)  # one launch per group on a GPU, the loop's arithmetic
+        torch._foreach_add_(teacher, [s.detach() for _, s in pairs], alpha=1 - momentum)
 
     def param_groups(self) -> list[dict[str, Any]]:
         """AdamW groups: weight decay on matrices, none on biases and norm/1-d parameters (DINO's rule)."""

@@ -33,7 +33,7 @@ from plstitch_train.config import ADDED_SETTINGS, PERMUTATION_SETTINGS, TrainCon
 
 PLANS = ("new", "resume", "finished", "overwrite")  # what `plan_run` decides
 # settings that do not change what a run computes: a rerun may change them and still resume
-RUNTIME_FIELDS = ("device", "num_workers", "checkpoint_every", "log_every", "cache_dir")
+RUNTIME_FIELDS = ("device", "num_workers", "checkpoint_every", "log_every", "cache_dir", "compile")
 PATH_FIELDS = ("data", "root")  # compared as absolute paths
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
+from torch.profiler import record_function
 from torch.utils.data import DataLoader
 
 from plstitch_eval.errors import ConfigError, TrainingError
@@ -228,7 +229,7 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
         )
     total_steps = planned_steps(optim, steps_per_epoch)
     schedules = Schedules.from_settings(optim, total_steps, steps_per_epoch)
-    optimizer = torch.optim.AdamW(model.param_groups(), lr=0.0)
+    optimizer = torch.optim.AdamW(model.param_groups(), lr=0.0, **adamw_kernels(device))
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
 
     step = 0 if checkpoint is None else int(checkpoint["step"])
@@ -239,6 +240,8 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
     if checkpoint is not None:
         step = restore_checkpoint(checkpoint, model, optimizer, scaler, sampler, info, device)
 
+    if config.run.compile:
+        compile_modules(model)
     ddp = None
     if info.world_size > 1:
         find_unused = config.loss.lambda_jigsaw > 0 and config.loss.jigsaw_start_epoch > 0
@@ -337,6 +340,10 @@ class _LoopState:
     def step(
         self, step: int, micro: list[dict[str, torch.Tensor]], epoch_float: float, clipped: list
     ) -> dict[str, float]:
+        """One optimizer step; the losses reach the host once, after the update is queued (one sync a step).
+
+        A non-finite loss is raised with its step: the update it made is never checkpointed.
+        """
         loss, optim = self.config.loss, self.config.optim
         accum, epoch = optim.accum_steps, int(epoch_float)
         for group in self.optimizer.param_groups:
@@ -346,43 +353,65 @@ class _LoopState:
             loss.lambda_jigsaw, epoch_float, loss.jigsaw_start_epoch, loss.jigsaw_ramp_epochs
         )
         forward = self.ddp if self.ddp is not None else self.model
-        totals: dict[str, float] = {}
+        totals: torch.Tensor | None = None
+        keys: list[str] = []
         for i, batch in enumerate(micro):
             batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
             sync = self.ddp is None or i == accum - 1
             with contextlib.nullcontext() if sync else self.ddp.no_sync():
                 with autocast(self.device, self.precision):
                     out = forward(batch, epoch, jigsaw_weight)
-                values = self._reduced(out)
-                if not all(math.isfinite(v) for v in values.values()):
-                    raise TrainingError(
-                        f"Non-finite loss at step {step + 1} (epoch {epoch_float:.2f}): {values}. Lower the "
-                        "learning rate, use --precision fp32, or check the input frames."
-                    )
-                self.scaler.scale(out["loss"] / accum).backward()
-            for key, value in values.items():
-                totals[key] = totals.get(key, 0.0) + value / accum
-        self.scaler.unscale_(self.optimizer)
-        if optim.clip_grad > 0:
-            clip_gradients(clipped, optim.clip_grad, per_parameter=optim.clip_per_parameter)
+                keys = [k for k in LOSS_KEYS if k in out]
+                values = torch.stack([out[k].detach().float() for k in keys]) / accum
+                totals = values if totals is None else totals + values
+                with record_function("plstitch:backward"):
+                    self.scaler.scale(out["loss"] / accum).backward()
+        with record_function("plstitch:clip"):
+            self.scaler.unscale_(self.optimizer)
+            if optim.clip_grad > 0:
+                clip_gradients(clipped, optim.clip_grad, per_parameter=optim.clip_per_parameter)
         if epoch < optim.freeze_last_layer_epochs:
             for param in self.model.last_layer_parameters():
                 param.grad = None
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.model.update_teacher(float(self.schedules.momentum[step]))
-        totals["jigsaw_weight"] = jigsaw_weight
-        return totals
+        with record_function("plstitch:optimizer"):
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.optimizer.zero_grad(set_to_none=True)
+        with record_function("plstitch:ema"):
+            self.model.update_teacher(float(self.schedules.momentum[step]))
+        with record_function("plstitch:loss-sync"):
+            result = self._reduced(keys, totals)
+        if not all(math.isfinite(v) for v in result.values()):
+            raise TrainingError(
+                f"Non-finite loss at step {step + 1} (epoch {epoch_float:.2f}): {result}. Lower the "
+                "learning rate, use --precision fp32, or check the input frames."
+            )
+        result["jigsaw_weight"] = jigsaw_weight
+        return result
 
-    def _reduced(self, out: dict[str, torch.Tensor]) -> dict[str, float]:
-        """Branch losses averaged over ranks (so every rank sees the same non-finite check)."""
-        keys = [k for k in LOSS_KEYS if k in out]
-        values = torch.stack([out[k].detach().float() for k in keys])
+    def _reduced(self, keys: list[str], totals: torch.Tensor) -> dict[str, float]:
+        """Branch losses averaged over ranks (so every rank sees the same non-finite check); the host sync."""
         if self.info.world_size > 1:
-            dist.all_reduce(values)
-            values = values / self.info.world_size
-        return dict(zip(keys, values.tolist(), strict=True))
+            dist.all_reduce(totals)
+            totals = totals / self.info.world_size
+        return dict(zip(keys, totals.tolist(), strict=True))
+
+
+def adamw_kernels(device: torch.device) -> dict[str, bool]:
+    """AdamW's implementation: the fused CUDA kernel on a GPU (one launch for all parameters), torch's
+    default elsewhere (so CPU runs compute exactly as before)."""
+    return {"fused": True} if device.type == "cuda" else {}
+
+
+def compile_modules(model: PLStitchModel) -> None:
+    """`torch.compile` every student and teacher module in place (`--compile`): fused kernels on a GPU.
+
+    Why in place (`nn.Module.compile`): state-dict keys stay as they are, so checkpoints and exports do not
+    change; the first steps are slower while each input shape compiles.
+    """
+    for part in (model.student, model.teacher):
+        for module in part.values():
+            module.compile()
 
 
 @torch.no_grad()
@@ -391,6 +420,9 @@ def clip_gradients(params: list[torch.nn.Parameter], max_norm: float, per_parame
     if not per_parameter:
         torch.nn.utils.clip_grad_norm_(params, max_norm)
         return
-    for grad in (p.grad for p in params if p.grad is not None):
-        scale = max_norm / (grad.norm(2) + 1e-6)
-        grad.mul_(scale.clamp(max=1.0))
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    norms = torch.stack(torch._foreach_norm(grads, 2))  # one launch per dtype/device group on a GPU
+    scales = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    torch._foreach_mul_(grads, list(scales.unbind()))

@@ -126,8 +126,8 @@ def _phase_linear(
         lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed, device
     )
     results, fitted = fit_linear_protocol(
-        features, config, scheme=split_scheme, val_fraction=val_fraction, relaxed=relaxed
-    )
+        features, config, scheme=split_scheme, val_fraction=val_fraction, relaxed=relaxed, progress=True
+    )  # the grid's bar on stderr (plain lines off a terminal; -q mutes it)
     proto = results["protocol"]
     title = f"linear (lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g})"
     print_and_write_results(results, json_path, title)
@@ -246,7 +246,7 @@ def _tool_linear(
         )
     balance = True if balance is None else balance
     config = linear_config(lr, wd, optimizer, epochs, batch_size, standardize, balance, None, seed, device)
-    results = run_tool_linear(features, config, scheme=split_scheme, val_fraction=val_fraction)
+    results = run_tool_linear(features, config, scheme=split_scheme, val_fraction=val_fraction, progress=True)
     proto = results["protocol"]
     title = f"tool presence (linear, lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g})"
     print_and_write_results(results, json_path, title)

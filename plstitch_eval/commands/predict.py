@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -190,14 +191,16 @@ def predict(
                 decoding=decoding,
                 follow_s=options.follow_timeout,
             )
-        except KeyboardInterrupt:  # a second Ctrl-C: stopped at once
+        except KeyboardInterrupt as exc:  # a second Ctrl-C or SIGTERM: stopped at once
+            signum = getattr(exc, "signum", signal.SIGINT)  # `online.StopNow` says which signal
             where = "" if out is None else f"; {out} holds the videos that had ended"
+            said = f"{stopped_verb(signum)} twice: stopped at once, the video in hand is not written{where}"
             error_console.print(
-                Text(f"interrupted twice: stopped at once, the video in hand is not written{where}"),
+                Text(said),
                 highlight=False,
                 soft_wrap=True,
             )
-            raise typer.Exit(code=130) from None
+            raise typer.Exit(code=128 + int(signum)) from None
     else:
         with progress_bar() as bar:
             task = bar.add_task("predict", total=len(sources))
@@ -212,21 +215,27 @@ def predict(
         print_error(failure.error)  # names the file
     if summary.interrupted:
         error_console.print(Text(interrupted_line(summary)), highlight=False, soft_wrap=True)
-        raise typer.Exit(code=130)
+        raise typer.Exit(code=summary.exit_code)  # 130 (Ctrl-C) or 143 (SIGTERM)
     if not summary.ok:
         raise typer.Exit(code=1)
 
 
+def stopped_verb(signum: int | None) -> str:
+    """How a stop signal is named on stderr: `terminated` (SIGTERM) or `interrupted` (Ctrl-C)."""
+    return "terminated" if signum == signal.SIGTERM else "interrupted"
+
+
 def interrupted_line(summary: PredictSummary) -> str:
-    """The one line Ctrl-C leaves on stderr: where the video stopped and what was written."""
+    """The one line Ctrl-C or SIGTERM leaves on stderr: where the video stopped and what was written."""
+    verb = stopped_verb(summary.stop_signal)
     video = summary.interrupted_video
     if video is None:
         done = summary.predictions[-1].video if summary.predictions else None
         after = f" after {done} ended" if done else " before the first video"
-        return f"interrupted{after}; the videos after it were not read"
+        return f"{verb}{after}; the videos after it were not read"
     if not video.frames:
-        return f"interrupted before the first frame of {video.source}; nothing to write"
-    at = f"interrupted at {video.last_time:.1f} s of video ({video.source})"
+        return f"{verb} before the first frame of {video.source}; nothing to write"
+    at = f"{verb} at {video.last_time:.1f} s of video ({video.source})"
     if not video.files:
         return f"{at}; nothing written (no --out)"
     return f"{at}; wrote {video.files['csv']} and {video.files['png']}"

@@ -114,6 +114,13 @@ def train(
         typer.Option("--frame-store", help="Decoded frames as lmdb (JPEG, default) or raw (uint8 arrays)."),
     ] = None,
     decoder: TrainDecoderOpt = None,
+    compile_modules: Annotated[
+        bool,
+        typer.Option(
+            "--compile",
+            help="torch.compile the student and teacher (fused kernels on a GPU; the first steps compile).",
+        ),
+    ] = False,
     set_values: Annotated[
         list[str] | None, typer.Option("--set", metavar="NAME=VALUE", help=_SET_HELP)
     ] = None,
@@ -123,7 +130,7 @@ def train(
     Rerunning the same command resumes the run in --out; a finished run is left as it is (exit 0).
 
     A run made with other settings is refused: --resume RUN continues it with its saved settings,
-    --overwrite starts again. --device, --num-workers, --checkpoint-every, --cache-dir may change.
+    --overwrite starts again. --device, --num-workers, --checkpoint-every, --cache-dir, --compile may change.
 
     Ctrl-C or SIGTERM: checkpoint after the current step, print the resume command, exit 130 / 143.
     A second Ctrl-C stops at once.
@@ -164,6 +171,7 @@ def train(
         "cache_dir": _str(cache_dir),
         "frame_store": frame_store,
         "decoder": decoder,
+        "compile": compile_modules or None,
     }
     given = [name for name, value in settings.items() if value is not None]
     overrides = _set_overrides(set_values or [], given)

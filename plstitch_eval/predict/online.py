@@ -5,8 +5,8 @@ A framewise probe (linear) looks at the new frame alone; any other causal probe 
 prefix (output at t is then the offline output at t; cost O(t) per frame, O(T^2) per video).
 
 A recording still being written is followed (`follows`): at the end of the file the reader waits for more
-bytes until none came for `follow_s` seconds. Ctrl-C ends the video where it is (`StopRequest`), so that what
-was seen is kept; each prediction says how its video ended (`VideoPrediction.ended`).
+bytes until none came for `follow_s` seconds. Ctrl-C or SIGTERM ends the video where it is (`StopRequest`), so
+that what was seen is kept; each prediction says how its video ended (`VideoPrediction.ended`).
 """
 
 from __future__ import annotations
@@ -54,7 +54,9 @@ FRAMEWISE_KINDS = ("linear",)  # probe kinds whose output at t depends on frame 
 FOLLOWED_FORMATS = frozenset({"mpegts", "matroska,webm", "flv", "nut", "mpeg", "h264", "hevc"})
 POLL_S = 0.1  # while nothing new came: how often a followed file or a pipe is looked at again (and Ctrl-C)
 END_OF_RECORDING = "end of recording"  # a pipe closed by its writer, or a file read to its end unfollowed
-INTERRUPTED = "interrupted"  # Ctrl-C
+INTERRUPTED = "interrupted"  # Ctrl-C (SIGINT)
+TERMINATED = "terminated"  # SIGTERM: a service manager, `timeout`, `kill`
+STOPPED = {signal.SIGINT: INTERRUPTED, signal.SIGTERM: TERMINATED}  # the signals that end a run, and how
 
 
 def quiet_for(follow_s: float) -> str:
@@ -87,37 +89,55 @@ class OnlineUpdate:
         )
 
 
+class StopNow(KeyboardInterrupt):
+    """A second stop signal: stop at once, where the run is. `signum` says which signal (the exit code is
+    128 + it: 130 for SIGINT, 143 for SIGTERM); a KeyboardInterrupt, so `except Exception` never swallows it.
+    """
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__()
+        self.signum = int(signum)
+
+
 class StopRequest:
-    """Ctrl-C while predicting online: SIGINT sets `requested`, which the reader and the frame loop look at,
-    so that the video ends where it is and what was seen is written; a second Ctrl-C stops at once.
+    """Ctrl-C or SIGTERM while predicting online: the signal sets `requested` (and `signum`), which the reader
+    and the frame loop look at, so that the video ends where it is and what was seen is written; a second
+    signal stops at once (`StopNow`).
 
     Why a flag: PyAV reads a Python file object in a callback that swallows any exception raised in it,
     KeyboardInterrupt included (`Exception ignored in: 'av.container.pyio.pyio_read_gil'`), and decoding
-    would go on. Installed (as a context manager) only in the main thread; elsewhere `requested` is set by
-    hand.
+    would go on. SIGTERM (a service manager stopping predict, `timeout`) would kill the process and lose the
+    video in hand. Installed (as a context manager) only in the main thread; elsewhere `requested` is set by
+    hand (then it reads as a Ctrl-C).
     """
 
     def __init__(self) -> None:
         self.requested = False
-        self._previous: Callable | int | None = None
-        self._installed = False
+        self.signum: int | None = None  # the signal that asked to stop (None: asked by hand)
+        self._previous: dict[int, Callable | int | None] = {}
 
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self.handle)
-            self._installed = True
+            for signum in STOPPED:
+                self._previous[signum] = signal.signal(signum, self.handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous)
-            self._installed = False
+        for signum, previous in self._previous.items():
+            signal.signal(signum, signal.SIG_DFL if previous is None else previous)  # None: not Python's
+        self._previous.clear()
 
     def handle(self, signum: int, frame: object = None) -> None:
-        """Signal handler: the first Ctrl-C asks to stop, a second raises KeyboardInterrupt."""
+        """Signal handler: the first SIGINT/SIGTERM asks to stop, a second raises `StopNow`."""
         if self.requested:
-            raise KeyboardInterrupt
+            raise StopNow(signum)
         self.requested = True
+        self.signum = int(signum)
+
+    @property
+    def reason(self) -> str:
+        """How a stop ends the video: `TERMINATED` for SIGTERM, else `INTERRUPTED` (Ctrl-C, or by hand)."""
+        return TERMINATED if self.signum == signal.SIGTERM else INTERRUPTED
 
 
 class PolledReader:
@@ -126,7 +146,8 @@ class PolledReader:
 
     With `follow_s` > 0 (a file still being written) the end of the file is not the end: `read` waits for
     more bytes until the file has been quiet for `follow_s` seconds (no byte written: its mtime, and the time
-    waited here). `ended` says why the stream ended (`END_OF_RECORDING`, `quiet_for`, `INTERRUPTED`).
+    waited here). `ended` says why the stream ended (`END_OF_RECORDING`, `quiet_for`, `INTERRUPTED`,
+    `TERMINATED`).
     """
 
     def __init__(
@@ -145,11 +166,11 @@ class PolledReader:
         """Up to `size` bytes as soon as there are some; b"" once the stream has ended (see `ended`)."""
         try:
             data = self._read(size)
-        except KeyboardInterrupt:  # a second Ctrl-C: PyAV's read callback would swallow it
+        except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: PyAV's read callback would swallow it
             self.stop.requested = True
             data = b""
         if not data and (self.stop.requested or self.ended is None):
-            self.ended = INTERRUPTED if self.stop.requested else END_OF_RECORDING
+            self.ended = self.stop.reason if self.stop.requested else END_OF_RECORDING
         return data
 
     def _read(self, size: int) -> bytes:
@@ -305,8 +326,8 @@ def predict_online(
 
     A file is decoded on the CPU by `decoding`'s decoder, a pipe by PyAV; a file still being written
     (`follows(path, follow_s)`) by PyAV too, waiting at its end until it was quiet for `follow_s` seconds.
-    Ctrl-C (`stop`, installed here when not given) ends the video after the frame in hand; the prediction
-    holds the frames seen and says how the video ended (`ended`).
+    Ctrl-C or SIGTERM (`stop`, installed here when not given) ends the video after the frame in hand; the
+    prediction holds the frames seen and says how the video ended (`ended`).
     """
     if not probe.causal:
         raise ConfigError(
@@ -344,9 +365,9 @@ def predict_online(
         try:
             _follow(frames, state, plan, model, stop, emit, source.name)
         except DecodeError:
-            if not stop.requested:  # Ctrl-C before a first frame came is no decoding failure
+            if not stop.requested:  # Ctrl-C/SIGTERM before a first frame came is no decoding failure
                 raise
-        ended = INTERRUPTED if stop.requested else (reader.ended if reader else None) or END_OF_RECORDING
+        ended = stop.reason if stop.requested else (reader.ended if reader else None) or END_OF_RECORDING
     features = np.stack(state.features) if state.features else np.zeros((0, 0), np.float32)
     frame_times = np.asarray(state.times, dtype=np.float64)
     return VideoPrediction(

@@ -58,7 +58,7 @@ class VideoPrediction:
     """The probe's outputs on one video: per sampled frame its time, class probabilities [T, C], predicted
     class, progression (None without a temporal head) and ground truth (None without labels); the black-margin
     box cut from its frames (None: the probe's features were not cropped) and, online, how the video ended
-    (`online.END_OF_RECORDING`, `online.quiet_for`, `online.INTERRUPTED`)."""
+    (`online.END_OF_RECORDING`, `online.quiet_for`, `online.INTERRUPTED`, `online.TERMINATED`)."""
 
     video: str
     source: str

@@ -6,11 +6,13 @@ features equal the ones `plstitch extract` stores for it, and the probe's output
 (a probe of `--crop-black-margin` features gets each new video's own black border found and cut the same way).
 Online (`run_online`), each video is followed frame by frame (`online.predict_online`). Each video gets its
 CSV and timeline figure (`outputs`) as soon as it ends; a video that fails to decode is reported, the others
-go on. Ctrl-C in an online run ends the video in hand with what was seen (written as any other) and the run.
+go on. Ctrl-C or SIGTERM in an online run ends the video in hand with what was seen (written as any other) and
+the run.
 """
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from plstitch_eval.data.decoders import PYAV, Decoding, recorded_decoder
 from plstitch_eval.errors import ConfigError, DecodeError
 from plstitch_eval.extract import VideoJob, default_workers, make_loader, run_decoding
 from plstitch_eval.predict.encoder import ProbeEncoder
-from plstitch_eval.predict.online import INTERRUPTED, OnlineUpdate, StopRequest, predict_online
+from plstitch_eval.predict.online import STOPPED, OnlineUpdate, StopRequest, predict_online
 from plstitch_eval.predict.options import PredictOptions
 from plstitch_eval.predict.outputs import VideoPrediction, check_outputs, write_prediction
 from plstitch_eval.predict.sources import VideoSource
@@ -71,7 +73,8 @@ class PredictSummary:
     predictions: list[VideoPrediction]
     failed: list[VideoFailure]
     online: bool = False
-    interrupted: bool = False  # Ctrl-C stopped the run (online)
+    interrupted: bool = False  # Ctrl-C or SIGTERM stopped the run (online)
+    stop_signal: int | None = None  # the signal that stopped it (None: not stopped, or stopped by hand)
 
     @property
     def ok(self) -> bool:
@@ -79,8 +82,21 @@ class PredictSummary:
 
     @property
     def interrupted_video(self) -> VideoPrediction | None:
-        """The video Ctrl-C stopped (online), if any: it holds the frames seen until then."""
-        return next((p for p in self.predictions if p.ended == INTERRUPTED), None)
+        """The video Ctrl-C or SIGTERM stopped (online), if any: it holds the frames seen until then."""
+        return next((p for p in self.predictions if p.ended in STOPPED.values()), None)
+
+    @property
+    def signal_name(self) -> str | None:
+        """`SIGINT` or `SIGTERM` when a signal stopped the run (a stop asked by hand reads as SIGINT)."""
+        if not self.interrupted:
+            return None
+        return signal.Signals(self.stop_signal or signal.SIGINT).name
+
+    @property
+    def exit_code(self) -> int | None:
+        """128 + the signal that stopped the run, as a shell reports it (130 Ctrl-C, 143 SIGTERM); None
+        when it was not stopped."""
+        return None if not self.interrupted else 128 + int(self.stop_signal or signal.SIGINT)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (printed on stdout, or written by --json)."""
@@ -96,6 +112,7 @@ class PredictSummary:
             "out": None if self.out is None else str(self.out),
             "ok": self.ok,
             "interrupted": self.interrupted,
+            "signal": self.signal_name,
             "videos": [p.summary(names) for p in self.predictions],
             "failed": [vars(f) for f in self.failed],
         }
@@ -178,8 +195,8 @@ def run_online(
     follow_s: float = 0.0,
 ) -> PredictSummary:
     """`predict_online` on each source in turn (files still being written followed until quiet for
-    `follow_s` seconds); with `out`, each video's CSV and figure when it ends. Ctrl-C ends the video in hand,
-    whose outputs are written, and the run."""
+    `follow_s` seconds); with `out`, each video's CSV and figure when it ends. Ctrl-C or SIGTERM ends the
+    video in hand, whose outputs are written, and the run."""
     if out is not None:
         check_outputs(out, [src.name for src in sources], overwrite)
     predictions, failed = [], []
@@ -197,4 +214,7 @@ def run_online(
                 write_prediction(prediction, probe, out, f"{src.name}: {title}")
             predictions.append(prediction)
     folder = None if out is None else Path(out)
-    return PredictSummary(probe, model, folder, predictions, failed, online=True, interrupted=stop.requested)
+    signum = stop.signum if stop.requested else None
+    return PredictSummary(
+        probe, model, folder, predictions, failed, online=True, interrupted=stop.requested, stop_signal=signum
+    )

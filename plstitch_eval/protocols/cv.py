@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from plstitch_eval.errors import ConfigError, EvaluationError
 from plstitch_eval.features import FeatureStore
 from plstitch_eval.knn import KnnConfig
 from plstitch_eval.linear import LinearConfig
@@ -49,6 +50,31 @@ def default_config(protocol: Protocol, seed: int) -> Any:
     return protocol.config_type(seed=seed) if seeded else protocol.config_type()
 
 
+def check_fold_holdout(
+    videos: list[str], test_folds: list[list[str]], val_fraction: float, protocol: str
+) -> None:
+    """Refuse, before any fold trains, folds whose training videos cannot give validation videos.
+
+    Why: the protocol chooses (a head, an epoch) on videos held out of each fold's training videos; a
+    `val_fraction` outside (0, 1) would hold out none or all, and a fold left one training video cannot be
+    split (`holdout_by_video` would only say to record a val split, which CV does not read).
+    """
+    if not 0 < val_fraction < 1:
+        held = "none" if val_fraction <= 0 else "all"
+        raise ConfigError(
+            f"val_fraction {val_fraction:g} would hold out {held} of each CV fold's training videos, and the "
+            f"{protocol} protocol chooses on held-out videos; use a value between 0 and 1 (the default 0.2)."
+        )
+    for i, test_videos in enumerate(test_folds):
+        rest = [v for v in videos if v not in set(test_videos)]
+        if len(rest) < 2:
+            raise EvaluationError(
+                f"CV fold {i} trains on {len(rest)} video ({', '.join(rest)}) of {len(videos)}, and the "
+                f"{protocol} protocol chooses on validation videos held out of each fold's training videos: "
+                "use more --folds or more videos, or --protocol knn (it holds out none)."
+            )
+
+
 def run_cv(
     features: str | Path,
     folds: int = 5,
@@ -67,7 +93,8 @@ def run_cv(
     `protocol`: any of `cv_protocols()` (knn, linear, temporal, ...); its config is `config`, else the one of
     its section (`knn_config`, `linear_config`, `temporal_config`), else its default. The ``relaxed`` block
     (when asked) is over all videos of all folds, each tested once: mean and std over videos, not folds.
-    `progress`: the temporal model's epoch bar.
+    `progress`: each fold fit's bar on stderr (the linear grid's steps, the temporal model's epochs; plain
+    lines off a terminal); `plstitch cv` shows it, a benchmark cell runs without (its own progress covers it).
     """
     inner = get_protocol(protocol, "protocol", cv_protocols())
     sections = {"knn": knn_config, "linear": linear_config, "temporal": temporal_config}
@@ -78,6 +105,8 @@ def run_cv(
     recorded = resolve_splits(store)
     videos = sorted({v for s in recorded.values() for v in s}) or store.videos()
     test_folds = kfold_by_video(videos, folds, seed)
+    if inner.cv.holds_out_val:
+        check_fold_holdout(videos, test_folds, val_fraction, protocol)
     items = {it.video: it for it in load_videos(store, videos)}
     require_two_classes(
         stack_labelled(list(items.values()))[1],

@@ -31,6 +31,7 @@ from plstitch_eval.protocols.registry import (
 from plstitch_eval.relaxed_metrics import relaxed_metrics
 from plstitch_eval.results_json import build_results
 from plstitch_eval.scoring import score_videos, with_relaxed
+from plstitch_eval.splits import check_holdout
 
 TASK = "linear"
 
@@ -41,11 +42,15 @@ def linear_on(
     test: Sequence[VideoFeatures],
     n_classes: int,
     config: LinearConfig,
+    progress: bool = False,
 ) -> tuple[LinearProbeResult, dict[str, np.ndarray]]:
-    """The probe fitted on `train` (head chosen on `val`) and its predicted class ids of each test video."""
+    """The probe fitted on `train` (head chosen on `val`) and its predicted class ids of each test video.
+
+    `progress`: the grid's bar over its steps on stderr (plain lines every few seconds off a terminal).
+    """
     x, y = stack_labelled(train)
     vx, vy = stack_labelled(val)
-    probe = fit_linear_probe(x, y, vx, vy, n_classes, config)
+    probe = fit_linear_probe(x, y, vx, vy, n_classes, config, progress)
     preds = {it.video: probe.predict(it.features) for it in test}
     return probe, preds
 
@@ -56,9 +61,10 @@ def run_linear(
     scheme: str | None = None,
     val_fraction: float = 0.2,
     relaxed: bool = False,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Linear protocol: grid on train, head chosen on val (official or held out by video), report on test."""
-    return fit_linear_protocol(features, config, scheme, val_fraction, relaxed)[0]
+    return fit_linear_protocol(features, config, scheme, val_fraction, relaxed, progress)[0]
 
 
 def fit_linear_protocol(
@@ -67,17 +73,20 @@ def fit_linear_protocol(
     scheme: str | None = None,
     val_fraction: float = 0.2,
     relaxed: bool = False,
+    progress: bool = False,
 ) -> tuple[dict[str, Any], LinearProbeResult]:
     """`run_linear`'s results dict and the fitted probe (grid + chosen head), e.g. to save the probe.
 
-    The test predictions in the results are the probe's (`probe.predict`) on each test video.
+    The test predictions in the results are the probe's (`probe.predict`) on each test video. `progress`:
+    the grid's bar on stderr (`plstitch linear`; a benchmark cell runs without, under its own progress).
     """
     config = config or LinearConfig()
     store = FeatureStore(features)
     manifest, class_names, n_classes, bg = store_context(store)
     spec = store_relaxed_spec(store, class_names) if relaxed else None
+    check_holdout(store, scheme, val_fraction, "the linear probe chooses its head")
     splits, val_source, (train, val, test) = load_train_val_test(store, scheme, val_fraction, config.seed)
-    probe, preds = linear_on(train, val, test, n_classes, config)
+    probe, preds = linear_on(train, val, test, n_classes, config, progress)
     gts = {it.video: it.labels for it in test}
     scored = score_videos(preds, gts, n_classes, bg)
     protocol = {
@@ -98,7 +107,7 @@ def fit_fold(
     fold: Fold, config: LinearConfig, progress: bool
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """One CV fold: the grid on the fold's training videos, the head chosen on its held-out videos."""
-    probe, preds = linear_on(fold.train, fold.val, fold.test, fold.num_classes, config)
+    probe, preds = linear_on(fold.train, fold.val, fold.test, fold.num_classes, config, progress)
     return preds, {"chosen_lr": probe.best_lr, "chosen_weight_decay": probe.best_weight_decay}
 
 

@@ -22,16 +22,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from plstitch_eval.errors import ConfigError, EvaluationError, PlstitchError
-from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
+from plstitch_eval.errors import ConfigError
+from plstitch_eval.features import FeatureStore, VideoFeatures
 from plstitch_eval.probes import save_probe
 from plstitch_eval.protocols.data import load_train_val_test, store_context, store_relaxed_spec
 from plstitch_eval.protocols.registry import CvFit, Fold, Protocol, numbers_only, register_protocol
 from plstitch_eval.relaxed_metrics import RelaxedSpec, relaxed_metrics
 from plstitch_eval.results_json import build_results
 from plstitch_eval.scoring import score_videos, with_relaxed
-from plstitch_eval.splits import resolve_splits
-from plstitch_eval.temporal.fit import TemporalConfig, TemporalProbeResult, fit_temporal
+from plstitch_eval.splits import check_holdout
+from plstitch_eval.temporal.fit import DEFAULT_THREADS, TemporalConfig, TemporalProbeResult, fit_temporal
 from plstitch_eval.utils.device import resolve_device
 from plstitch_eval.utils.stats import mean_std_by_key
 
@@ -54,6 +54,9 @@ class TemporalData:
     relaxed: RelaxedSpec | None
 
 
+TEMPORAL_CHOOSES = "the temporal model chooses its epoch"  # what a missing val split stops (check_holdout)
+
+
 def load_temporal_data(
     features: str | Path,
     scheme: str | None = None,
@@ -68,72 +71,11 @@ def load_temporal_data(
     store = FeatureStore(features)
     manifest, class_names, num_classes, background = store_context(store)
     spec = store_relaxed_spec(store, class_names) if relaxed else None
-    check_validation_source(store, scheme, val_fraction)
+    check_holdout(store, scheme, val_fraction, TEMPORAL_CHOOSES)
     splits, validation, (train, val, test) = load_train_val_test(store, scheme, val_fraction, holdout_seed)
     return TemporalData(
         manifest, class_names, num_classes, background, splits, validation, train, val, test, spec
     )
-
-
-def schemes_with_val(store: FeatureStore) -> list[str]:
-    """The split schemes the store's manifest records with validation videos (what `--split-scheme` takes)."""
-    manifest = store.manifest
-    names = list(manifest.get("split_schemes") or {})
-    nested = manifest.get("splits") or {}
-    if nested and all(isinstance(v, dict) for v in nested.values()):
-        names += [name for name in nested if name not in names]
-    found = []
-    for name in names:
-        try:
-            if resolve_splits(store, name)["val"]:
-                found.append(name)
-        except PlstitchError:
-            continue
-    return found
-
-
-def record_val_fix(store: FeatureStore, scheme: str | None) -> str:
-    """How to give a store validation videos: a recorded scheme that has them, or the manifest entry."""
-    manifest = store.manifest
-    if scheme is not None and scheme in (manifest.get("split_schemes") or {}):
-        entry = f'"split_schemes" > "{scheme}"'
-    elif scheme is not None and isinstance((manifest.get("splits") or {}).get(scheme), dict):
-        entry = f'"splits" > "{scheme}"'
-    else:
-        entry = '"splits"'
-    edit = (
-        f'record a val split: in {store.root / MANIFEST}, move some videos from the "train" list of '
-        f'{entry} into a "val" list beside it (e.g. "val": ["<video>", ...])'
-    )
-    others = [name for name in schemes_with_val(store) if name != scheme]
-    if others:
-        return f"pass --split-scheme {others[0]} (recorded with val videos: {', '.join(others)}), or {edit}"
-    return edit
-
-
-def check_validation_source(store: FeatureStore, scheme: str | None, val_fraction: float) -> None:
-    """Refuse, before any training, a store without val videos whose training videos cannot be held out.
-
-    Why: the epoch is chosen on validation videos; one training video cannot be split, and
-    `--val-fraction` 0 (or >= 1) holds out none (or all), so each message names the flag or entry to change.
-    """
-    splits = resolve_splits(store, scheme)
-    if splits["val"] or not splits["train"]:
-        return  # an official val split, or no training videos at all (refused with the other splits)
-    where = f"{store.root / MANIFEST}" + (f" (scheme {scheme!r})" if scheme else "")
-    if len(splits["train"]) < 2:
-        raise EvaluationError(
-            f"{where} records 1 training video and no 'val' split, and the temporal model chooses its "
-            f"epoch on validation videos that are not training videos; {record_val_fix(store, scheme)}."
-        )
-    if not 0 < val_fraction < 1:
-        held = "none" if val_fraction <= 0 else "all"
-        raise ConfigError(
-            f"--val-fraction {val_fraction:g} would hold out {held} of the {len(splits['train'])} training "
-            f"videos of {where}, which records no 'val' split, and the temporal model chooses its epoch on "
-            "held-out videos: pass --val-fraction between 0 and 1 (e.g. the default 0.2), or "
-            f"{record_val_fix(store, scheme)}."
-        )
 
 
 def _fit_and_score(
@@ -279,6 +221,18 @@ def _benchmark_run(store: str | Path, config: Any, scheme: str | None) -> dict[s
     )[0]
 
 
+def temporal_settings(config: TemporalConfig) -> dict[str, Any]:
+    """The MS-TCN settings a benchmark cell is made with: its numbers, plus the thread count and device when
+    they are not the defaults (unlike k-NN's, they change MS-TCN's results; docs/temporal.md), so cells made
+    at the defaults keep their settings."""
+    out = numbers_only(config)
+    if config.num_threads != DEFAULT_THREADS:
+        out["num_threads"] = config.num_threads
+    if config.device != "cpu":
+        out["device"] = config.device
+    return out
+
+
 PROTOCOL = register_protocol(
     Protocol(
         name=TASK,
@@ -289,7 +243,7 @@ PROTOCOL = register_protocol(
         run=_benchmark_run,
         cv=CvFit(fit_fold),
         settings=lambda config: {
-            "temporal": numbers_only(config.temporal),
+            "temporal": temporal_settings(config.temporal),
             "val_fraction": config.val_fraction,
         },
         probe_kind="temporal",

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from rich.progress import TextColumn
 from sklearn.metrics import average_precision_score
 
 from plstitch_eval.errors import EvaluationError
@@ -23,7 +24,8 @@ from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
 from plstitch_eval.linear import GridTraining, LinearConfig, LinearGrid
 from plstitch_eval.protocols.registry import Protocol, numbers_only, register_protocol
 from plstitch_eval.results_json import results_record
-from plstitch_eval.splits import holdout_by_video, resolve_splits
+from plstitch_eval.splits import check_holdout, holdout_by_video, resolve_splits
+from plstitch_eval.utils.console import progress_bar
 from plstitch_eval.utils.device import resolve_device, torch_threads
 
 TOOLS_TASK = "linear-tools"  # the results task of tool presence (multi-label linear probe, AP / mAP)
@@ -66,9 +68,13 @@ def multilabel_grad(logits: torch.Tensor, targets: torch.Tensor, pos_weight: tor
 
 
 def train_multilabel_grid(
-    features: np.ndarray, targets: np.ndarray, config: LinearConfig | None = None
+    features: np.ndarray, targets: np.ndarray, config: LinearConfig | None = None, progress: bool = False
 ) -> LinearGrid:
-    """Train every (lr, wd) head of `config` together on features [N, D] and 0/1 targets [N, K]."""
+    """Train every (lr, wd) head of `config` together on features [N, D] and 0/1 targets [N, K].
+
+    `progress`: a bar over the steps on stderr, as the phase probe's (plain lines every few seconds when
+    stderr is a file; muted by --quiet).
+    """
     config = config or LinearConfig()
     features = np.asarray(features, dtype=np.float32)
     targets = np.asarray(targets, dtype=np.float32)
@@ -81,21 +87,32 @@ def train_multilabel_grid(
         raise EvaluationError("Training features contain NaN or inf; re-extract them.")
     device = resolve_device(config.device)
     with torch_threads(config.num_threads):
-        return _train(features, targets, config, device)
+        return _train(features, targets, config, device, progress)
 
 
 def _train(
-    features: np.ndarray, targets: np.ndarray, config: LinearConfig, device: torch.device
+    features: np.ndarray,
+    targets: np.ndarray,
+    config: LinearConfig,
+    device: torch.device,
+    progress: bool = False,
 ) -> LinearGrid:
     run = GridTraining.start(features, targets.shape[1], config, device)
     y_all = torch.from_numpy(targets).to(device)
     pos_weight = torch.from_numpy(positive_weights(targets)).float().to(device)
     if not config.balance_classes:
         pos_weight = torch.ones_like(pos_weight)
-    for _epoch in range(config.epochs):
-        for idx in run.batches():
-            x = run.x[idx]
-            run.update(x, multilabel_grad(run.logits(x), y_all[idx], pos_weight))
+    label = f"tool probe ({run.num_heads} heads)"
+    with progress_bar(TextColumn("{task.fields[epoch]}"), disable=not progress) as bar:
+        task = bar.add_task(
+            label, total=config.epochs * run.steps_per_epoch, epoch=f"epoch 1/{config.epochs}"
+        )
+        for epoch in range(1, config.epochs + 1):
+            for idx in run.batches():
+                x = run.x[idx]
+                run.update(x, multilabel_grad(run.logits(x), y_all[idx], pos_weight))
+                if progress:
+                    bar.update(task, advance=1, epoch=f"epoch {epoch}/{config.epochs}")
     return run.grid()
 
 
@@ -147,11 +164,16 @@ def run_tool_linear(
     config: LinearConfig | None = None,
     scheme: str | None = None,
     val_fraction: float = 0.2,
+    progress: bool = False,
 ) -> dict[str, Any]:
-    """Tool-presence protocol: the grid on train, the head of best validation mAP, AP per tool on test."""
+    """Tool-presence protocol: the grid on train, the head of best validation mAP, AP per tool on test.
+
+    `progress`: the grid's bar on stderr (`plstitch linear --task tools`; a benchmark cell runs without).
+    """
     config = config or LinearConfig(balance_classes=True)
     store = FeatureStore(features)
     tools = _store_tools(store)
+    check_holdout(store, scheme, val_fraction, "the tool probe chooses its head")
     splits = resolve_splits(store, scheme)
     validation = "official"
     if not splits["val"]:
@@ -162,7 +184,7 @@ def run_tool_linear(
     for name, rows in (("train", x_tr), ("val", x_va), ("test", x_te)):
         if not len(rows):
             raise EvaluationError(f"The {name} split of {store.root} has no tool-annotated frames.")
-    grid = train_multilabel_grid(x_tr, y_tr, config)
+    grid = train_multilabel_grid(x_tr, y_tr, config, progress)
     val_maps = [mean_ap(average_precisions(sigmoid(z), y_va)) for z in grid.logits(x_va)]
     best = int(np.nanargmax(val_maps)) if not np.isnan(val_maps).all() else 0
     scores = sigmoid(grid.logits(x_te, best))

@@ -19,6 +19,7 @@ class RunConfig(Section):
     num_workers: int = 4
     checkpoint_every: int = 500
     log_every: int = 10
+    compile: bool = False  # torch.compile the student and teacher modules (a GPU's fused kernels)
 
     def __post_init__(self) -> None:
         require(self.checkpoint_every >= 1, f"checkpoint_every must be >= 1 (got {self.checkpoint_every}).")

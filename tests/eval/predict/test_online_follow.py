@@ -1,5 +1,6 @@
 """Online prediction of a recording still being written (`predict --online FILE` follows it until quiet) and
-Ctrl-C while following a file or a pipe (the frames seen are written, one line on stderr, exit 130).
+Ctrl-C or SIGTERM while following a file or a pipe (the frames seen are written, one line on stderr, exit 130
+or 143).
 
 The recordings are real MPEG-TS (the synthetic H.264 video remuxed), written by a thread in small pieces.
 """
@@ -32,7 +33,9 @@ from plstitch_eval.predict import (
 from plstitch_eval.predict.online import (
     END_OF_RECORDING,
     INTERRUPTED,
+    TERMINATED,
     PolledReader,
+    StopNow,
     StopRequest,
     follows,
     quiet_for,
@@ -150,6 +153,19 @@ def test_the_first_ctrl_c_asks_to_stop_a_second_stops_at_once():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
 
 
+def test_sigterm_asks_to_stop_as_ctrl_c_does_and_is_told_apart():
+    before = signal.getsignal(signal.SIGTERM)
+    with StopRequest() as stop:
+        assert signal.getsignal(signal.SIGTERM) == stop.handle
+        assert stop.reason == INTERRUPTED  # a stop asked by hand reads as Ctrl-C
+        stop.handle(signal.SIGTERM)
+        assert stop.requested and stop.signum == signal.SIGTERM and stop.reason == TERMINATED
+        with pytest.raises(StopNow) as second:
+            stop.handle(signal.SIGTERM)
+        assert isinstance(second.value, KeyboardInterrupt) and second.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == before  # put back
+
+
 def test_a_keyboard_interrupt_in_the_read_callback_ends_the_stream():
     class Interrupted:
         def read(self, size: int) -> bytes:
@@ -231,7 +247,8 @@ def test_a_finished_recording_is_read_to_its_end_at_once(data, recording, tmp_pa
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout[result.stdout.index("{") :])
     assert summary["videos"][0]["ended"] == END_OF_RECORDING and summary["videos"][0]["frames"] == 12
-    assert summary["interrupted"] is False and summary["videos"][0]["black_margin"] is None
+    assert summary["interrupted"] is False and summary["signal"] is None
+    assert summary["videos"][0]["black_margin"] is None
 
 
 def test_the_follow_timeouts_default_in_the_help_is_the_options():
@@ -307,7 +324,88 @@ def test_ctrl_c_on_a_pipe_writes_what_was_seen_and_exits_130(data, recording, tm
     assert len(rows) < 12  # only what came before Ctrl-C
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["videos"][0]["ended"] == INTERRUPTED
+    assert summary["signal"] == "SIGINT"
     assert summary["videos"][0]["frames"] == len(rows)
+
+
+TERMINATED_LINE = re.compile(r"^terminated at (\d+\.\d) s of video \((\S+)\); wrote (\S+) and (\S+)$")
+
+
+def test_sigterm_on_a_followed_recording_writes_what_was_seen_and_exits_143(data, recording, tmp_path):
+    """`timeout` or a service manager stops `predict --online rec.ts` while it waits for the recorder: SIGTERM
+    ends it as Ctrl-C does (CSV and figure of the frames seen), says "terminated at N s" and exits 143."""
+    path, out = tmp_path / "growing.ts", tmp_path / "out"
+    writer = Recorder(path, recording.read_bytes(), upto=_first_part(recording, 4.0))  # then it stalls
+    writer.start()
+    time.sleep(3 * PAUSE_S)  # a recording under way
+    command = [
+        sys.executable, "-m", "plstitch_eval", "-q", "predict", "--probe", str(data["probe"]), "--online",
+        str(path), "--follow-timeout", "120", "--out", str(out), "--json", str(tmp_path / "summary.json"),
+        *CPU,
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(line.decode() for line in process.stdout))
+    reader.start()
+    deadline = time.monotonic() + 60
+    while len(lines) < 2 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(lines) >= 2, process.stderr.read().decode() if process.poll() is not None else "no line"
+    writer.join()
+    time.sleep(0.5)  # predict now waits at the end of the stalled file (for up to 120 s)
+    process.send_signal(signal.SIGTERM)
+    asked = time.monotonic()
+    try:
+        code = process.wait(timeout=20)
+    finally:
+        process.kill()
+    stopped_in = time.monotonic() - asked
+    reader.join(5)
+    stderr = process.stderr.read().decode()
+    assert code == 143, stderr
+    assert stopped_in < 10.0, stopped_in
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr
+    said = [line for line in stderr.splitlines() if line.strip()]
+    assert len(said) == 1, stderr
+    match = TERMINATED_LINE.match(said[0])
+    assert match, said[0]
+    assert match.group(2) == str(path)
+    assert match.group(3) == str(out / "growing.csv") and match.group(4) == str(out / "growing.png")
+    _, rows = read_csv(out / "growing.csv")
+    assert (out / "growing.png").stat().st_size > 0
+    assert float(rows[-1]["time_s"]) == pytest.approx(float(match.group(1)), abs=0.051)
+    by_time = {f"{float(r['time_s']):.1f}": r["predicted"] for r in rows}
+    for line in lines:  # every line printed has its row, with the same phase
+        time_s, _, phase = line.split()[:3]
+        assert by_time[time_s] == phase
+    assert 2 <= len(rows) < 12  # what the recorder had written, not the whole 6 s video
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["signal"] == "SIGTERM"
+    assert summary["videos"][0]["ended"] == TERMINATED and summary["videos"][0]["frames"] == len(rows)
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "verb"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_a_second_signal_stops_at_once_with_its_exit_code(data, tmp_path, monkeypatch, signum, code, verb):
+    """A second Ctrl-C or SIGTERM (`StopNow`) leaves predict where it is: one line, 128 + the signal."""
+    import plstitch_eval.predict as predict_package
+
+    def stopped_twice(*_args, **_kwargs):
+        raise StopNow(signum)
+
+    monkeypatch.setattr(predict_package, "run_online", stopped_twice)
+    out = tmp_path / "out"
+    result = invoke("predict", "--probe", data["probe"], "--online", video_file(data), "--out", out, *CPU)
+    assert result.exit_code == code, result.output
+    said = [line for line in result.stderr.splitlines() if line.strip()]
+    assert said[
+        -1
+    ] == f"{verb} twice: stopped at once, the video in hand is not written; {out} holds the " + (
+        "videos that had ended"
+    ), result.stderr
+    assert "Traceback" not in result.output
 
 
 def test_ctrl_c_after_the_first_frame_keeps_it(data, model, tmp_path):

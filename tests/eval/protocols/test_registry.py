@@ -23,6 +23,8 @@ from plstitch_eval.protocols import (
     task_title,
     unregister_protocol,
 )
+from plstitch_eval.protocols.temporal import temporal_settings
+from plstitch_eval.temporal.fit import DEFAULT_THREADS, TemporalConfig
 
 # the strings results tables and model cards showed before the registry (they must not change)
 OLD_LABELS = {
@@ -110,3 +112,14 @@ def test_benchmark_settings_come_from_each_protocol(tmp_path) -> None:
     assert settings["cv"]["folds"] == 5 and settings["cv"]["inner"] == "knn" and settings["cv"]["seed"] == 0
     assert settings["cv"]["knn"] == settings["knn"]["knn"] and "linear" not in settings["cv"]
     assert {s["protocol"] for s in settings.values()} == set(config.protocols)
+
+
+def test_temporal_cell_settings_name_threads_and_device_only_off_their_defaults() -> None:
+    """MS-TCN's results follow its thread count and device (docs/temporal.md): a benchmark cell made with
+    other values must not be reused as if made at the defaults; cells made at the defaults keep their key."""
+    default = temporal_settings(TemporalConfig())
+    assert "num_threads" not in default and "device" not in default and "chunk_size" not in default
+    more = DEFAULT_THREADS + 1
+    assert temporal_settings(TemporalConfig(num_threads=more))["num_threads"] == more
+    assert temporal_settings(TemporalConfig(device="cuda"))["device"] == "cuda"
+    assert temporal_settings(TemporalConfig(num_threads=4)) != default
