@@ -29,6 +29,7 @@ class LiveLine:
         self.task = self.progress.add_task("train", total=total, completed=start, info="")
         self.started = time.perf_counter()
         self.start_step = start
+        self.collapse = ""  # the latest collapse check shown: teacher entropy / log K (collapse_monitor)
 
     def __enter__(self) -> LiveLine:
         self.progress.start()
@@ -40,6 +41,10 @@ class LiveLine:
     def update(self, step: int, record: dict[str, float]) -> None:
         parts = [f"{k} {record[k]:.4f}" for k in LOSS_KEYS if k in record]
         parts += [f"lr {record['lr']:.2e}", f"{record['samples_per_s']:.1f} samples/s"]
+        if "collapse_entropy_ratio" in record:
+            self.collapse = f"H/logK {record['collapse_entropy_ratio']:.2f}"
+        if self.collapse:
+            parts.append(self.collapse)
         if self.interactive:
             self.progress.update(self.task, completed=step, info="  ".join(parts))
         elif self.enabled and (step % self.log_every == 0 or step in (self.start_step + 1, self.total)):

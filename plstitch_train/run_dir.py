@@ -33,7 +33,16 @@ from plstitch_train.config import ADDED_SETTINGS, PERMUTATION_SETTINGS, TrainCon
 
 PLANS = ("new", "resume", "finished", "overwrite")  # what `plan_run` decides
 # settings that do not change what a run computes: a rerun may change them and still resume
-RUNTIME_FIELDS = ("device", "num_workers", "checkpoint_every", "log_every", "cache_dir", "compile")
+RUNTIME_FIELDS = (
+    "device",
+    "num_workers",
+    "checkpoint_every",
+    "log_every",
+    "cache_dir",
+    "compile",
+    "collapse_every",
+    "stop_on_collapse",
+)
 PATH_FIELDS = ("data", "root")  # compared as absolute paths
 
 

@@ -41,6 +41,7 @@ from plstitch_train.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
+from plstitch_train.collapse_monitor import CollapseMonitor, CollapseStop
 from plstitch_train.config import RunConfig, TrainConfig
 from plstitch_train.data import (
     FrameStore,
@@ -252,6 +253,7 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
             find_unused_parameters=find_unused,
         )
     state = _LoopState(config, model, ddp, optimizer, scaler, schedules, device, precision, info)
+    monitor = CollapseMonitor(model, config)  # on every rank (its own probe batch); the stop is agreed
     history: list[dict[str, float]] = []
     clipped = model.clipped_parameters()  # backbone + iBOT head; the ranking heads are not clipped
     log_path = out_dir / LOG_NAME
@@ -268,6 +270,7 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
                 tick = time.perf_counter()
                 micro = [next(batches) for _ in range(optim.accum_steps)]
                 data_time = time.perf_counter() - tick
+                monitor.keep_probe(micro[0])
                 losses = state.step(step, micro, epoch + step_in_epoch / steps_per_epoch, clipped)
                 step, step_in_epoch = step + 1, step_in_epoch + 1
                 elapsed = time.perf_counter() - tick
@@ -282,6 +285,16 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
                     "data_fraction": data_time / max(elapsed, 1e-9),
                     "time": time.perf_counter() - start_time,
                 }
+                measures = monitor.measure(step, losses.get("mim"), epoch)
+                collapse_stop = False
+                if measures is not None:
+                    record.update(measures)
+                    alarm = monitor.update(measures)
+                    if alarm and not monitor.warned and info.is_main:
+                        logger.warning(monitor.warning_text(step, measures))
+                    monitor.warned = monitor.warned or alarm
+                    alarm = alarm and config.run.stop_on_collapse and step < total_steps  # last: export
+                    collapse_stop = agreed_stop(1 if alarm else None, info, device) is not None
                 history.append(record)
                 if info.is_main:
                     live.update(step, record)
@@ -289,6 +302,7 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
                         append_log(log_path, record)
                 stop_signal = agreed_stop(stops.requested, info, device)
                 stopping = stop_signal is not None or (run.stop_after is not None and step >= run.stop_after)
+                stopping = stopping or collapse_stop
                 if step % config.run.checkpoint_every == 0 or step == total_steps or stopping:
                     next_epoch, next_step = divmod(step, steps_per_epoch)
                     sampler.set_position(next_epoch, next_step * optim.accum_steps)
@@ -306,6 +320,10 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
                     stops.saved_step = step
                 if stop_signal is not None:
                     raise TrainingInterrupted(stop_signal)
+                if collapse_stop:
+                    if info.is_main and step % config.run.log_every != 0 and step != total_steps:
+                        append_log(log_path, record)  # the step it stopped at is in the log
+                    raise CollapseStop(step, str(out_dir / CHECKPOINT_NAME), resume_command(out_dir, info))
                 if stopping:
                     return TrainResult(out_dir, step, total_steps, history)
             del batches

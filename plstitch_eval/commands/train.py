@@ -121,6 +121,21 @@ def train(
             help="torch.compile the student and teacher (fused kernels on a GPU; the first steps compile).",
         ),
     ] = False,
+    collapse_every: Annotated[
+        int | None,
+        typer.Option(
+            "--collapse-every",
+            help="Measure the iBOT teacher's collapse every N steps on a fixed probe batch (0 = never; "
+            "default 50; only with L_MIM).",
+        ),
+    ] = None,
+    stop_on_collapse: Annotated[
+        bool,
+        typer.Option(
+            "--stop-on-collapse",
+            help="End the run with its checkpoint saved once the collapse monitor warns (exit code 3).",
+        ),
+    ] = False,
     set_values: Annotated[
         list[str] | None, typer.Option("--set", metavar="NAME=VALUE", help=_SET_HELP)
     ] = None,
@@ -130,12 +145,14 @@ def train(
     Rerunning the same command resumes the run in --out; a finished run is left as it is (exit 0).
 
     A run made with other settings is refused: --resume RUN continues it with its saved settings,
-    --overwrite starts again. --device, --num-workers, --checkpoint-every, --cache-dir, --compile may change.
+    --overwrite starts again. --device, --num-workers, --checkpoint-every, --cache-dir, --compile,
+    --collapse-every, --stop-on-collapse may change.
 
     Ctrl-C or SIGTERM: checkpoint after the current step, print the resume command, exit 130 / 143.
-    A second Ctrl-C stops at once.
+    A second Ctrl-C stops at once. --stop-on-collapse: checkpoint, one line, exit 3.
     """
     from plstitch_eval.data.decoders import check_decoder_options
+    from plstitch_train.collapse_monitor import CollapseStop
     from plstitch_train.launch import base_config, plan_launch, run_launch
     from plstitch_train.trainer import TrainingInterrupted
 
@@ -172,6 +189,8 @@ def train(
         "frame_store": frame_store,
         "decoder": decoder,
         "compile": compile_modules or None,
+        "collapse_every": collapse_every,
+        "stop_on_collapse": stop_on_collapse or None,
     }
     given = [name for name, value in settings.items() if value is not None]
     overrides = _set_overrides(set_values or [], given)
@@ -183,6 +202,10 @@ def train(
     except TrainingInterrupted as stop:
         if _is_rank_zero():
             print_error(stop.message(), label="interrupted", style="yellow")
+        raise typer.Exit(code=stop.exit_code) from None
+    except CollapseStop as stop:
+        if _is_rank_zero():
+            print_error(stop.message(), label="collapsed", style="yellow")
         raise typer.Exit(code=stop.exit_code) from None
     _print_summary(result)
 

@@ -43,7 +43,7 @@ def test_sections_and_their_field_names() -> None:
         OptimConfig,
         RunConfig,
     ]
-    assert len(FLAT_FIELDS) == len(set(FLAT_FIELDS)) == 71  # unique across sections
+    assert len(FLAT_FIELDS) == len(set(FLAT_FIELDS)) == 73  # unique across sections
     assert not set(FLAT_FIELDS) & set(SECTIONS)  # so `config.data` and `config.objective` stay settings
     assert PresetsTrainConfig is TrainConfig
 
@@ -61,6 +61,8 @@ def test_an_old_flat_saved_config_loads_and_equals_the_preset() -> None:
         "local_crops_scale": [0.05, 0.4],
         "local_crop_size": 0,
         "compile": False,
+        "collapse_every": 50,
+        "stop_on_collapse": False,
     }
     as_old = preset.replace(**added)  # the preset at those values
     assert TrainConfig.from_dict(old) == as_old  # a saved config lacking them reads them as old runs used
