@@ -331,7 +331,7 @@ def training_rows(args: argparse.Namespace, device: torch.device) -> dict:
     }
     eager = [v for v in args.train_variants if "compile" not in v]
     for name in eager:
-        run_training_variant(args, bench, name, flops, images, result)
+        run_training_variant(args, train_bench, bench, name, (flops, images), result)
     if args.profile is not None:  # before compiling: a compile that runs out of time loses no profile
         name = next((v for v in ("after", "before") if v in args.train_variants), "after")
         summary, table = train_bench.profile_step(bench, name)
@@ -340,7 +340,7 @@ def training_rows(args: argparse.Namespace, device: torch.device) -> dict:
         train_bench.print_profile(summary)
         save_report(args, {"train": result})
     for name in (v for v in args.train_variants if v not in eager):
-        run_training_variant(args, bench, name, flops, images, result)
+        run_training_variant(args, train_bench, bench, name, (flops, images), result)
     reference = result["variants"].get("before", {}).get("losses")
     for name, row in result["variants"].items():
         if reference and row.get("losses") and name != "before":
@@ -350,11 +350,17 @@ def training_rows(args: argparse.Namespace, device: torch.device) -> dict:
 
 
 def run_training_variant(
-    args: argparse.Namespace, bench: Any, name: str, flops: int, images: int, result: dict
+    args: argparse.Namespace,
+    train_bench: ModuleType,
+    bench: Any,
+    name: str,
+    work: tuple[int, int],
+    result: dict,
 ) -> None:
-    """Measure one training variant into `result["variants"]` and save the report so far."""
-    train_bench = sibling("gpu_train")
-    peak = peak_flops(bench.device, args.peak_tflops)
+    """Measure one training variant into `result["variants"]` (`work`: FLOPs and images per step) and save
+    the report so far."""
+    flops, images = work
+    peak = None if result["peak_tflops"] is None else result["peak_tflops"] * 1e12
     try:
         row = train_bench.run_variant(bench, name, args.train_steps, TRAIN_WARMUP)
     except Exception as exc:  # noqa: BLE001 - one variant failing (say, compile) must not lose the others
