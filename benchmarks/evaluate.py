@@ -158,7 +158,7 @@ def loop_scores(preds, gts, bg, overlaps):
 
 
 def bench_segments(args: argparse.Namespace) -> None:
-    from plstitch_eval.metrics import segment_metrics
+    from plstitch_eval.metrics.segments import segment_metrics
 
     rng = np.random.default_rng(2)
     gts, preds = [], []

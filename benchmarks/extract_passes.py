@@ -39,7 +39,7 @@ from plstitch_eval.extract.loader import VideoFrameStream
 from plstitch_eval.hub import load_encoder
 from plstitch_eval.preprocess import frame_plan, normalize_crops
 from plstitch_train.frames_lmdb import write_frames_lmdb
-from plstitch_train.videos import VideoSource
+from plstitch_train.videos import TrainingVideo
 
 TARGET = 0.9
 
@@ -114,7 +114,7 @@ def many_rows(root: Path, args: argparse.Namespace) -> list[ManyRow]:
     with tempfile.TemporaryDirectory(prefix="plstitch-many-") as tmp:
         start = time.perf_counter()
         cache = Path(tmp) / "frames.lmdb"
-        videos = [VideoSource(r.name, Path(r.source), r.folder_fps) for r in adapter.videos()]
+        videos = [TrainingVideo(r.name, Path(r.source), r.folder_fps) for r in adapter.videos()]
         write_frames_lmdb(videos, cache, 1.0, None, source=f"cholec80:{root}:")
         cache_write_s = time.perf_counter() - start
         cached = replace(options, frames=cache)

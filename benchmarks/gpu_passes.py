@@ -27,7 +27,7 @@ from plstitch_eval.data.pyav_cuda import nvdec_unavailable_reason
 from plstitch_eval.extract import ExtractOptions, ExtractTarget, extract_many
 from plstitch_eval.hub import Encoder
 from plstitch_train.frames_lmdb import write_frames_lmdb
-from plstitch_train.videos import VideoSource
+from plstitch_train.videos import TrainingVideo
 
 CACHE_TARGET = 0.8
 Floor = Callable[[Encoder, int, int, torch.device], float]  # (encoder, batch, frames, device) -> frames/s
@@ -70,7 +70,7 @@ def passes_rows(
     one = dict(list(encoders.items())[:1])
     start = time.perf_counter()
     cache = root.parent / "frames.lmdb"
-    videos = [VideoSource(r.name, Path(r.source), r.folder_fps) for r in adapter.videos()]
+    videos = [TrainingVideo(r.name, Path(r.source), r.folder_fps) for r in adapter.videos()]
     write_frames_lmdb(videos, cache, args.fps, None, source=f"cholec80:{root}:")
     cache_seconds = time.perf_counter() - start
     precision = "bf16" if device.type == "cuda" else "fp32"

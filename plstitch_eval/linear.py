@@ -19,7 +19,7 @@ import torch
 from rich.progress import TextColumn
 
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.metrics import macro_scores
+from plstitch_eval.metrics.frames import macro_scores
 from plstitch_eval.utils.console import progress_bar
 from plstitch_eval.utils.device import resolve_device, torch_threads
 

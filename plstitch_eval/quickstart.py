@@ -14,12 +14,14 @@ into one output folder::
                                         each reference row paired over the test videos
     <out>/figures/timeline.png          ground truth vs. the model's k-NN predictions (+ timeline.json)
 
-with `<row>` = `model`, `random-init`, `raw-pixels`.
+with `<row>` = `model`, `compare-<name>` (each `--compare` encoder, e.g. a trained run's initialisation),
+`random-init`, `raw-pixels`.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +76,7 @@ class QuickstartConfig:
     out: Path = Path("plstitch-quickstart")
     model: str | None = None  # None: the shipped plstitch-tiny-synthetic
     reference: bool = True  # False: no random-init and raw-pixels rows (the majority class stays)
+    compare: tuple[str, ...] = ()  # more encoder specs, each a row the model is compared with
     device: str = "auto"
     fps: float = 1.0
     batch_size: int = 64
@@ -180,7 +183,7 @@ def run_quickstart(config: QuickstartConfig) -> QuickstartResult:
     """
     out = Path(config.out).expanduser()
     model_spec = config.model or default_model_spec()
-    plan = [(MODEL_ROW, display_name(model_spec), model_spec)]
+    plan = [(MODEL_ROW, display_name(model_spec), model_spec), *compared_rows(config.compare)]
     skipped: dict[str, str] = {}
     if config.reference:
         plan, skipped = _with_references(plan, model_spec)
@@ -223,6 +226,19 @@ def display_name(spec: str) -> str:
     """A short row label for a spec: a path's folder/file name, else the spec itself."""
     path = Path(spec).expanduser()
     return path.name if spec not in MODELS and path.exists() else spec
+
+
+def compared_rows(specs: tuple[str, ...] | list[str]) -> list[tuple[str, str, str]]:
+    """(row key, label, spec) of each `--compare` encoder; the key (its folder name) is `compare-<slug>`,
+    numbered when two specs give the same slug."""
+    rows: list[tuple[str, str, str]] = []
+    for spec in specs:
+        label = display_name(spec)
+        key = "compare-" + (re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-.") or "encoder")
+        taken = {name for name, _, _ in rows}
+        key = key if key not in taken else f"{key}-{len(rows) + 1}"
+        rows.append((key, label, spec))
+    return rows
 
 
 def _with_references(

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from plstitch_eval import __version__
-from plstitch_eval.scoring import default_metrics
+from plstitch_eval.metrics.scoring import default_metrics
 from plstitch_eval.utils.io import write_json_output
 
 SCHEMA = "plstitch.results/v1"

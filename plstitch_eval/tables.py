@@ -16,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from plstitch_eval.errors import ConfigError, EvaluationError
+from plstitch_eval.metrics.scoring import default_metrics
 from plstitch_eval.results_json import SCHEMA
-from plstitch_eval.scoring import default_metrics
 
 METRIC_LABELS = {
     "accuracy": "Acc",

@@ -14,8 +14,8 @@ import torch
 import torch.distributed as dist
 
 from plstitch_eval.errors import TrainingError
+from plstitch_eval.hub.ranking_head import save_temporal_head
 from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, backbone_dir, checkpoint_path
-from plstitch_eval.hub.temporal_head import save_temporal_head
 from plstitch_eval.hub.timm_format import save_timm_dir
 from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.utils.console import logger
@@ -111,7 +111,7 @@ def save_checkpoint(
         return
     checkpoint = {
         "format": CHECKPOINT_FORMAT,
-        # the flat form: readers outside the trainer (plstitch_eval.hub.temporal_head, which may not import
+        # the flat form: readers outside the trainer (plstitch_eval.hub.ranking_head, which may not import
         # it) take `temporal_heads` from here; TrainConfig.from_dict reads either form
         "config": config.to_flat_dict(),
         "step": step,

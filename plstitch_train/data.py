@@ -37,7 +37,7 @@ from plstitch_train.frames_lmdb import (
 from plstitch_train.masking import BlockMaskGenerator
 from plstitch_train.sampling import SampleSpec, TrainSampler
 from plstitch_train.transforms import AugmentationSettings, ItemAugmentation
-from plstitch_train.videos import VideoSource, dataset_videos, discover_videos, select_videos
+from plstitch_train.videos import TrainingVideo, dataset_videos, discover_videos, select_training_videos
 
 if TYPE_CHECKING:
     from plstitch_train.config import FramesConfig, OptimConfig, TrainConfig
@@ -47,7 +47,7 @@ __all__ = [  # with the videos' names (here before `videos.py`) and the media he
     "FrameStore",
     "TrainDataset",
     "TrainingData",
-    "VideoSource",
+    "TrainingVideo",
     "build_training_data",
     "dataset_videos",
     "decode_video",
@@ -56,13 +56,13 @@ __all__ = [  # with the videos' names (here before `videos.py`) and the media he
     "is_video_file",
     "micro_batch_size",
     "open_frame_store",
-    "select_videos",
+    "select_training_videos",
     "training_decoding",
     "with_data_fps",
 ]
 
 
-def _source_key(video: VideoSource, fps: float, frame_size: int, decoding: Decoding = PYAV) -> str:
+def _source_key(video: TrainingVideo, fps: float, frame_size: int, decoding: Decoding = PYAV) -> str:
     """A video's identity for the frame caches: its path, size and mtime and the decode settings (the decoder
     when it is not PyAV, so caches written before decoders were recorded keep their keys)."""
     stat = video.source.stat()
@@ -71,7 +71,7 @@ def _source_key(video: VideoSource, fps: float, frame_size: int, decoding: Decod
 
 
 def _cache_file(
-    video: VideoSource, fps: float, frame_size: int, cache_dir: Path, decoding: Decoding = PYAV
+    video: TrainingVideo, fps: float, frame_size: int, cache_dir: Path, decoding: Decoding = PYAV
 ) -> Path:
     """Cache path keyed by the source's path, size and mtime and the decode settings."""
     digest = hashlib.sha1(_source_key(video, fps, frame_size, decoding).encode()).hexdigest()[:16]
@@ -80,7 +80,7 @@ def _cache_file(
 
 
 def decode_video(
-    video: VideoSource, fps: float, frame_size: int, cache_dir: Path, decoding: Decoding = PYAV
+    video: TrainingVideo, fps: float, frame_size: int, cache_dir: Path, decoding: Decoding = PYAV
 ) -> Path:
     """Decode `video` at `fps` with shorter side `frame_size` into a uint8 [T,H,W,3] `.npy` (once; cached)."""
     target = _cache_file(video, fps, frame_size, cache_dir, decoding)
@@ -109,7 +109,7 @@ class FrameStore:
     @classmethod
     def build(
         cls,
-        videos: list[VideoSource],
+        videos: list[TrainingVideo],
         fps: float,
         frame_size: int,
         cache_dir: Path,
@@ -203,7 +203,9 @@ def open_frame_store(config: TrainConfig, cache_dir: Path) -> FrameStore | LmdbF
         return LmdbFrameStore.open(frames.data, frames.fps, clip_len, frames.reverse_time)
     where = frames.data or f"dataset {frames.dataset} (split {frames.split})"
     logger.info("preparing data: listing the videos of %s", where)
-    videos, source = select_videos(frames.data, frames.dataset, frames.root, frames.split, frames.fps)
+    videos, source = select_training_videos(
+        frames.data, frames.dataset, frames.root, frames.split, frames.fps
+    )
     decoding = training_decoding(frames, videos)
     if frames.frame_store == "raw":
         return FrameStore.build(
@@ -216,7 +218,7 @@ def open_frame_store(config: TrainConfig, cache_dir: Path) -> FrameStore | LmdbF
     return LmdbFrameStore.open(target, frames.fps, clip_len, frames.reverse_time)
 
 
-def training_decoding(frames: FramesConfig, videos: list[VideoSource]) -> Decoding:
+def training_decoding(frames: FramesConfig, videos: list[TrainingVideo]) -> Decoding:
     """The decoder of a run's frame caches (`frames.decoder`; on the CPU: caches are written on the host);
     `auto` tries the first video file and says on stderr what it chose."""
     sample = next((video.source for video in videos if video.source.is_file()), None)
@@ -226,7 +228,7 @@ def training_decoding(frames: FramesConfig, videos: list[VideoSource]) -> Decodi
     return decoding
 
 
-def _lmdb_cache_name(videos: list[VideoSource], frames: FramesConfig, decoding: Decoding = PYAV) -> str:
+def _lmdb_cache_name(videos: list[TrainingVideo], frames: FramesConfig, decoding: Decoding = PYAV) -> str:
     """`frames-<digest>.lmdb`, the digest over every source's path, size and mtime and the decode settings."""
     digest = hashlib.sha1(f"{frames.jpeg_quality}".encode())
     for video in videos:

@@ -57,7 +57,7 @@ from plstitch_eval.utils.console import console, logger, progress_bar
 if TYPE_CHECKING:
     from plstitch_eval.data.decoders import Decoding
     from plstitch_eval.data.video import DecodedFrame
-    from plstitch_train.videos import VideoSource
+    from plstitch_train.videos import TrainingVideo
 
 COMMIT_EVERY = 512  # frames per write transaction (bounds the writer's memory on long videos)
 
@@ -189,7 +189,7 @@ class DecodeProgress:
 
 
 def write_frames_lmdb(
-    videos: list[VideoSource],
+    videos: list[TrainingVideo],
     out: str | os.PathLike,
     fps: float,
     frame_size: int | None,
@@ -277,7 +277,7 @@ def _timed_videos(partial: Path, recorded: dict[str, int]) -> dict[str, int]:
 
 
 def _write_video(
-    env: Any, video: VideoSource, frames: Iterable[DecodedFrame], fps: float, quality: int, swap_rb: bool
+    env: Any, video: TrainingVideo, frames: Iterable[DecodedFrame], fps: float, quality: int, swap_rb: bool
 ) -> list[float]:
     """Put one video's decoded `frames` under `<name>_<t>` (commits every COMMIT_EVERY frames; keys past
     the last left by an earlier attempt are deleted). Returns the frames' times."""

@@ -1,6 +1,6 @@
 """Projection heads of PL-Stitch: jigsaw `h_jigsaw`, iBOT `h_MIM`, the permutation classifier (ablation).
 
-`TemporalHead` (`h_vid`) lives in `plstitch_eval.hub.temporal_head` so evaluation can load it without the
+`TemporalHead` (`h_vid`) lives in `plstitch_eval.hub.ranking_head` so evaluation can load it without the
 trainer; it is re-exported here. Parameter names follow the authors' modules, so the `temporal_head` and
 `puzzle_decoder` state dicts of a released `pl_*.pth` load strictly (`load_temporal_head`,
 `load_jigsaw_head`).
@@ -19,8 +19,7 @@ from torch import Tensor, nn
 from torch.nn.utils.parametrizations import weight_norm
 
 from plstitch_eval.errors import CheckpointError, ConfigError
-from plstitch_eval.hub.safe_load import load_checkpoint
-from plstitch_eval.hub.temporal_head import (
+from plstitch_eval.hub.ranking_head import (
     AUTHORS_TEMPORAL_HEADS,
     TemporalHead,
     check_state_dict,
@@ -30,6 +29,7 @@ from plstitch_eval.hub.temporal_head import (
     save_temporal_head,
     temporal_trunk,
 )
+from plstitch_eval.hub.safe_load import load_checkpoint
 from plstitch_train.config import ModelConfig, flat_settings
 from plstitch_train.config.model import PERMUTATION_HEADS
 from plstitch_train.permutations import MAX_PERMUTATION_CLIP_LEN, check_clip_len

@@ -27,9 +27,9 @@ from plstitch_eval.errors import CheckpointError
 from plstitch_eval.hub import load_encoder
 from plstitch_eval.hub.convert import load_strict
 from plstitch_eval.hub.hub_files import parse_hf_spec
+from plstitch_eval.hub.ranking_head import resolve_head_source, strip_wrappers
 from plstitch_eval.hub.registry import MODELS
 from plstitch_eval.hub.safe_load import load_checkpoint
-from plstitch_eval.hub.temporal_head import resolve_head_source, strip_wrappers
 from plstitch_eval.utils.console import logger
 from plstitch_train.heads import convert_ibot_head_state_dict
 

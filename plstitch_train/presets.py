@@ -1,5 +1,6 @@
 """Named presets of the training configuration (`paper-vitb16`, `paper-vitb16-cooking`, `ablation-vits16`,
-`tiny-cpu`); `TrainConfig` itself and its sections live in `plstitch_train.config` (re-exported here).
+`tiny-cpu`, `tiny-cpu-synthetic`); `TrainConfig` itself and its sections live in `plstitch_train.config`
+(re-exported here).
 
 Every number of REFERENCE section 1 lives in the sections' defaults (the `paper-vitb16` preset) or here,
 so one change moves it everywhere; the CLI only overrides. The paper presets take the paper's numbers and,
@@ -23,7 +24,39 @@ from plstitch_train.config import (
     TrainConfig,
 )
 
-__all__ = ["DECODER_CHOICES", "FRAME_STORES", "OBJECTIVES", "PRESETS", "TrainConfig", "get_preset"]
+__all__ = [
+    "DECODER_CHOICES",
+    "FRAME_STORES",
+    "OBJECTIVES",
+    "PRESETS",
+    "SHIPPED_MIM_INIT",
+    "SYNTHETIC_EPOCHS",
+    "SYNTHETIC_TRAINING",
+    "TrainConfig",
+    "get_preset",
+]
+
+# The synthetic procedure lasts 40-90 s where a surgery lasts 30-90 min, so its time scale is ~40x shorter.
+# Clip steps are scaled with it: 4-frame clips at 2 fps with 10-40 frames (5-20 s) between frames span 15-60 s
+# of a video, enough for its irreversible changes to show; with the paper's 1-20 frame steps L_vid stays at
+# chance within a CPU budget (measured, docs/reproduce.md). Higher lr, short warm-ups and a fast teacher fit
+# runs of a few hundred steps (an epoch is every training frame once: ~130 steps of 16). Flat overrides of
+# `tiny-cpu`, shared with `plstitch reproduce --preset synthetic*`.
+SYNTHETIC_TRAINING = {
+    "base_lr": 1.6e-2,
+    "momentum_teacher": 0.99,
+    "min_step": 10,
+    "max_step": 40,
+    "num_workers": 1,
+    "frame_store": "raw",  # 1.6 k frames of 64 px: the uint8 cache is small and needs no JPEG decoding
+    "warmup_epochs": 0.1,
+    "jigsaw_start_epoch": 0.25,
+    "jigsaw_ramp_epochs": 0.25,
+}
+SYNTHETIC_EPOCHS = 6
+# The stand-in for ImageNet iBOT: the tiny ViT after MIM alone on the synthetic train split (model_cards/),
+# what every synthetic reproduction run - and the `tiny-cpu-synthetic` preset - starts from.
+SHIPPED_MIM_INIT = "ibot-tiny-synthetic"
 
 
 def _paper_vitb16() -> TrainConfig:
@@ -75,11 +108,18 @@ def _tiny_cpu() -> TrainConfig:
     )
 
 
+def _tiny_cpu_synthetic() -> TrainConfig:
+    """A few-minute CPU run that learns: `tiny-cpu` with the synthetic reproduction's settings, 6 epochs of
+    L_vid + jigsaw (+ MIM) from the shipped MIM initialisation, as the paper starts from ImageNet iBOT."""
+    return _tiny_cpu().with_changes(**SYNTHETIC_TRAINING, epochs=SYNTHETIC_EPOCHS, init=SHIPPED_MIM_INIT)
+
+
 PRESETS = {
     "paper-vitb16": _paper_vitb16,
     "paper-vitb16-cooking": _paper_vitb16_cooking,
     "ablation-vits16": _ablation_vits16,
     "tiny-cpu": _tiny_cpu,
+    "tiny-cpu-synthetic": _tiny_cpu_synthetic,
 }
 
 

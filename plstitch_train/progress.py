@@ -30,6 +30,7 @@ class LiveLine:
         self.started = time.perf_counter()
         self.start_step = start
         self.collapse = ""  # the latest collapse check shown: teacher entropy / log K (collapse_monitor)
+        self.knn = ""  # the latest k-NN accuracy of the teacher (knn_monitor)
 
     def __enter__(self) -> LiveLine:
         self.progress.start()
@@ -38,13 +39,18 @@ class LiveLine:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def update(self, step: int, record: dict[str, float]) -> None:
+    def update(self, step: int, record: dict[str, float], collapsed: bool = False) -> None:
+        """Show step `step`'s record; the latest k-NN accuracy and collapse check stay shown until the next,
+        `collapsed` (the collapse monitor has warned) adds `COLLAPSE?`."""
         parts = [f"{k} {record[k]:.4f}" for k in LOSS_KEYS if k in record]
         parts += [f"lr {record['lr']:.2e}", f"{record['samples_per_s']:.1f} samples/s"]
+        if "knn_acc" in record:
+            self.knn = f"kNN {record['knn_acc']:.1f}"
         if "collapse_entropy_ratio" in record:
             self.collapse = f"H/logK {record['collapse_entropy_ratio']:.2f}"
-        if self.collapse:
-            parts.append(self.collapse)
+        parts += [text for text in (self.knn, self.collapse) if text]
+        if collapsed:
+            parts.append("COLLAPSE?")
         if self.interactive:
             self.progress.update(self.task, completed=step, info="  ".join(parts))
         elif self.enabled and (step % self.log_every == 0 or step in (self.start_step + 1, self.total)):

@@ -42,8 +42,14 @@ RUNTIME_FIELDS = (
     "compile",
     "collapse_every",
     "stop_on_collapse",
+    "eval_every",
+    "eval_dataset",
+    "eval_root",
+    "eval_split",
+    "eval_fps",
 )
 PATH_FIELDS = ("data", "root")  # compared as absolute paths
+TENSORBOARD_EVENTS = "events.out.tfevents.*"  # the event files `run_log.RunLog` writes into the run folder
 
 
 @dataclass
@@ -162,7 +168,8 @@ def plan_run(config: TrainConfig, run_dir: Path, overwrite: bool = False) -> str
 
 
 def remove_run_files(run_dir: Path) -> None:
-    """Delete the trainer's own files in `run_dir` (backbone first) and their temp files; nothing else.
+    """Delete the trainer's own files in `run_dir` (backbone first), their temp files and its TensorBoard
+    event files; nothing else.
 
     Why: --overwrite must never delete what is not ours; the frame cache stays (keyed by source and settings).
     """
@@ -172,6 +179,9 @@ def remove_run_files(run_dir: Path) -> None:
                 shutil.rmtree(path)
             elif path.exists() or path.is_symlink():
                 path.unlink()
+    for path in run_dir.glob(TENSORBOARD_EVENTS):
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
 
 
 def resume_target(resume: str | os.PathLike, out_dir: str | os.PathLike | None) -> Path:
@@ -228,5 +238,6 @@ def _truncate_log(path: Path, step: int) -> None:
 
 
 def append_log(path: Path, record: dict[str, float]) -> None:
+    """Append `record` to the log at `path` as one JSON line (`run_log.RunLog` adds TensorBoard)."""
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")

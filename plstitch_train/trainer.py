@@ -29,7 +29,7 @@ from torch.profiler import record_function
 from torch.utils.data import DataLoader
 
 from plstitch_eval.errors import ConfigError, TrainingError
-from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, FRAME_CACHE_DIR, LOG_NAME, backbone_dir, is_finished
+from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, FRAME_CACHE_DIR, backbone_dir, is_finished
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision
 from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
@@ -51,6 +51,7 @@ from plstitch_train.data import (
     open_frame_store,
 )
 from plstitch_train.frames_lmdb import LmdbFrameStore
+from plstitch_train.knn_monitor import KNN_EVAL_NAME, KnnMonitor
 from plstitch_train.model import PLStitchModel
 from plstitch_train.progress import LOSS_KEYS, LiveLine, announce_plan
 from plstitch_train.rng import capture_rng, restore_rng, seed_everything
@@ -58,7 +59,6 @@ from plstitch_train.run_dir import (
     PATH_FIELDS,
     RUNTIME_FIELDS,
     TrainResult,
-    append_log,
     comparable_settings,
     config_differences,
     finished_result,
@@ -68,6 +68,7 @@ from plstitch_train.run_dir import (
     remove_run_files,
     resume_target,
 )
+from plstitch_train.run_log import RunLog
 from plstitch_train.sampling import TrainSampler
 from plstitch_train.schedules import Schedules, planned_steps, ramp_weight
 from plstitch_train.signals import (
@@ -216,7 +217,9 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
     config, out_dir, checkpoint, stops = run.config, run.out_dir, run.checkpoint, run.stops
     optim = config.optim
     micro_batch_size(optim, info.world_size)  # a bad batch split fails before any video is decoded
+    knn = KnnMonitor(config, out_dir, info.is_main)  # a bad --eval-dataset fails before any decoding
     store = _frame_store(config, out_dir, info)
+    knn.prepare(0 if checkpoint is None else int(checkpoint["step"]))  # rank 0 decodes once (or reads back)
 
     seed_everything(config.run.seed)  # identical initial weights on every rank
     model = PLStitchModel(config).to(device)
@@ -256,12 +259,18 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
     monitor = CollapseMonitor(model, config)  # on every rank (its own probe batch); the stop is agreed
     history: list[dict[str, float]] = []
     clipped = model.clipped_parameters()  # backbone + iBOT head; the ranking heads are not clipped
-    log_path = out_dir / LOG_NAME
+    run_log = RunLog(out_dir, start_step=step)  # log.jsonl (+ TensorBoard); closed by the `with` below
     model.train()
     start_time = time.perf_counter()
     live_enabled = info.is_main and not os.environ.get("PLSTITCH_NO_LIVE")
     stops.graceful, stops.total_steps = True, total_steps
-    with LiveLine(total_steps, step, live_enabled, config.run.log_every) as live:
+    with LiveLine(total_steps, step, live_enabled, config.run.log_every) as live, run_log:
+        if step == 0 and knn.enabled:  # the curve's start: the initialisation's k-NN (logged as step 0)
+            if info.is_main:
+                scores = knn.measure(model.teacher["backbone"].vit, 0, device, precision)
+                run_log.append({"step": 0, "epoch": 0, **scores})
+            if info.world_size > 1:
+                dist.barrier()
         while step < total_steps:
             epoch, step_in_epoch = divmod(step, steps_per_epoch)
             sampler.set_position(epoch, step_in_epoch * optim.accum_steps)
@@ -295,11 +304,17 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
                     monitor.warned = monitor.warned or alarm
                     alarm = alarm and config.run.stop_on_collapse and step < total_steps  # last: export
                     collapse_stop = agreed_stop(1 if alarm else None, info, device) is not None
+                if knn.due(step, total_steps):  # rank 0 evaluates; no random number drawn
+                    if info.is_main:
+                        record.update(knn.measure(model.teacher["backbone"].vit, step, device, precision))
+                    if info.world_size > 1:
+                        dist.barrier()  # the other ranks wait for it
                 history.append(record)
+                logged = step % config.run.log_every == 0 or step == total_steps or "knn_acc" in record
                 if info.is_main:
-                    live.update(step, record)
-                    if step % config.run.log_every == 0 or step == total_steps:
-                        append_log(log_path, record)
+                    live.update(step, record, collapsed=monitor.warned)
+                    if logged:
+                        run_log.append(record)
                 stop_signal = agreed_stop(stops.requested, info, device)
                 stopping = stop_signal is not None or (run.stop_after is not None and step >= run.stop_after)
                 stopping = stopping or collapse_stop
@@ -321,8 +336,8 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
                 if stop_signal is not None:
                     raise TrainingInterrupted(stop_signal)
                 if collapse_stop:
-                    if info.is_main and step % config.run.log_every != 0 and step != total_steps:
-                        append_log(log_path, record)  # the step it stopped at is in the log
+                    if info.is_main and not logged:
+                        run_log.append(record)  # the step it stopped at is in the log
                     raise CollapseStop(step, str(out_dir / CHECKPOINT_NAME), resume_command(out_dir, info))
                 if stopping:
                     return TrainResult(out_dir, step, total_steps, history)
@@ -331,6 +346,9 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
     if info.is_main:
         export_backbone(model, out_dir, config.model)
         logger.info("Finished %d steps; backbone written to %s", step, backbone_dir(out_dir))
+        if knn.best is not None:  # recorded, not used: the backbone is the last step's
+            best = knn.best
+            logger.info("k-NN best: %.2f at step %d (%s)", best["knn_acc"], best["step"], KNN_EVAL_NAME)
     if info.world_size > 1:
         dist.barrier()
     return TrainResult(out_dir, step, total_steps, history)

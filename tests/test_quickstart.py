@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import timm
+import torch
 import typer
 from typer.testing import CliRunner
 
@@ -51,9 +52,12 @@ def _private_cache(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def tiny_vit(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A randomly initialised 2-block ViT on 32 px inputs, saved in timm format."""
-    import torch
+    return save_tiny_vit(tmp_path_factory.mktemp("tiny-vit"), seed=0)
 
-    torch.manual_seed(0)
+
+def save_tiny_vit(folder: Path, seed: int) -> Path:
+    """A 2-block ViT on 32 px inputs with the weights of `seed`, saved in timm format into `folder`."""
+    torch.manual_seed(seed)
     model = timm.create_model(
         "vit_tiny_patch16_224",
         pretrained=False,
@@ -64,7 +68,7 @@ def tiny_vit(tmp_path_factory: pytest.TempPathFactory) -> Path:
         depth=2,
         num_heads=2,
     )
-    return save_timm_dir(model, tmp_path_factory.mktemp("tiny-vit"), DataConfig.for_size(32))
+    return save_timm_dir(model, folder, DataConfig.for_size(32))
 
 
 @pytest.fixture(scope="module")
@@ -288,6 +292,39 @@ def test_quickstart_json_rows_and_skipped_random_init(tiny_vit: Path, tmp_path: 
     assert not (tmp_path / "qs" / "features" / "random-init").exists()
 
 
+def test_compared_encoder_gets_its_own_row_and_differences(
+    quickstart_run, tiny_vit: Path, tmp_path: Path, cache: Path
+) -> None:
+    """`--compare SPEC` adds SPEC as a row (its own store and results) between the model and the references;
+    its numbers are those of SPEC run as the model, and the model's differences include it."""
+    other = save_tiny_vit(tmp_path / "other-vit", seed=1)
+    settings = dict(
+        device="cpu",
+        num_workers=0,
+        linear_epochs=5,
+        timeline_videos=1,
+        progress=False,
+        dataset_options=SMALL_DATASET,
+        reference=False,
+    )
+    both = run_quickstart(
+        QuickstartConfig(out=tmp_path / "both", model=str(tiny_vit), compare=(str(other),), **settings)
+    )
+    alone = run_quickstart(QuickstartConfig(out=tmp_path / "alone", model=str(other), **settings))
+    assert [row.name for row in both.rows] == ["model", "compare-other-vit"]
+    compared = both.rows[1]
+    assert compared.label == "other-vit" and compared.features.name == "compare-other-vit"
+    assert compared.results["knn"]["metrics"]["accuracy"] == pytest.approx(alone.knn["metrics"]["accuracy"])
+    assert both.model.results["knn"]["metrics"]["accuracy"] == pytest.approx(
+        quickstart_run.knn["metrics"]["accuracy"]
+    )
+    knn = next(d for d in both.differences if d["b"] == "compare-other-vit" and d["protocol"] == "knn")
+    mine, theirs = both.model.results["knn"]["per_video"], compared.results["knn"]["per_video"]
+    expected = np.mean([mine[v]["accuracy"] - theirs[v]["accuracy"] for v in sorted(mine)])
+    assert knn["videos"] == len(mine) and knn["mean"] == pytest.approx(expected)
+    assert "other-vit" in both.table_md.read_text()
+
+
 def test_unknown_model_is_a_clear_error(tmp_path: Path) -> None:
     from plstitch_eval.errors import ModelNotFoundError
 
@@ -317,7 +354,7 @@ def test_shipped_model_is_small_and_loads_with_plain_timm() -> None:
     x = torch.rand(2, *encoder.data_config.input_size)
     with torch.inference_mode():
         assert torch.allclose(model.forward_features(x)[:, 0], encoder(x), atol=1e-6)
-    from plstitch_eval.hub.temporal_head import load_temporal_head
+    from plstitch_eval.hub.ranking_head import load_temporal_head
 
     head = load_temporal_head(SHIPPED_DIR)
     assert head is not None

@@ -22,7 +22,7 @@ import torch
 from plstitch_eval.analysis.progression import score_clips
 from plstitch_eval.errors import ConfigError, EvaluationError
 from plstitch_eval.features import FeatureStore
-from plstitch_eval.hub.temporal_head import load_temporal_head
+from plstitch_eval.hub.ranking_head import load_temporal_head
 
 
 def kendall_tau_of_scores(scores: np.ndarray, frame_times: np.ndarray) -> float:

@@ -27,7 +27,7 @@ from plstitch_eval.analysis.style import OKABE_ITO, new_figure, write_outputs
 from plstitch_eval.errors import ConfigError, EvaluationError
 from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
-from plstitch_eval.hub.temporal_head import load_temporal_head
+from plstitch_eval.hub.ranking_head import load_temporal_head
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.device import resolve_device, resolve_precision
 

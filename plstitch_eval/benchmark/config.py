@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from plstitch_eval.benchmark.config_file import protocol_config
 from plstitch_eval.benchmark.datasets_file import DatasetSpec, check_unique_names, parse_datasets
 from plstitch_eval.benchmark.inputs import parse_metrics, parse_protocols
 from plstitch_eval.benchmark.models import expand_models
@@ -16,6 +17,7 @@ from plstitch_eval.errors import ConfigError
 from plstitch_eval.extract import ExtractOptions
 from plstitch_eval.knn import KnnConfig
 from plstitch_eval.linear import LinearConfig
+from plstitch_eval.metrics.scoring import default_metrics
 from plstitch_eval.protocols import (
     RUNTIME_FIELDS,
     cv_protocols,
@@ -24,7 +26,6 @@ from plstitch_eval.protocols import (
     registered_protocols,
 )
 from plstitch_eval.protocols.registry import CV_TASK, cv_task
-from plstitch_eval.scoring import default_metrics
 from plstitch_eval.temporal.fit import TemporalConfig
 
 __all__ = ["RUNTIME_FIELDS", "BenchmarkConfig"]
@@ -45,6 +46,8 @@ class BenchmarkConfig:
     knn: KnnConfig = field(default_factory=KnnConfig)
     linear: LinearConfig = field(default_factory=LinearConfig)
     temporal: TemporalConfig = field(default_factory=TemporalConfig)
+    # the config of each protocol without a field above, by name (`--config FILE`'s [protocols.NAME] tables)
+    protocol_configs: dict[str, Any] = field(default_factory=dict)
     val_fraction: float = 0.2  # linear / temporal: training videos held out when the store has no val split
     cv_folds: int = 5
     cv_protocol: str = "knn"  # the protocol cross-validated by `cv`
@@ -74,6 +77,7 @@ class BenchmarkConfig:
         for name, kind in sections.items():
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"BenchmarkConfig.{name} must be a {kind.__name__}.")
+        self.protocol_configs = {name: protocol_config(name, v) for name, v in self.protocol_configs.items()}
         get_protocol(self.cv_protocol, "cv-protocol", cv_protocols())
         if self.cv_folds < 2:
             raise ConfigError(f"--folds must be >= 2, got {self.cv_folds}.")

@@ -120,8 +120,7 @@ def read_datasets_file(path: str | Path) -> list[DatasetSpec]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise ConfigError(f"Datasets file {path} does not exist; pass NAME[=ROOT],... or an existing file.")
-    text = path.read_text(encoding="utf-8")
-    data = _load_toml(path, text) if path.suffix.lower() == ".toml" else _load_yaml(path, text)
+    data = read_table_file(path)
     if isinstance(data, dict) and set(data) == {"datasets"} and isinstance(data["datasets"], dict):
         data = data["datasets"]
     if not isinstance(data, dict) or not data:
@@ -158,6 +157,12 @@ def read_datasets_file(path: str | Path) -> list[DatasetSpec]:
             raise ConfigError(f"{path}: {exc}") from None
     check_unique_names([s.name for s in specs], f"dataset in {path}")
     return specs
+
+
+def read_table_file(path: Path) -> Any:
+    """What a TOML or YAML file (by its suffix) holds; one-line `ConfigError`s for what cannot be read."""
+    text = path.read_text(encoding="utf-8")
+    return _load_toml(path, text) if path.suffix.lower() == ".toml" else _load_yaml(path, text)
 
 
 def _relative_to(file: Path, value: str | None) -> Path | None:

@@ -1,4 +1,5 @@
-"""`plstitch analyze ...`: one command per figure; each writes NAME.png and NAME.json into --out."""
+"""`plstitch analyze ...`: one command per figure; each writes NAME.png and NAME.json into --out (`run`: into
+the run folder unless --out names a PNG)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from plstitch_eval.errors import ConfigError
 # holds them equal): reading them here would import the analysis modules (matplotlib, timm) at every
 # start-up, measured +7 s or more on a 6 to 7 s start-up of `plstitch --help` (2 busy cores)
 OutOpt = out_opt("Output folder for NAME.png and NAME.json.")
+RunCurvesOutOpt = out_opt(
+    "PNG to write (JSON beside it) or a folder; default RUN_DIR/curves.png.", kind=Path | None, short=False
+)
 DatasetRootOpt = root_opt("Dataset root folder.", kind=str | None)
 SplitOrAllOpt = split_opt("train, val, test or all.", kind=str)
 DatasetNameOpt = dataset_opt("Dataset name.", short=False)
@@ -325,11 +329,33 @@ def retrieval(
     )
 
 
+def run(
+    run_dir: Annotated[
+        Path, typer.Argument(help="Training run folder (the --out of `plstitch train`; holds log.jsonl).")
+    ],
+    out: RunCurvesOutOpt = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace files at --out that `analyze run` did not write.")
+    ] = False,
+) -> None:
+    """Training curves of a run from its log.jsonl: loss per branch, schedules, collapse measures, k-NN."""
+    from plstitch_eval.analysis.run_curves import RunCurvesConfig, run_curves
+
+    png, js, data = run_curves(RunCurvesConfig(run_dir=run_dir, out=out, overwrite=overwrite))
+    summary = f"{data['records']} records, steps {data['first_step']}-{data['last_step']}"
+    summary += f"; panels: {', '.join(data['panels']) or 'none'}"
+    best = data["best_knn"]
+    if best is not None:
+        summary += f"; best k-NN {best['knn_acc']:.4g} at step {best['step']}"
+    _done(png, js, summary)
+
+
 def register(app: typer.Typer) -> None:
     """Add the `analyze` command group (a sub-app holding this module's commands) to the top-level app."""
     sub = typer.Typer(
         name="analyze",
-        help="Figures and analyses: awareness, progression, order, tsne, timeline, attention, retrieval.",
+        help="Figures and analyses: awareness, progression, order, tsne, timeline, attention, retrieval, "
+        "run (training curves).",
         no_args_is_help=True,
     )
     sub.command("awareness", context_settings=_EXTRA_ARGS)(awareness)
@@ -339,4 +365,5 @@ def register(app: typer.Typer) -> None:
     sub.command("timeline")(timeline)
     sub.command("attention", context_settings=_EXTRA_ARGS)(attention)
     sub.command("retrieval")(retrieval)
+    sub.command("run")(run)
     app.add_typer(sub, name="analyze")

@@ -65,6 +65,15 @@ def benchmark(
         str | None,
         typer.Option("--metrics", help="Table columns, e.g. accuracy,macro_f1_video (default: per dataset)."),
     ] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="A .toml/.yaml file of [protocols.NAME] tables: the settings of protocols without flags of "
+            "their own (docs/benchmark.md).",
+            dir_okay=False,
+        ),
+    ] = None,
     k: KnnKOpt = None,
     temperature: TemperatureOpt = None,
     weighting: WeightingOpt = None,
@@ -112,6 +121,7 @@ def benchmark(
     (`torchrun ... -m plstitch_eval benchmark ...`) each store's extraction is sharded over the ranks.
     """
     from plstitch_eval.benchmark.config import BenchmarkConfig
+    from plstitch_eval.benchmark.config_file import read_config_file
     from plstitch_eval.benchmark.runner import run_benchmark
     from plstitch_eval.extract import ExtractOptions
     from plstitch_eval.utils.console import console, print_error, result_console
@@ -142,6 +152,7 @@ def benchmark(
             lr, wd, optimizer, epochs, select_metric=select_metric, seed=seed, device=resolved
         ),
         temporal=temporal_config(epochs=temporal_epochs, causal=causal, seed=seed, device=resolved),
+        protocol_configs=read_config_file(config_file) if config_file is not None else {},
         cv_folds=folds,
         cv_protocol=cv_protocol,
         **given(cv_seed=seed),

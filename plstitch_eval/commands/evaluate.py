@@ -193,7 +193,7 @@ def score(
 ) -> None:
     """Score action-segmentation predictions with MS-TCN semantics (accuracy, Edit, F1@10/25/50)."""
     from plstitch_eval.commands.results import print_and_write_results
-    from plstitch_eval.score_files import score_files
+    from plstitch_eval.protocols.prediction_files import score_files
 
     bg = ["background"] if bg is None else bg
     results = score_files(pred, gt, bg_classes=bg, mapping=mapping, dataset=dataset, relaxed=relaxed, fps=fps)

@@ -15,7 +15,7 @@ from plstitch_eval.commands.options import TrainDecoderOpt, dataset_opt, out_opt
 from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.errors import ConfigError, DataError
 from plstitch_eval.utils.io import write_json_output
-from plstitch_train.videos import VideoSource
+from plstitch_train.videos import TrainingVideo, select_training_videos
 
 LmdbOutOpt = out_opt("LMDB folder to write (resumes <out>.partial).")
 FramesDatasetOpt = dataset_opt("Dataset adapter name.", kind=str | None)
@@ -59,7 +59,6 @@ def write_lmdb(
     Resumable: rerun the same command after an interruption. A finished LMDB is never overwritten.
     """
     from plstitch_eval.data.decoders import check_decoder_options, resolve_decoding
-    from plstitch_train.data import select_videos
     from plstitch_train.frames_lmdb import lmdb_summary, write_frames_lmdb
 
     if decoder is not None:
@@ -74,7 +73,7 @@ def write_lmdb(
             )
         size = 0
     else:
-        videos, source = select_videos(data, dataset, root, split, folder_fps=fps)
+        videos, source = select_training_videos(data, dataset, root, split, folder_fps=fps)
     sample = next((v.source for v in videos if Path(v.source).is_file()), None)
     decoding = resolve_decoding(decoder or "pyav", "cpu", "cpu", sample)
     path = write_frames_lmdb(
@@ -105,7 +104,7 @@ def _given(ctx: typer.Context, name: str) -> bool:
 
 def _eval_videos(
     data: Path | None, dataset: str | None, root: Path | None, split: str | None, fps: float | None
-) -> tuple[list[VideoSource], str, float]:
+) -> tuple[list[TrainingVideo], str, float]:
     """A dataset's videos as extraction decodes them (records' names, sources, frame-folder rates), where they
     came from, and the adapter's evaluation fps (an explicit `fps` must equal it)."""
     if dataset is None or data is not None:
@@ -124,7 +123,7 @@ def _eval_videos(
     if not records:
         raise DataError(f"Dataset {dataset!r} (root {root}) has no videos in split {split!r}.")
     root_text = None if root is None else str(Path(root).resolve())
-    videos = [VideoSource(r.name, Path(r.source), r.folder_fps) for r in records]
+    videos = [TrainingVideo(r.name, Path(r.source), r.folder_fps) for r in records]
     return videos, f"{dataset}:{root_text}:{split}", eval_fps
 
 

@@ -20,6 +20,14 @@ def quickstart(
             "--model", "-m", help="Encoder spec (default: the shipped plstitch-tiny-synthetic model)."
         ),
     ] = None,
+    compare: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--compare",
+            help="Another encoder spec to compare the model with (repeatable), e.g. the initialisation a "
+            "trained run started from: its own row and paired differences.",
+        ),
+    ] = None,
     device: DeviceOpt = "auto",
     no_reference: Annotated[
         bool,
@@ -50,7 +58,12 @@ def quickstart(
     from plstitch_eval.utils.io import write_json_output
 
     config = QuickstartConfig(
-        out=out, model=model, reference=not no_reference, device=device, overwrite=overwrite
+        out=out,
+        model=model,
+        compare=tuple(compare or ()),
+        reference=not no_reference,
+        device=device,
+        overwrite=overwrite,
     )
     result = run_quickstart(config)
     to_stdout = json_path is not None and str(json_path) == "-"

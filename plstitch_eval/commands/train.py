@@ -25,12 +25,13 @@ from plstitch_eval.commands.options import (
 )
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import console, print_error
-from plstitch_train.config import LOSS_KEYS
+from plstitch_train.config import LOSS_KEYS, RunConfig
 from plstitch_train.presets import OBJECTIVES, PRESETS
 
 if TYPE_CHECKING:
     from plstitch_train.trainer import TrainResult
 
+_RUN = RunConfig()  # defaults of the run section, quoted in the help texts
 _PRESET_HELP = "Preset: " + ", ".join(PRESETS) + "."
 _OBJECTIVE_HELP = "Ranking objective: " + ", ".join(OBJECTIVES) + "."
 _SET_HELP = (
@@ -136,6 +137,39 @@ def train(
             help="End the run with its checkpoint saved once the collapse monitor warns (exit code 3).",
         ),
     ] = False,
+    eval_every: Annotated[
+        int | None,
+        typer.Option(
+            "--eval-every",
+            help="Every N steps and at the last, the teacher's k-NN accuracy (plstitch knn's protocol) on "
+            f"--eval-dataset, logged as knn_acc (0 = never; default {_RUN.eval_every}).",
+        ),
+    ] = None,
+    eval_dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--eval-dataset",
+            help="Dataset adapter of the k-NN evaluation (plstitch datasets; synthetic needs no root): its "
+            "train split votes for the query split.",
+        ),
+    ] = None,
+    eval_root: Annotated[Path | None, typer.Option("--eval-root", help="Folder of --eval-dataset.")] = None,
+    eval_split: Annotated[
+        str | None,
+        typer.Option(
+            "--eval-split",
+            help="Query split of the k-NN evaluation: val or test (default: val if the dataset has one, "
+            "else test). Recorded only: weights are never chosen by it.",
+        ),
+    ] = None,
+    eval_fps: Annotated[
+        float | None,
+        typer.Option(
+            "--eval-fps",
+            help="Frames per second of the k-NN evaluation, as plstitch extract --fps (default "
+            f"{_RUN.eval_fps:g}).",
+        ),
+    ] = None,
     set_values: Annotated[
         list[str] | None, typer.Option("--set", metavar="NAME=VALUE", help=_SET_HELP)
     ] = None,
@@ -146,7 +180,7 @@ def train(
 
     A run made with other settings is refused: --resume RUN continues it with its saved settings,
     --overwrite starts again. --device, --num-workers, --checkpoint-every, --cache-dir, --compile,
-    --collapse-every, --stop-on-collapse may change.
+    --collapse-every, --stop-on-collapse and the --eval-* options may change.
 
     Ctrl-C or SIGTERM: checkpoint after the current step, print the resume command, exit 130 / 143.
     A second Ctrl-C stops at once. --stop-on-collapse: checkpoint, one line, exit 3.
@@ -191,6 +225,11 @@ def train(
         "compile": compile_modules or None,
         "collapse_every": collapse_every,
         "stop_on_collapse": stop_on_collapse or None,
+        "eval_every": eval_every,
+        "eval_dataset": eval_dataset,
+        "eval_root": _str(eval_root),
+        "eval_split": eval_split,
+        "eval_fps": eval_fps,
     }
     given = [name for name, value in settings.items() if value is not None]
     overrides = _set_overrides(set_values or [], given)
@@ -213,6 +252,7 @@ def train(
 def _print_summary(result: TrainResult) -> None:
     """Rank 0: a finished run's one-line notice on stderr; the JSON summary on stdout."""
     from plstitch_eval.hub.run_folder import backbone_dir
+    from plstitch_train.knn_monitor import read_knn_best
 
     if result.already_finished and _is_rank_zero():
         console.print(
@@ -225,6 +265,9 @@ def _print_summary(result: TrainResult) -> None:
     summary = {"out_dir": str(result.out_dir), "step": result.step, "total_steps": result.total_steps}
     summary["final"] = {k: v for k, v in last.items() if k in LOSS_KEYS}
     summary["already_finished"] = result.already_finished
+    knn_best = read_knn_best(result.out_dir)
+    if knn_best is not None:  # recorded, not used to choose weights (knn_eval.json)
+        summary["knn_best"] = knn_best
     if _is_rank_zero():
         typer.echo(json.dumps(summary))
 

@@ -4,6 +4,7 @@ from plstitch_eval.hub.convert import convnext_from_state_dict, model_from_check
 from plstitch_eval.hub.converter_registry import Converted, register_converter, unregister_converter
 from plstitch_eval.hub.download import download_model
 from plstitch_eval.hub.encoder import Encoder, load_encoder
+from plstitch_eval.hub.ranking_head import TemporalHead, load_temporal_head
 from plstitch_eval.hub.registry import (
     ModelEntry,
     get_model_entry,
@@ -14,7 +15,6 @@ from plstitch_eval.hub.registry import (
 )
 from plstitch_eval.hub.safe_load import load_checkpoint
 from plstitch_eval.hub.spec import EncoderSpec, check_spec, parse_spec
-from plstitch_eval.hub.temporal_head import TemporalHead, load_temporal_head
 from plstitch_eval.hub.timm_format import load_timm_dir, save_timm_dir
 from plstitch_eval.preprocess import DataConfig, EvalTransform, preprocess_batch
 

@@ -15,13 +15,14 @@ loader here takes a checkpoint file given in a folder's place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from torch import nn
 
 from plstitch_eval.data.video import ClipSampling
-from plstitch_eval.hub.clip_models import clip_layout, clip_model_from_checkpoint
+from plstitch_eval.hub.clip_models import clip_layout, timesformer_clip
 from plstitch_eval.hub.convert import (
     convnext_from_state_dict,
     is_convnext_state,
@@ -40,6 +41,8 @@ from plstitch_eval.hub.dinov3 import dinov3_from_state_dict, is_dinov3_checkpoin
 from plstitch_eval.hub.model_entry import ModelEntry
 from plstitch_eval.hub.model_registry import get_model_entry
 from plstitch_eval.hub.pixels import PIXELS_DATA_CONFIG, build_raw_pixels
+from plstitch_eval.hub.videomae_vit import videomae_from_state_dict
+from plstitch_eval.hub.vjepa2 import vjepa2_from_state_dict
 from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.utils.console import logger
 
@@ -106,15 +109,21 @@ def _pixels(checkpoint: Any, entry: ModelEntry | None, which: str, source: str) 
     return Converted(model, data_config, [])
 
 
-def _clip(converter: str, checkpoint: Any, entry: ModelEntry | None, which: str, source: str) -> Converted:
+ClipBuilder = Callable[
+    ..., tuple[nn.Module, list[str]]
+]  # `hub/clip_models.py`: a clip layout's strict builder
+
+
+def _clip(
+    converter: str, build: ClipBuilder, checkpoint: Any, entry: ModelEntry | None, which: str, source: str
+) -> Converted:
     """A clip encoder with the entry's window and preprocessing; a bare checkpoint (no entry) is read with
     the window and preprocessing of the registry baseline of its layout, at its own window length."""
     baseline = entry or get_model_entry(CLIP_DEFAULTS[converter])
     clip = baseline.clip or ClipSampling(16)
     config = baseline.data_config or DataConfig.for_size(224)
-    model, dropped = clip_model_from_checkpoint(
+    model, dropped = build(
         checkpoint,
-        converter,
         num_frames=clip.num_frames,
         img_size=config.input_size[1],
         which=which,
@@ -126,19 +135,23 @@ def _clip(converter: str, checkpoint: Any, entry: ModelEntry | None, which: str,
     return Converted(model, clip_data_config(model, baseline, config), dropped, clip)
 
 
+def register_clip_converter(name: str, build: ClipBuilder, *, clip_default: str, **facts: Any) -> None:
+    """Declare clip tag `name` once: its loader sizes `build` from the entry (or the `clip_default` baseline
+    of a bare checkpoint); `facts` as `register_converter`'s (e.g. `feature`)."""
+    register_converter(name, partial(_clip, name, build), clip=True, clip_default=clip_default, **facts)
+
+
 # clip tags: a bare checkpoint gets the window and preprocessing of the registry baseline of its layout
-register_converter(
+register_clip_converter(
     "videomae",
-    partial(_clip, "videomae"),
-    clip=True,
+    videomae_from_state_dict,
     feature="mean of the patch tokens after `fc_norm`",
     clip_default="videomaev2-vitb16",
 )
-register_converter("timesformer", partial(_clip, "timesformer"), clip=True, clip_default="endo-fm")
-register_converter(
+register_clip_converter("timesformer", timesformer_clip, clip_default="endo-fm")
+register_clip_converter(
     "vjepa2",
-    partial(_clip, "vjepa2"),
-    clip=True,
+    vjepa2_from_state_dict,
     feature="mean of all tokens after the final norm",
     clip_default="vjepa2-vitl16",
 )

@@ -20,7 +20,7 @@ from plstitch_eval.data.decoders import DECODER_FIELDS
 from plstitch_eval.errors import CheckpointError, ConfigError, ModelNotFoundError
 from plstitch_eval.extract import preprocessing_record
 from plstitch_eval.hub import load_encoder
-from plstitch_eval.hub.temporal_head import load_temporal_head
+from plstitch_eval.hub.ranking_head import load_temporal_head
 from plstitch_eval.predict.options import PredictOptions
 from plstitch_eval.preprocess import TRANSFORMS, FramePlan, frame_plan, normalize_crops
 from plstitch_eval.probes import Probe, ProbeError, check_probe_matches

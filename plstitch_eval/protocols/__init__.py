@@ -17,6 +17,14 @@ from plstitch_eval.protocols.cv import run_cv
 from plstitch_eval.protocols.tools import TOOLS_TASK, run_tool_linear
 
 # isort: on
+from plstitch_eval.metrics.scoring import (
+    COOKING_METRICS,
+    SURGICAL_METRICS,
+    background_ids,
+    default_metrics,
+    score_videos,
+    with_relaxed,
+)
 from plstitch_eval.protocols.data import (
     check_labels,
     check_video,
@@ -27,6 +35,13 @@ from plstitch_eval.protocols.data import (
     store_context,
     store_relaxed_spec,
     used_ks,
+)
+from plstitch_eval.protocols.prediction_files import (
+    MSTCN_HEADER,
+    read_label_file,
+    read_mapping,
+    score_files,
+    video_key,
 )
 from plstitch_eval.protocols.registry import (
     RUNTIME_FIELDS,
@@ -46,15 +61,6 @@ from plstitch_eval.protocols.registry import (
     unregister_protocol,
 )
 from plstitch_eval.results_json import SCHEMA, build_results, write_results
-from plstitch_eval.score_files import MSTCN_HEADER, read_label_file, read_mapping, score_files, video_key
-from plstitch_eval.scoring import (
-    COOKING_METRICS,
-    SURGICAL_METRICS,
-    background_ids,
-    default_metrics,
-    score_videos,
-    with_relaxed,
-)
 from plstitch_eval.splits import holdout_by_video, kfold_by_video, resolve_splits
 
 CV_PROTOCOLS = cv_protocols()  # what `plstitch cv --protocol` cross-validates (the shipped ones)

@@ -16,6 +16,8 @@ from plstitch_eval.errors import ConfigError, EvaluationError
 from plstitch_eval.features import FeatureStore
 from plstitch_eval.knn import KnnConfig
 from plstitch_eval.linear import LinearConfig
+from plstitch_eval.metrics.relaxed import relaxed_metrics
+from plstitch_eval.metrics.scoring import score_videos, with_relaxed
 from plstitch_eval.protocols.data import (
     list_videos,
     load_videos,
@@ -35,9 +37,7 @@ from plstitch_eval.protocols.registry import (
     numbers_only,
     register_protocol,
 )
-from plstitch_eval.relaxed_metrics import relaxed_metrics
 from plstitch_eval.results_json import build_results
-from plstitch_eval.scoring import score_videos, with_relaxed
 from plstitch_eval.splits import holdout_by_video, kfold_by_video, resolve_splits
 from plstitch_eval.temporal.fit import TemporalConfig
 

@@ -16,8 +16,8 @@ import numpy as np
 from plstitch_eval.errors import EvaluationError, FeatureStoreError
 from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
 from plstitch_eval.knn import clamp_k
-from plstitch_eval.relaxed_metrics import RelaxedSpec, relaxed_spec
-from plstitch_eval.scoring import background_ids
+from plstitch_eval.metrics.relaxed import RelaxedSpec, relaxed_spec
+from plstitch_eval.metrics.scoring import background_ids
 from plstitch_eval.splits import holdout_by_video, resolve_splits
 from plstitch_eval.utils.console import logger
 

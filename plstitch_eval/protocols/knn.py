@@ -16,6 +16,8 @@ import numpy as np
 
 from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
 from plstitch_eval.knn import KnnConfig, knn_predict_multi
+from plstitch_eval.metrics.relaxed import relaxed_metrics
+from plstitch_eval.metrics.scoring import score_videos, with_relaxed
 from plstitch_eval.protocols.data import (
     load_videos,
     require_two_classes,
@@ -27,9 +29,7 @@ from plstitch_eval.protocols.data import (
     warn_unseen,
 )
 from plstitch_eval.protocols.registry import CvFit, Fold, Protocol, numbers_only, register_protocol
-from plstitch_eval.relaxed_metrics import relaxed_metrics
 from plstitch_eval.results_json import build_results
-from plstitch_eval.scoring import score_videos, with_relaxed
 from plstitch_eval.splits import resolve_splits
 
 TASK = "knn"

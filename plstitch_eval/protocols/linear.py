@@ -14,6 +14,8 @@ import numpy as np
 
 from plstitch_eval.features import FeatureStore, VideoFeatures
 from plstitch_eval.linear import LinearConfig, LinearProbeResult, fit_linear_probe
+from plstitch_eval.metrics.relaxed import relaxed_metrics
+from plstitch_eval.metrics.scoring import score_videos, with_relaxed
 from plstitch_eval.protocols.data import (
     load_train_val_test,
     stack_labelled,
@@ -28,9 +30,7 @@ from plstitch_eval.protocols.registry import (
     numbers_only,
     register_protocol,
 )
-from plstitch_eval.relaxed_metrics import relaxed_metrics
 from plstitch_eval.results_json import build_results
-from plstitch_eval.scoring import score_videos, with_relaxed
 from plstitch_eval.splits import check_holdout
 
 TASK = "linear"

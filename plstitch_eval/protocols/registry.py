@@ -68,7 +68,7 @@ class Protocol:
     label: str  # table column label, e.g. "k-NN"
     title: str  # model-card metric title, e.g. "Linear probe"
     config_type: type | None = None  # its config dataclass
-    section: str | None = None  # the `BenchmarkConfig` field holding that config
+    section: str | None = None  # the `BenchmarkConfig` field holding it (None: `protocol_configs[name]`)
     run: Callable[[str | Path, Any, str | None], dict[str, Any]] | None = None  # None: not a benchmark cell
     cv: CvFit | None = None  # None: it cannot be cross-validated
     settings: Callable[[Any], dict[str, Any]] | None = None
@@ -76,9 +76,13 @@ class Protocol:
     probe_kind: str | None = None
 
     def config_of(self, config: Any) -> Any:
-        """This protocol's config out of a sectioned config (its `section`), else its default config."""
+        """This protocol's config out of a sectioned config: its `section`, else its entry under its name in
+        `protocol_configs` (a `BenchmarkConfig` read from `--config FILE`), else its default config."""
         if self.section is not None:
             return getattr(config, self.section)
+        own = getattr(config, "protocol_configs", {}).get(self.name)
+        if own is not None:
+            return own
         return self.config_type() if self.config_type is not None else None
 
 

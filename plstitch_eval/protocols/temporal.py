@@ -24,12 +24,12 @@ import torch
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.metrics.relaxed import RelaxedSpec, relaxed_metrics
+from plstitch_eval.metrics.scoring import score_videos, with_relaxed
 from plstitch_eval.probes import save_probe
 from plstitch_eval.protocols.data import load_train_val_test, store_context, store_relaxed_spec
 from plstitch_eval.protocols.registry import CvFit, Fold, Protocol, numbers_only, register_protocol
-from plstitch_eval.relaxed_metrics import RelaxedSpec, relaxed_metrics
 from plstitch_eval.results_json import build_results
-from plstitch_eval.scoring import score_videos, with_relaxed
 from plstitch_eval.splits import check_holdout
 from plstitch_eval.temporal.fit import DEFAULT_THREADS, TemporalConfig, TemporalProbeResult, fit_temporal
 from plstitch_eval.utils.device import resolve_device

@@ -19,8 +19,8 @@ from torch import nn
 
 from plstitch_eval import __version__
 from plstitch_eval.errors import CheckpointError, PublishError
+from plstitch_eval.hub.ranking_head import HEAD_WEIGHTS_FILE
 from plstitch_eval.hub.run_folder import read_log
-from plstitch_eval.hub.temporal_head import HEAD_WEIGHTS_FILE
 from plstitch_eval.hub.timm_format import CONFIG_NAME, WEIGHTS_NAME
 from plstitch_eval.preprocess import DataConfig
 from plstitch_train.publishing.cards import (

@@ -24,8 +24,8 @@ from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from safetensors.torch import load_file
 
 from plstitch_eval.errors import PlstitchError, PublishError
+from plstitch_eval.hub.ranking_head import HEAD_WEIGHTS_FILE, load_temporal_head
 from plstitch_eval.hub.safe_load import sha256_file
-from plstitch_eval.hub.temporal_head import HEAD_WEIGHTS_FILE, load_temporal_head
 from plstitch_eval.hub.timm_format import CONFIG_NAME, WEIGHTS_NAME, is_timm_dir
 from plstitch_eval.utils.console import logger
 from plstitch_train.publishing.cards import eval_results_from_results

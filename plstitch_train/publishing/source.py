@@ -25,6 +25,12 @@ from plstitch_eval.hub.convert import (
     split_backbone,
     unwrap_state_dict,
 )
+from plstitch_eval.hub.ranking_head import (
+    HEAD_CONFIG_FILE,
+    load_temporal_head,
+    save_temporal_head,
+    temporal_head_from_state_dict,
+)
 from plstitch_eval.hub.run_folder import (
     BACKBONE_DIR,
     CHECKPOINT_NAME,
@@ -34,12 +40,6 @@ from plstitch_eval.hub.run_folder import (
     read_train_config,
 )
 from plstitch_eval.hub.safe_load import load_checkpoint, sha256_file
-from plstitch_eval.hub.temporal_head import (
-    HEAD_CONFIG_FILE,
-    load_temporal_head,
-    save_temporal_head,
-    temporal_head_from_state_dict,
-)
 from plstitch_eval.hub.timm_format import (
     CONFIG_NAME,
     WEIGHTS_NAME,

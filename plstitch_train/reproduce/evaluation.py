@@ -16,8 +16,8 @@ from plstitch_eval.analysis.time_probe import time_probe, write_time_oracle_stor
 from plstitch_eval.data.synthetic import generate_synthetic
 from plstitch_eval.evaluate import evaluate_encoder, frozen_evaluation, result_paths
 from plstitch_eval.hub.pixels import PIXELS_SPEC
+from plstitch_eval.hub.ranking_head import HEAD_WEIGHTS_FILE
 from plstitch_eval.hub.run_folder import backbone_dir
-from plstitch_eval.hub.temporal_head import HEAD_WEIGHTS_FILE
 from plstitch_eval.protocols import run_knn, run_linear, run_majority
 from plstitch_eval.results_json import write_results
 from plstitch_eval.utils.console import logger

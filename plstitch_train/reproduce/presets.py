@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from plstitch_eval.errors import ConfigError
+from plstitch_train.presets import SHIPPED_MIM_INIT, SYNTHETIC_EPOCHS, SYNTHETIC_TRAINING
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,6 @@ MIM_INIT_OVERRIDES = {
     "teacher_patch_temp": MIM_INIT_TEACHER_TEMP,
     "warmup_teacher_patch_temp": MIM_INIT_TEACHER_TEMP,
 }
-SHIPPED_MIM_INIT = "ibot-tiny-synthetic"  # the registry name of that run's backbone, shipped in model_cards/
 
 ROWS: dict[str, AblationRow] = {
     row.name: row
@@ -114,27 +114,6 @@ class ReproducePreset:
     jobs: int = 1  # runs trained at once (`--jobs` overrides)
     export_row: str = "pl"  # the row whose best seed `--export-best` exports
     minutes: str = ""  # wall time of the whole preset as measured (docs/reproduce.md), for the help text
-
-
-# The synthetic procedure lasts 40-90 s where a surgery lasts 30-90 min, so its time scale is ~40x shorter.
-# Clip steps are scaled with it: 4-frame clips at 2 fps with 10-40 frames (5-20 s) between frames span 15-60 s
-# of a video, enough for its irreversible changes to show; with the paper's 1-20 frame steps L_vid stays at
-# chance within a CPU budget (measured, docs/reproduce.md). Higher lr, short warm-ups and a fast teacher fit
-# runs of a few hundred steps (an epoch is every training frame once: ~130 steps of 16).
-SYNTHETIC_TRAINING = {
-    "base_lr": 1.6e-2,
-    "momentum_teacher": 0.99,
-    "min_step": 10,
-    "max_step": 40,
-    "num_workers": 1,
-    "frame_store": "raw",  # 1.6 k frames of 64 px: the uint8 cache is small and needs no JPEG decoding
-    "warmup_epochs": 0.1,
-    "jigsaw_start_epoch": 0.25,
-    "jigsaw_ramp_epochs": 0.25,
-}
-
-
-SYNTHETIC_EPOCHS = 6
 
 
 _SYNTHETIC = {**SYNTHETIC_TRAINING, "epochs": SYNTHETIC_EPOCHS}

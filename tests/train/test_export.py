@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.errors import ConfigError, PublishError
+from plstitch_eval.hub.ranking_head import TemporalHead, load_temporal_head, save_temporal_head
 from plstitch_eval.hub.safe_load import sha256_file
-from plstitch_eval.hub.temporal_head import TemporalHead, load_temporal_head, save_temporal_head
 from plstitch_eval.hub.timm_format import save_timm_dir
 from plstitch_eval.preprocess import DataConfig
 from plstitch_train import cards as old_cards

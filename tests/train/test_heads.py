@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from plstitch_eval.errors import CheckpointError, ConfigError, ModelNotFoundError
-from plstitch_eval.hub import temporal_head as hub_temporal_head
+from plstitch_eval.hub import ranking_head
 from plstitch_train.heads import (
     IBOTHead,
     JigsawHead,
@@ -43,7 +43,7 @@ def tiny_temporal_head(in_dim: int = 24) -> TemporalHead:
 
 
 def test_temporal_head_is_the_hub_class_with_reference_defaults() -> None:
-    assert TemporalHead is hub_temporal_head.TemporalHead
+    assert TemporalHead is ranking_head.TemporalHead
     head = TemporalHead(768)
     layer = head.temporal.enc.layers[0]
     assert len(head.temporal.enc.layers) == 6

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from plstitch_eval.errors import CheckpointError
+from plstitch_eval.hub.ranking_head import HEAD_CONFIG_FILE, HEAD_WEIGHTS_FILE, load_temporal_head
 from plstitch_eval.hub.run_folder import CHECKPOINT_NAME
-from plstitch_eval.hub.temporal_head import HEAD_CONFIG_FILE, HEAD_WEIGHTS_FILE, load_temporal_head
 from plstitch_train.config import TrainConfig
 from plstitch_train.model import PLStitchModel
 from plstitch_train.publishing.export import export_model

@@ -6,6 +6,7 @@ import pytest
 
 from plstitch_eval.errors import ConfigError
 from plstitch_train.presets import PRESETS, TrainConfig, get_preset
+from plstitch_train.reproduce import ReproduceConfig, get_reproduce_preset, train_config
 
 # Paper (main text + supplement) where it states a number; else the authors' scripts/pretrain_lmdb.sh and the
 # argparse defaults of main_pl_lmdb.py. Written out here, independently of presets.py.
@@ -127,3 +128,16 @@ def test_train_command_refuses_a_long_permutation_clip_before_reading_data(tmp_p
     assert result.exit_code == 1
     assert "clip_len <= 8" in result.output and "no-such-videos" not in result.output
     assert not (tmp_path / "run").exists()
+
+
+def test_tiny_cpu_synthetic_is_the_reproduction_pl_row_of_seed_0() -> None:
+    """The README's training example trains what `reproduce --preset synthetic` trains as its PL-Stitch row
+    (seed 0): tiny-cpu with the synthetic settings, 6 epochs, from the shipped MIM initialisation."""
+    reproduction = train_config(ReproduceConfig(get_reproduce_preset("synthetic")), "pl", seed=0)
+    reproduced = reproduction.to_flat_dict()
+    mine = get_preset("tiny-cpu-synthetic").to_flat_dict()
+    where_it_runs = {"dataset", "split", "cache_dir", "device"}  # the command line's, not the preset's
+    differing = {k for k in mine if mine[k] != reproduced[k]}
+    assert differing <= where_it_runs, {k: (mine[k], reproduced[k]) for k in differing - where_it_runs}
+    assert mine["init"] == "ibot-tiny-synthetic" and mine["epochs"] == 6
+    assert mine["lambda_vid"] > 0 and mine["lambda_jigsaw"] > 0

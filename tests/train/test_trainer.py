@@ -83,7 +83,7 @@ def test_output_loads_with_load_encoder_and_matches_teacher(full_run) -> None:
         assert encoder.feature_dim == expected.shape[1]
         with torch.no_grad():
             torch.testing.assert_close(encoder(images), expected, rtol=1e-5, atol=1e-5)
-    from plstitch_eval.hub.temporal_head import load_temporal_head
+    from plstitch_eval.hub.ranking_head import load_temporal_head
 
     head = load_temporal_head(result.out_dir / "backbone")
     assert torch.equal(head.scorer[0].weight, model.student["temporal_head"].scorer[0].weight)

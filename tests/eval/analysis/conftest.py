@@ -78,7 +78,7 @@ def vit_dirs(tmp_path_factory) -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def run_dir(tmp_path_factory) -> Path:
     """A training-run-like folder: backbone/ (tiny ViT) with a tiny temporal head beside it."""
-    from plstitch_eval.hub.temporal_head import TemporalHead, save_temporal_head
+    from plstitch_eval.hub.ranking_head import TemporalHead, save_temporal_head
 
     root = tmp_path_factory.mktemp("run")
     save_vit(root / "backbone", 3)

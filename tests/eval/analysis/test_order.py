@@ -79,7 +79,7 @@ def test_video_and_head_order_tau_with_known_head():
 
 
 def test_model_order_tau_on_run_folder(tmp_path, run_dir):
-    from plstitch_eval.hub.temporal_head import load_temporal_head
+    from plstitch_eval.hub.ranking_head import load_temporal_head
 
     rng = np.random.default_rng(1)
     manifest = {
@@ -158,7 +158,7 @@ def test_order_cli(tmp_path, run_dir):
 
 def test_features_of_another_model_are_one_clear_line(tmp_path) -> None:
     """A store whose feature width is not the head's input is refused by name, not a matmul traceback."""
-    from plstitch_eval.hub.temporal_head import TemporalHead, save_temporal_head
+    from plstitch_eval.hub.ranking_head import TemporalHead, save_temporal_head
 
     head_dir = save_temporal_head(TemporalHead(16, 8, 1, 2, 16, 0.0), tmp_path / "model")
     manifest = {

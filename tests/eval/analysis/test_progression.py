@@ -12,7 +12,7 @@ from plstitch_eval.analysis.progression import (
 )
 from plstitch_eval.cli import app
 from plstitch_eval.features import FeatureStore
-from plstitch_eval.hub.temporal_head import load_temporal_head
+from plstitch_eval.hub.ranking_head import load_temporal_head
 from tests.eval.analysis.conftest import check_png
 from tests.official import (
     TINY,

@@ -254,10 +254,10 @@ def test_a_dataset_with_a_frame_cache_reads_its_frames_from_there(
     from plstitch_eval.data.datasets import get_dataset
     from plstitch_eval.data.frames_lmdb import FrameCache
     from plstitch_train.frames_lmdb import write_frames_lmdb
-    from plstitch_train.videos import VideoSource
+    from plstitch_train.videos import TrainingVideo
 
     adapter = get_dataset("synthetic", **SMALL_DATASET)
-    videos = [VideoSource(r.name, r.source, r.folder_fps) for r in adapter.videos()]
+    videos = [TrainingVideo(r.name, r.source, r.folder_fps) for r in adapter.videos()]
     write_frames_lmdb(videos, lmdb, adapter.eval_fps, None, source="test")
     assert len(FrameCache.open(lmdb)) == len(videos)
 

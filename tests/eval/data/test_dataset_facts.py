@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from plstitch_eval.data.datasets import DatasetAdapter, dataset_facts, list_datasets, registry
-from plstitch_eval.scoring import COOKING_METRICS, SURGICAL_METRICS, background_ids, default_metrics
+from plstitch_eval.metrics.scoring import COOKING_METRICS, SURGICAL_METRICS, background_ids, default_metrics
 from plstitch_train.publishing.cards import _task_name, dataset_display_name
 
 

@@ -29,7 +29,7 @@ from plstitch_eval.data.frames_lmdb import (
 from plstitch_eval.data.synthetic import generate_synthetic
 from plstitch_eval.errors import DataError, DecodeError
 from plstitch_train.frames_lmdb import LmdbFrameStore, write_frames_lmdb
-from plstitch_train.videos import VideoSource
+from plstitch_train.videos import TrainingVideo
 from tests.eval.data.media import write_index_frames
 
 # JPEG at quality 90 against the decoded frames of the 64 px synthetic videos: measured per-frame mean
@@ -135,7 +135,7 @@ def test_both_colour_orders_read_back_the_same_rgb(
     dataset_root: Path, eval_cache: tuple[Path, dict], tmp_path: Path
 ) -> None:
     adapter = get_dataset("cholec80", root=dataset_root)
-    videos = [VideoSource(r.name, r.source, r.folder_fps) for r in adapter.videos()]
+    videos = [TrainingVideo(r.name, r.source, r.folder_fps) for r in adapter.videos()]
     standard = FrameCache.open(write_frames_lmdb(videos, tmp_path / "std.lmdb", 1.0, None, swap_rb=False))
     swapped = FrameCache.open(eval_cache[0])
     assert standard.record()["swap_rb"] is False and swapped.record()["swap_rb"] is True
@@ -256,7 +256,7 @@ def test_a_missing_frame_names_the_cache_video_and_index(
 
 def test_frame_folder_times_are_recorded(tmp_path: Path) -> None:
     folder = write_index_frames(tmp_path / "frames" / "clip", 10)
-    out = write_frames_lmdb([VideoSource("clip", folder, 5.0)], tmp_path / "f.lmdb", 2.0, None)
+    out = write_frames_lmdb([TrainingVideo("clip", folder, 5.0)], tmp_path / "f.lmdb", 2.0, None)
     cache = FrameCache.open(out)
     expected = [f.time for f in read_frames(folder, 2.0, folder_fps=5.0)]
     assert [f.time for f in cache.frames("clip")] == expected and len(expected) == 4
@@ -288,7 +288,7 @@ def test_resume_after_a_crash_records_every_videos_times_once(
     dataset_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     adapter = get_dataset("cholec80", root=dataset_root)
-    videos = [VideoSource(r.name, r.source, r.folder_fps) for r in adapter.videos()]
+    videos = [TrainingVideo(r.name, r.source, r.folder_fps) for r in adapter.videos()]
     reference = FrameCache.open(write_frames_lmdb(videos, tmp_path / "whole", 1.0, None))
     real = video_module.read_frames
 

@@ -1,8 +1,11 @@
-"""protocols.py was cut into splits, scoring, results_json and score_files; old imports still work."""
+"""protocols.py was cut into splits, metrics/scoring, results_json and protocols/prediction_files; the names
+still import from `plstitch_eval.protocols`."""
 
 from __future__ import annotations
 
-from plstitch_eval import protocols, results_json, score_files, scoring, splits
+from plstitch_eval import protocols, results_json, splits
+from plstitch_eval.metrics import scoring
+from plstitch_eval.protocols import prediction_files
 
 
 def test_protocols_reexports_the_moved_names() -> None:
@@ -10,7 +13,7 @@ def test_protocols_reexports_the_moved_names() -> None:
         splits: ("resolve_splits", "holdout_by_video", "kfold_by_video"),
         scoring: ("default_metrics", "background_ids", "score_videos", "with_relaxed", "COOKING_METRICS"),
         results_json: ("SCHEMA", "build_results", "write_results"),
-        score_files: ("score_files", "read_label_file", "read_mapping", "video_key", "MSTCN_HEADER"),
+        prediction_files: ("score_files", "read_label_file", "read_mapping", "video_key", "MSTCN_HEADER"),
     }
     for module, names in homes.items():
         for name in names:

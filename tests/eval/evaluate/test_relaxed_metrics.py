@@ -15,7 +15,7 @@ from plstitch_eval.data.datasets.cholec80 import CHOLEC80_PHASES as ADAPTER_CHOL
 from plstitch_eval.data.datasets.m2cai16 import M2CAI16_PHASES as ADAPTER_M2CAI16
 from plstitch_eval.errors import ConfigError, EvaluationError
 from plstitch_eval.features import FeatureStore, VideoFeatures
-from plstitch_eval.relaxed_metrics import (
+from plstitch_eval.metrics.relaxed import (
     CHOLEC80_PHASES,
     M2CAI16_PHASES,
     TRANSITIONS,

@@ -15,7 +15,7 @@ from plstitch_eval.cli import app
 from plstitch_eval.errors import EvaluationError
 from plstitch_eval.features import FeatureStore, VideoFeatures
 from plstitch_eval.linear import LinearConfig
-from plstitch_eval.tool_presence import (
+from plstitch_eval.protocols.tools import (
     MAP,
     average_precisions,
     mean_ap,

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from plstitch_eval.cli import app
 from plstitch_eval.errors import CheckpointError, UnsafeCheckpointError
 from plstitch_eval.hub import load_encoder
+from plstitch_eval.hub.ranking_head import TemporalHead, load_temporal_head, save_temporal_head
 from plstitch_eval.hub.safe_load import load_checkpoint
-from plstitch_eval.hub.temporal_head import TemporalHead, load_temporal_head, save_temporal_head
 from plstitch_eval.hub.timm_format import save_timm_dir
 from plstitch_eval.preprocess import DataConfig
 from tests.eval.hub.conftest import make_tiny_vit

@@ -9,6 +9,7 @@ import pytest
 
 from plstitch_eval.errors import ModelNotFoundError, RunFolderError
 from plstitch_eval.hub import DataConfig, load_encoder, save_timm_dir
+from plstitch_eval.hub.ranking_head import resolve_head_source
 from plstitch_eval.hub.run_folder import (
     BACKBONE_DIR,
     CHECKPOINT_NAME,
@@ -25,7 +26,6 @@ from plstitch_eval.hub.run_folder import (
     resolve_backbone_dir,
     train_config_path,
 )
-from plstitch_eval.hub.temporal_head import resolve_head_source
 from tests.eval.hub.conftest import make_tiny_vit
 
 

@@ -1,7 +1,8 @@
 """A protocol registered from outside the package (one `Protocol`, no edit elsewhere) runs everywhere the
 shipped ones do: `run_cv` cross-validates it, `plstitch benchmark` runs it as a cell and as the inner
-protocol of `cv`, and its label heads its table columns. The toy is nearest-centroid classification,
-checked against scikit-learn's `NearestCentroid`."""
+protocol of `cv`, its label heads its table columns, and its own setting is read from a benchmark config
+file by its name. The toy is nearest-centroid classification, checked against scikit-learn's
+`NearestCentroid`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ import numpy as np
 import pytest
 from sklearn.neighbors import NearestCentroid
 
+from plstitch_eval.benchmark.config import BenchmarkConfig
+from plstitch_eval.benchmark.config_file import read_config_file
 from plstitch_eval.cli import app
+from plstitch_eval.errors import ConfigError
 from plstitch_eval.features import FeatureStore, VideoFeatures
 from plstitch_eval.protocols import (
     TASK_LABELS,
@@ -158,3 +162,45 @@ def test_benchmark_runs_the_toy_as_a_cell_and_inside_cv(
     cv = json.loads(Path(table["cells"][1]["results"]).read_text(encoding="utf-8"))
     assert cv["protocol"]["inner"] == TOY and cv["benchmark"]["settings"]["inner"] == TOY
     assert table["cells"][0]["metrics"]["accuracy"] == pytest.approx(cell["metrics"]["accuracy"])
+
+
+def test_a_benchmark_config_file_sets_the_toy_by_its_name(
+    toy: Protocol, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`[protocols.toy-centroid] normalize = true` reaches the toy's run and its recorded settings, with no
+    field or flag of the toy in `BenchmarkConfig` or the CLI."""
+    monkeypatch.setenv("PLSTITCH_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    datasets = tmp_path / "small.toml"
+    datasets.write_text("[synthetic]\n" + "".join(f"{k} = {v}\n" for k, v in SMALL_DATASET.items()))
+    config_file = tmp_path / "bench.toml"
+    config_file.write_text(f"[protocols.{TOY}]\nnormalize = true\n")
+    args = cli_args(out, str(datasets), models="plstitch-tiny-synthetic", protocols=TOY)
+    result = runner.invoke(app, [*args, "--config", str(config_file)])
+    assert result.exit_code == 0, result.output
+    cell_info = table_json(out)["cells"][0]
+    cell = json.loads(Path(cell_info["results"]).read_text(encoding="utf-8"))
+    assert cell["protocol"]["normalize"] is True
+    assert cell["benchmark"]["settings"][TOY] == {"normalize": True}
+    store = FeatureStore(cell_info["features"])
+    splits = resolve_splits(store)
+    train = store.read_many(splits["train"] + splits["val"])
+    test = store.read_many(splits["test"])
+    num_classes = len(store.class_names)
+    expected = centroid_predict(train, test, num_classes, CentroidConfig(normalize=True))
+    for video in splits["test"]:
+        np.testing.assert_array_equal(cell["predictions"][video], expected[video])
+
+
+def test_a_config_file_names_what_it_cannot_set(toy: Protocol, tmp_path: Path) -> None:
+    config_file = tmp_path / "bench.toml"
+    config_file.write_text(f"[protocols.{TOY}]\nradius = 2\n")
+    with pytest.raises(ConfigError, match="unknown setting.*radius.*normalize"):
+        BenchmarkConfig(
+            "plstitch-tiny-synthetic", "synthetic", tmp_path, protocol_configs=read_config_file(config_file)
+        )
+    config_file.write_text("[protocols.knn]\nk = 3\n")
+    with pytest.raises(ConfigError, match="BenchmarkConfig.knn"):
+        BenchmarkConfig(
+            "plstitch-tiny-synthetic", "synthetic", tmp_path, protocol_configs=read_config_file(config_file)
+        )

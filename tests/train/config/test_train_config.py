@@ -43,7 +43,7 @@ def test_sections_and_their_field_names() -> None:
         OptimConfig,
         RunConfig,
     ]
-    assert len(FLAT_FIELDS) == len(set(FLAT_FIELDS)) == 73  # unique across sections
+    assert len(FLAT_FIELDS) == len(set(FLAT_FIELDS)) == 78  # unique across sections
     assert not set(FLAT_FIELDS) & set(SECTIONS)  # so `config.data` and `config.objective` stay settings
     assert PresetsTrainConfig is TrainConfig
 
@@ -63,6 +63,11 @@ def test_an_old_flat_saved_config_loads_and_equals_the_preset() -> None:
         "compile": False,
         "collapse_every": 50,
         "stop_on_collapse": False,
+        "eval_every": 0,
+        "eval_dataset": None,
+        "eval_root": None,
+        "eval_split": None,
+        "eval_fps": 1.0,
     }
     as_old = preset.replace(**added)  # the preset at those values
     assert TrainConfig.from_dict(old) == as_old  # a saved config lacking them reads them as old runs used

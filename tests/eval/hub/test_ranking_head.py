@@ -10,7 +10,7 @@ from safetensors.torch import save_file
 
 from plstitch_eval.errors import CheckpointError, ModelNotFoundError
 from plstitch_eval.hub import TemporalHead, load_temporal_head
-from plstitch_eval.hub.temporal_head import save_temporal_head
+from plstitch_eval.hub.ranking_head import save_temporal_head
 from tests.official import (
     TINY,
     official_checkpoint,

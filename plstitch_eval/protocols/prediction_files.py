@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from plstitch_eval.errors import EvaluationError
-from plstitch_eval.metrics import DEFAULT_OVERLAPS
-from plstitch_eval.relaxed_metrics import relaxed_metrics, relaxed_spec
+from plstitch_eval.metrics.relaxed import relaxed_metrics, relaxed_spec
+from plstitch_eval.metrics.scoring import COOKING_METRICS, score_videos, with_relaxed
+from plstitch_eval.metrics.segments import DEFAULT_OVERLAPS
 from plstitch_eval.results_json import build_results
-from plstitch_eval.scoring import COOKING_METRICS, score_videos, with_relaxed
 
 MSTCN_HEADER = "### Frame level recognition: ###"
 

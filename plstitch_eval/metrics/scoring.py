@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from plstitch_eval.data.datasets import dataset_facts
-from plstitch_eval.metrics import DEFAULT_OVERLAPS, frame_metrics, segment_metrics
+from plstitch_eval.metrics.frames import frame_metrics
+from plstitch_eval.metrics.segments import DEFAULT_OVERLAPS, segment_metrics
 
 SURGICAL_METRICS = ("accuracy", "macro_f1_pooled", "macro_f1_video")
 COOKING_METRICS = ("accuracy", "edit", "f1@10", "f1@25", "f1@50")
