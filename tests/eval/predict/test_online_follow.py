@@ -272,31 +272,38 @@ def test_follow_timeout_is_checked_and_goes_with_online(data, tmp_path):
 # ------------------------------------------------------------------------------------------------- Ctrl-C
 
 INTERRUPTED_LINE = re.compile(r"^interrupted at (\d+\.\d) s of video \(stdin\); wrote (\S+) and (\S+)$")
+TERMINATED_LINE = re.compile(r"^terminated at (\d+\.\d) s of video \((\S+)\); wrote (\S+) and (\S+)$")
 
 
-def test_ctrl_c_on_a_pipe_writes_what_was_seen_and_exits_130(data, recording, tmp_path):
-    """`tail -f rec.ts | plstitch predict --online -`: the pipe stays open; SIGINT reaches predict alone."""
-    out = tmp_path / "out"
+def _predict_online(args: list, tmp_path: Path, **popen) -> list:
+    """`plstitch -q predict --online ...` in its own process (JSON to tmp_path/summary.json), and its stdout
+    lines as a reader thread collects them."""
     command = [
-        sys.executable, "-m", "plstitch_eval", "-q", "predict", "--probe", str(data["probe"]), "--online",
-        "-", "--out", str(out), "--json", str(tmp_path / "summary.json"), *CPU,
+        sys.executable, "-m", "plstitch_eval", "-q", "predict", "--json", str(tmp_path / "summary.json"),
+        *map(str, args), *CPU,
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO, **popen
     )
-    blob = recording.read_bytes()
-    process.stdin.write(blob[: _first_part(recording, 4.0)])  # about 4 s of the video; the pipe stays open
-    process.stdin.flush()
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(line.decode() for line in process.stdout))
     reader.start()
+    return [process, lines, reader]
+
+
+def _wait_for_lines(process: subprocess.Popen, lines: list[str], count: int = 2) -> None:
     deadline = time.monotonic() + 60
-    while len(lines) < 2 and process.poll() is None and time.monotonic() < deadline:
+    while len(lines) < count and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert len(lines) >= 2, process.stderr.read().decode() if process.poll() is not None else "no line"
-    time.sleep(0.5)
-    process.send_signal(signal.SIGINT)
+    assert len(lines) >= count, process.stderr.read().decode() if process.poll() is not None else "no line"
+
+
+def _signal_and_wait(
+    process: subprocess.Popen, reader: threading.Thread, signum: int
+) -> tuple[int, float, str]:
+    """Send `signum`, wait (at most 20 s) for the exit: its code, the seconds it took and its stderr."""
+    process.send_signal(signum)
     asked = time.monotonic()
     try:
         code = process.wait(timeout=20)
@@ -304,31 +311,53 @@ def test_ctrl_c_on_a_pipe_writes_what_was_seen_and_exits_130(data, recording, tm
         process.kill()
     stopped_in = time.monotonic() - asked
     reader.join(5)
-    stderr = process.stderr.read().decode()
-    process.stdin.close()
-    assert code == 130, stderr
-    assert stopped_in < 10.0, stopped_in
+    return code, stopped_in, process.stderr.read().decode()
+
+
+def _one_line_said(stderr: str, pattern: re.Pattern) -> re.Match:
+    """The stop's single stderr line, matched by `pattern`; no traceback."""
     assert "Traceback" not in stderr and "Exception ignored" not in stderr
     said = [line for line in stderr.splitlines() if line.strip()]
     assert len(said) == 1, stderr
-    match = INTERRUPTED_LINE.match(said[0])
+    match = pattern.match(said[0])
     assert match, said[0]
-    assert match.group(2) == str(out / "stdin.csv") and match.group(3) == str(out / "stdin.png")
-    _, rows = read_csv(out / "stdin.csv")
-    assert (out / "stdin.png").stat().st_size > 0
-    assert float(rows[-1]["time_s"]) == pytest.approx(float(match.group(1)), abs=0.051)
+    return match
+
+
+def _rows_of_what_was_seen(csv: Path, png: Path, stopped_at: str, lines: list[str]) -> list[dict]:
+    """The CSV's rows: the last at the time the stop line names, one per printed line with its phase."""
+    _, rows = read_csv(csv)
+    assert png.stat().st_size > 0
+    assert float(rows[-1]["time_s"]) == pytest.approx(float(stopped_at), abs=0.051)
     by_time = {f"{float(r['time_s']):.1f}": r["predicted"] for r in rows}
     for line in lines:  # every line printed has its row, with the same phase
         time_s, _, phase = line.split()[:3]
         assert by_time[time_s] == phase
+    return rows
+
+
+def test_ctrl_c_on_a_pipe_writes_what_was_seen_and_exits_130(data, recording, tmp_path):
+    """`tail -f rec.ts | plstitch predict --online -`: the pipe stays open; SIGINT reaches predict alone."""
+    out = tmp_path / "out"
+    args = ["--probe", data["probe"], "--online", "-", "--out", out]
+    process, lines, reader = _predict_online(args, tmp_path, stdin=subprocess.PIPE)
+    blob = recording.read_bytes()
+    process.stdin.write(blob[: _first_part(recording, 4.0)])  # about 4 s of the video; the pipe stays open
+    process.stdin.flush()
+    _wait_for_lines(process, lines)
+    time.sleep(0.5)
+    code, stopped_in, stderr = _signal_and_wait(process, reader, signal.SIGINT)
+    process.stdin.close()
+    assert code == 130, stderr
+    assert stopped_in < 10.0, stopped_in
+    match = _one_line_said(stderr, INTERRUPTED_LINE)
+    assert match.group(2) == str(out / "stdin.csv") and match.group(3) == str(out / "stdin.png")
+    rows = _rows_of_what_was_seen(out / "stdin.csv", out / "stdin.png", match.group(1), lines)
     assert len(rows) < 12  # only what came before Ctrl-C
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["videos"][0]["ended"] == INTERRUPTED
     assert summary["signal"] == "SIGINT"
     assert summary["videos"][0]["frames"] == len(rows)
-
-
-TERMINATED_LINE = re.compile(r"^terminated at (\d+\.\d) s of video \((\S+)\); wrote (\S+) and (\S+)$")
 
 
 def test_sigterm_on_a_followed_recording_writes_what_was_seen_and_exits_143(data, recording, tmp_path):
@@ -338,47 +367,18 @@ def test_sigterm_on_a_followed_recording_writes_what_was_seen_and_exits_143(data
     writer = Recorder(path, recording.read_bytes(), upto=_first_part(recording, 4.0))  # then it stalls
     writer.start()
     time.sleep(3 * PAUSE_S)  # a recording under way
-    command = [
-        sys.executable, "-m", "plstitch_eval", "-q", "predict", "--probe", str(data["probe"]), "--online",
-        str(path), "--follow-timeout", "120", "--out", str(out), "--json", str(tmp_path / "summary.json"),
-        *CPU,
-    ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(line.decode() for line in process.stdout))
-    reader.start()
-    deadline = time.monotonic() + 60
-    while len(lines) < 2 and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert len(lines) >= 2, process.stderr.read().decode() if process.poll() is not None else "no line"
+    args = ["--probe", data["probe"], "--online", path, "--follow-timeout", "120", "--out", out]
+    process, lines, reader = _predict_online(args, tmp_path)
+    _wait_for_lines(process, lines)
     writer.join()
     time.sleep(0.5)  # predict now waits at the end of the stalled file (for up to 120 s)
-    process.send_signal(signal.SIGTERM)
-    asked = time.monotonic()
-    try:
-        code = process.wait(timeout=20)
-    finally:
-        process.kill()
-    stopped_in = time.monotonic() - asked
-    reader.join(5)
-    stderr = process.stderr.read().decode()
+    code, stopped_in, stderr = _signal_and_wait(process, reader, signal.SIGTERM)
     assert code == 143, stderr
     assert stopped_in < 10.0, stopped_in
-    assert "Traceback" not in stderr and "Exception ignored" not in stderr
-    said = [line for line in stderr.splitlines() if line.strip()]
-    assert len(said) == 1, stderr
-    match = TERMINATED_LINE.match(said[0])
-    assert match, said[0]
+    match = _one_line_said(stderr, TERMINATED_LINE)
     assert match.group(2) == str(path)
     assert match.group(3) == str(out / "growing.csv") and match.group(4) == str(out / "growing.png")
-    _, rows = read_csv(out / "growing.csv")
-    assert (out / "growing.png").stat().st_size > 0
-    assert float(rows[-1]["time_s"]) == pytest.approx(float(match.group(1)), abs=0.051)
-    by_time = {f"{float(r['time_s']):.1f}": r["predicted"] for r in rows}
-    for line in lines:  # every line printed has its row, with the same phase
-        time_s, _, phase = line.split()[:3]
-        assert by_time[time_s] == phase
+    rows = _rows_of_what_was_seen(out / "growing.csv", out / "growing.png", match.group(1), lines)
     assert 2 <= len(rows) < 12  # what the recorder had written, not the whole 6 s video
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["signal"] == "SIGTERM"
