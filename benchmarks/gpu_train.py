@@ -30,7 +30,7 @@ from plstitch_eval.utils.device import autocast
 from plstitch_eval.utils.distributed import DistInfo
 from plstitch_train.config import TrainConfig
 from plstitch_train.model import PLStitchModel
-from plstitch_train.progress import LOSS_KEYS
+from plstitch_train.run.progress import LOSS_KEYS
 from plstitch_train.schedules import Schedules, ramp_weight
 from plstitch_train.trainer import _LoopState, adamw_kernels, compile_modules
 

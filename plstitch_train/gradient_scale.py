@@ -22,7 +22,7 @@ from plstitch_eval.utils.device import resolve_device
 from plstitch_train.config import BRANCH_NAMES, TrainConfig, branch_weights
 from plstitch_train.data import TrainingData, build_training_data, open_frame_store
 from plstitch_train.model import PLStitchModel
-from plstitch_train.rng import capture_rng, restore_rng, seed_everything
+from plstitch_train.run.rng import capture_rng, restore_rng, seed_everything
 
 __all__ = ["BRANCHES", "active_branches", "branch_gradient_norms", "objective_gradient_scale"]
 

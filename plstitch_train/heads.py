@@ -22,11 +22,12 @@ from plstitch_eval.errors import CheckpointError, ConfigError
 from plstitch_eval.hub.ranking_head import (
     AUTHORS_TEMPORAL_HEADS,
     TemporalHead,
-    check_state_dict,
     head_state_from_checkpoint,
+    load_checked,
     load_temporal_head,
     resolve_head_source,
     save_temporal_head,
+    sized_from_shapes,
     temporal_trunk,
 )
 from plstitch_eval.hub.safe_load import load_checkpoint
@@ -164,13 +165,10 @@ def jigsaw_head_from_state_dict(
             f"{sorted({k.split('.', 1)[0] for k in state})}."
         )
     blocks = {int(m.group(1)) for k in state if (m := re.match(r"decoder\.(\d+)\.", k))}
-    try:
-        head = JigsawHead(int(scorer.shape[0]), n_heads, n_blocks=max(blocks, default=0) + 1)
-    except ConfigError as exc:
-        raise CheckpointError(f"{source}: {exc}") from exc
-    check_state_dict(head, state, source)
-    head.load_state_dict(state, strict=True)
-    return head
+    head = sized_from_shapes(
+        lambda: JigsawHead(int(scorer.shape[0]), n_heads, n_blocks=max(blocks, default=0) + 1), source
+    )
+    return load_checked(head, state, source)
 
 
 def load_jigsaw_head(

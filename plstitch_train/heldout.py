@@ -16,10 +16,11 @@ import torch
 from torch.utils.data import default_collate
 
 from plstitch_eval.errors import ConfigError
-from plstitch_train.checkpoint import load_training_checkpoint
+from plstitch_eval.hub.run_folder import frame_cache_dir
 from plstitch_train.config import TrainConfig
 from plstitch_train.data import build_training_data, open_frame_store
 from plstitch_train.model import PLStitchModel
+from plstitch_train.run.checkpoint import load_training_checkpoint
 
 __all__ = ["heldout_jigsaw_loss", "jigsaw_chance"]
 
@@ -57,7 +58,7 @@ def heldout_jigsaw_loss(
     model = PLStitchModel(config)
     model.load_state_dict(checkpoint["model"], strict=True)
     model.eval()
-    cache = Path(cache_dir or config.frames.cache_dir or Path(run_dir) / "frame_cache")
+    cache = Path(cache_dir or config.frames.cache_dir or frame_cache_dir(run_dir))
     store = open_frame_store(config, cache)
     grid = model.student["backbone"].grid_size
     data = build_training_data(config, store, grid)

@@ -16,13 +16,13 @@ from typing import Any
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import logger
-from plstitch_train import run_dir
 from plstitch_train.config import TrainConfig, setting_name
 from plstitch_train.data import with_data_fps
 from plstitch_train.presets import get_preset
+from plstitch_train.run import plan
 from plstitch_train.trainer import RUNTIME_FIELDS, TrainResult, train
 
-ACTIONS = run_dir.PLANS  # "new", "resume", "finished", "overwrite"
+ACTIONS = plan.PLANS  # "new", "resume", "finished", "overwrite"
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def plan_launch(
     RUNTIME_FIELDS apply, the others are named in a warning; without "fps" in it a frames LMDB as `--data`
     trains at its own frame rate (`data.with_data_fps`). Conflicting or missing options raise ConfigError; a
     folder holding a run with other settings raises TrainingError naming `--resume` and `--overwrite`
-    (`run_dir.plan_run`, asked once here: `run_launch` hands its decision to the trainer).
+    (`run.plan.plan_run`, asked once here: `run_launch` hands its decision to the trainer).
     """
     if resume is not None and overwrite:
         raise ConfigError("--resume continues a run and --overwrite replaces it: give one of them.")
@@ -78,7 +78,7 @@ def plan_launch(
     if out is None:
         raise ConfigError("--out is required (the run folder), unless --resume is given.")
     config = with_data_fps(config.validate(), fps_given="fps" in given)
-    return Launch(run_dir.plan_run(config, Path(out), overwrite), Path(out), config)
+    return Launch(plan.plan_run(config, Path(out), overwrite), Path(out), config)
 
 
 def run_launch(launch: Launch) -> TrainResult:

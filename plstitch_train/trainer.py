@@ -1,7 +1,8 @@
 """PL-Stitch training loop: AdamW + cosine schedules, AMP, DDP (torchrun), accumulation, exact resume, export.
 
-Composed of pieces with one job each: `run_dir` (new, resume, finished, refused or overwritten), `checkpoint`
-(last.ckpt and the exported backbone), `rng`, `signals` (stop at a step boundary) and `progress`.
+Composed of pieces with one job each, in `run/`: `plan` (new, resume, finished, refused or overwritten),
+`checkpoint` (last.ckpt and the exported backbone), `log`, `rng`, `signals` (stop at a step boundary) and
+`progress`; and the `monitors/` (collapse, k-NN) that watch the run.
 
 Run directory (layout: `plstitch_eval.hub.run_folder`): `last.ckpt` (everything an exact resume needs;
 loads with `torch.load(weights_only=True)`), `backbone/` (teacher ViT in timm format + temporal head;
@@ -29,19 +30,16 @@ from torch.profiler import record_function
 from torch.utils.data import DataLoader
 
 from plstitch_eval.errors import ConfigError, TrainingError
-from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, FRAME_CACHE_DIR, backbone_dir, is_finished
+from plstitch_eval.hub.run_folder import (
+    CHECKPOINT_NAME,
+    KNN_EVAL_NAME,
+    backbone_dir,
+    frame_cache_dir,
+    is_finished,
+)
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision
 from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed
-from plstitch_train import run_dir
-from plstitch_train.checkpoint import (
-    CHECKPOINT_FORMAT,
-    export_backbone,
-    load_training_checkpoint,
-    restore_checkpoint,
-    save_checkpoint,
-)
-from plstitch_train.collapse_monitor import CollapseMonitor, CollapseStop
 from plstitch_train.config import RunConfig, TrainConfig
 from plstitch_train.data import (
     FrameStore,
@@ -51,11 +49,19 @@ from plstitch_train.data import (
     open_frame_store,
 )
 from plstitch_train.frames_lmdb import LmdbFrameStore
-from plstitch_train.knn_monitor import KNN_EVAL_NAME, KnnMonitor
 from plstitch_train.model import PLStitchModel
-from plstitch_train.progress import LOSS_KEYS, LiveLine, announce_plan
-from plstitch_train.rng import capture_rng, restore_rng, seed_everything
-from plstitch_train.run_dir import (
+from plstitch_train.monitors.collapse import CollapseMonitor, CollapseStop
+from plstitch_train.monitors.knn import KnnMonitor
+from plstitch_train.run import plan as run_plan
+from plstitch_train.run.checkpoint import (
+    CHECKPOINT_FORMAT,
+    export_backbone,
+    load_training_checkpoint,
+    restore_checkpoint,
+    save_checkpoint,
+)
+from plstitch_train.run.log import RunLog
+from plstitch_train.run.plan import (
     PATH_FIELDS,
     RUNTIME_FIELDS,
     TrainResult,
@@ -68,10 +74,9 @@ from plstitch_train.run_dir import (
     remove_run_files,
     resume_target,
 )
-from plstitch_train.run_log import RunLog
-from plstitch_train.sampling import TrainSampler
-from plstitch_train.schedules import Schedules, planned_steps, ramp_weight
-from plstitch_train.signals import (
+from plstitch_train.run.progress import LOSS_KEYS, LiveLine, announce_plan
+from plstitch_train.run.rng import capture_rng, restore_rng, seed_everything
+from plstitch_train.run.signals import (
     DUPLICATE_SIGNAL_S,
     STOP_SIGNALS,
     StopSignals,
@@ -81,6 +86,8 @@ from plstitch_train.signals import (
     resume_command,
     stderr_is_terminal,
 )
+from plstitch_train.sampling import TrainSampler
+from plstitch_train.schedules import Schedules, planned_steps, ramp_weight
 
 __all__ = [  # the loop, and the names of the pieces it is composed of (they lived here before)
     "CHECKPOINT_FORMAT",
@@ -110,7 +117,7 @@ __all__ = [  # the loop, and the names of the pieces it is composed of (they liv
 
 def _frame_store(config: TrainConfig, out_dir: Path, info: DistInfo) -> FrameStore | LmdbFrameStore:
     """Decode the training videos (rank 0 first, so the others only read the cache)."""
-    cache_dir = Path(config.frames.cache_dir) if config.frames.cache_dir else out_dir / FRAME_CACHE_DIR
+    cache_dir = Path(config.frames.cache_dir) if config.frames.cache_dir else frame_cache_dir(out_dir)
 
     def build() -> FrameStore | LmdbFrameStore:
         return open_frame_store(config, cache_dir)
@@ -152,14 +159,14 @@ def train(
     unless `overwrite` (the old run's files go only once the new run is built). `resume` restores from a
     checkpoint whose config wins (`runtime` may change only RUNTIME_FIELDS). `stop_after` stops after that
     many optimizer steps as a kill would, leaving a checkpoint but no export (tests of exact resume).
-    `plan` is the decision `run_dir.plan_run` already took for `config` and `out_dir` ("new", "resume",
+    `plan` is the decision `run.plan.plan_run` already took for `config` and `out_dir` ("new", "resume",
     "finished" or "overwrite": `launch.plan_launch` passes its own); without it train decides here.
     SIGINT/SIGTERM raise `TrainingInterrupted` after checkpointing at the next step boundary.
     """
     if resume is not None and overwrite:
         raise ConfigError("--resume continues a run and --overwrite replaces it: give one of them.")
-    if plan is not None and (plan not in run_dir.PLANS or resume is not None):
-        raise ConfigError(f"plan={plan!r}: give one of {', '.join(run_dir.PLANS)}, and no resume with it.")
+    if plan is not None and (plan not in run_plan.PLANS or resume is not None):
+        raise ConfigError(f"plan={plan!r}: give one of {', '.join(run_plan.PLANS)}, and no resume with it.")
     checkpoint = None
     if resume is not None:
         out_dir = resume_target(resume, out_dir)
@@ -173,7 +180,7 @@ def train(
     config.validate()
     out_dir = Path(out_dir)
     if plan is None:
-        plan = "resume" if checkpoint is not None else run_dir.plan_run(config, out_dir, overwrite)
+        plan = "resume" if checkpoint is not None else run_plan.plan_run(config, out_dir, overwrite)
     if plan == "finished":
         return finished_result(out_dir)
     if plan == "resume" and checkpoint is None:
@@ -299,9 +306,7 @@ def _run(run: _RunSetup, device: torch.device, precision: str, info: DistInfo) -
                 if measures is not None:
                     record.update(measures)
                     alarm = monitor.update(measures)
-                    if alarm and not monitor.warned and info.is_main:
-                        logger.warning(monitor.warning_text(step, measures))
-                    monitor.warned = monitor.warned or alarm
+                    monitor.warn_once(step, measures, announce=info.is_main)
                     alarm = alarm and config.run.stop_on_collapse and step < total_steps  # last: export
                     collapse_stop = agreed_stop(1 if alarm else None, info, device) is not None
                 if knn.due(step, total_steps):  # rank 0 evaluates; no random number drawn

@@ -18,7 +18,7 @@ import numpy as np
 
 from plstitch_eval.analysis.style import OKABE_ITO, WRONG, new_figure, save_figure
 from plstitch_eval.errors import ConfigError, RunFolderError
-from plstitch_eval.hub.run_folder import LOG_NAME
+from plstitch_eval.hub.run_folder import CURVES_NAME, LOG_NAME
 from plstitch_eval.utils.io import write_json_atomic
 
 __all__ = [
@@ -35,11 +35,11 @@ __all__ = [
     "run_curves",
 ]
 
-NAME = "curves"  # RUN_DIR/curves.png and RUN_DIR/curves.json by default
+NAME = CURVES_NAME  # RUN_DIR/curves.png and RUN_DIR/curves.json by default (`hub.run_folder`)
 COMMAND = "analyze run"  # written into the JSON: outputs carrying it may be replaced by a rerun
 # held equal to plstitch_train's by tests/eval/analysis/test_run_curves.py (evaluation never imports training)
 LOSS_KEYS = ("loss", "vid", "mim", "jigsaw")  # plstitch_train.config.LOSS_KEYS: the total, then each branch
-COLLAPSE_RATIO_MIN = 0.98  # plstitch_train.collapse_monitor.ENTROPY_RATIO_MIN (and MIM_LOSS_RATIO_MIN)
+COLLAPSE_RATIO_MIN = 0.98  # plstitch_train.monitors.collapse.ENTROPY_RATIO_MIN (and MIM_LOSS_RATIO_MIN)
 SCHEDULE_KEYS = {"lr": "learning rate", "weight_decay": "weight decay", "momentum": "teacher momentum"}
 COLLAPSE_KEYS = {
     "collapse_entropy_ratio": "teacher entropy / log K",

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from plstitch_eval.benchmark.config_file import protocol_config
 from plstitch_eval.benchmark.datasets_file import DatasetSpec, check_unique_names, parse_datasets
 from plstitch_eval.benchmark.inputs import parse_metrics, parse_protocols
 from plstitch_eval.benchmark.models import expand_models
@@ -26,6 +25,7 @@ from plstitch_eval.protocols import (
     registered_protocols,
 )
 from plstitch_eval.protocols.registry import CV_TASK, cv_task
+from plstitch_eval.protocols.settings import protocol_config
 from plstitch_eval.temporal.fit import TemporalConfig
 
 __all__ = ["RUNTIME_FIELDS", "BenchmarkConfig"]

@@ -1,4 +1,7 @@
-"""CLI command `benchmark`: models x datasets x protocols in one resumable run, then the paper-style table."""
+"""CLI command `benchmark`: models x datasets x protocols in one resumable run, then the paper-style table.
+
+Library imports sit inside the commands, for start-up time (`plstitch_eval/commands/__init__.py`).
+"""
 
 from __future__ import annotations
 
@@ -69,9 +72,18 @@ def benchmark(
         Path | None,
         typer.Option(
             "--config",
-            help="A .toml/.yaml file of [protocols.NAME] tables: the settings of protocols without flags of "
-            "their own (docs/benchmark.md).",
+            help="A .toml/.yaml file of [protocols.NAME] tables: any protocol's settings, e.g. "
+            "[protocols.knn] k = 10 (docs/benchmark.md).",
             dir_okay=False,
+        ),
+    ] = None,
+    set_items: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            metavar="PROTOCOL.FIELD=VALUE",
+            help="Any protocol's setting, repeatable, over --config's (e.g. knn.k=10; VALUE read as JSON "
+            "when it parses); `plstitch protocols` lists each protocol's fields. The flags below win.",
         ),
     ] = None,
     k: KnnKOpt = None,
@@ -124,11 +136,20 @@ def benchmark(
     from plstitch_eval.benchmark.config_file import read_config_file
     from plstitch_eval.benchmark.runner import run_benchmark
     from plstitch_eval.extract import ExtractOptions
+    from plstitch_eval.protocols.settings import (
+        merge_tables,
+        parse_set_items,
+        section_configs,
+        unsectioned_tables,
+    )
     from plstitch_eval.utils.console import console, print_error, result_console
     from plstitch_eval.utils.device import resolve_device
     from plstitch_eval.utils.io import write_json_output
 
     resolved = str(resolve_device(device or "auto"))
+    file_tables = read_config_file(config_file) if config_file is not None else {}
+    tables = merge_tables(file_tables, parse_set_items(set_items or []))
+    bases = section_configs(tables)  # knn, linear, temporal from the file and --set; the flags go over them
     config = BenchmarkConfig(
         models=models,
         datasets=datasets,
@@ -147,12 +168,21 @@ def benchmark(
             **given(fps=fps),
             crop_black_margin=crop_black_margin,
         ),
-        knn=knn_config(k, temperature, weighting, device=resolved),
+        knn=knn_config(k, temperature, weighting, device=resolved, base=bases["knn"]),
         linear=linear_config(
-            lr, wd, optimizer, epochs, select_metric=select_metric, seed=seed, device=resolved
+            lr,
+            wd,
+            optimizer,
+            epochs,
+            select_metric=select_metric,
+            seed=seed,
+            device=resolved,
+            base=bases["linear"],
         ),
-        temporal=temporal_config(epochs=temporal_epochs, causal=causal, seed=seed, device=resolved),
-        protocol_configs=read_config_file(config_file) if config_file is not None else {},
+        temporal=temporal_config(
+            bases["temporal"], epochs=temporal_epochs, causal=causal or None, seed=seed, device=resolved
+        ),
+        protocol_configs=unsectioned_tables(tables),
         cv_folds=folds,
         cv_protocol=cv_protocol,
         **given(cv_seed=seed),

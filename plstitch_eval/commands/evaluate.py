@@ -154,21 +154,36 @@ def cv(
     device: DeviceOpt = "auto",
     relaxed: RelaxedOpt = False,
     json_path: JsonOpt = None,
+    set_items: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            metavar="FIELD=VALUE",
+            help="Any setting of the protocol's config, repeatable (e.g. k=10; VALUE read as JSON when it "
+            "parses); `plstitch protocols` lists each protocol's fields. The flags above win.",
+        ),
+    ] = None,
 ) -> None:
     """k-fold cross-validation by video; prints mean ± std over folds."""
     from plstitch_eval.commands.results import print_and_write_results
     from plstitch_eval.protocols import run_cv
+    from plstitch_eval.protocols.settings import cv_config, parse_set_items, section_configs
 
+    tables = parse_set_items(set_items or [], protocol=protocol)
+    bases = section_configs(tables)
     results = run_cv(
         features,
         folds,
         protocol,
-        knn_config(k, temperature, weighting, device),
-        linear_config(epochs=epochs, seed=seed, device=device),
+        knn_config(k, temperature, weighting, device, base=bases["knn"]),
+        linear_config(epochs=epochs, seed=seed, device=device, base=bases["linear"]),
         seed=seed,
         relaxed=relaxed,
-        temporal_config=temporal_config(epochs=epochs, causal=causal, seed=seed, device=device),
+        temporal_config=temporal_config(
+            bases["temporal"], epochs=epochs, causal=causal or None, seed=seed, device=device
+        ),
         progress=not is_quiet(),
+        config=cv_config(protocol, tables, seed),
     )
     print_and_write_results(results, json_path, f"{folds}-fold CV by video ({protocol})")
 
@@ -255,8 +270,44 @@ def _tool_linear(
 LINEAR_TASKS = {"phases": _phase_linear, "tools": _tool_linear}  # `linear --task`: what each runs
 
 
+def protocols(json_path: JsonOpt = None) -> None:
+    """List the evaluation protocols: where each runs, its config's settings and their defaults.
+
+    Those settings are what `benchmark --set NAME.FIELD=VALUE`, `benchmark --config FILE`'s
+    [protocols.NAME] tables and `cv --set FIELD=VALUE` set.
+    """
+    from rich.text import Text
+
+    from plstitch_eval.protocols.settings import describe_protocols
+    from plstitch_eval.utils.console import result_console
+    from plstitch_eval.utils.io import write_json_output
+
+    rows = describe_protocols()
+    if json_path is not None:
+        write_json_output(json_path, {"protocols": rows})
+        if str(json_path) == "-":
+            return
+    out = result_console(soft_wrap=True)
+    out.print(Text("Evaluation protocols", style="bold"))
+    for row in rows:
+        runs = [where for where, ok in (("benchmark", row["benchmark"]), ("cv", row["cv"])) if ok]
+        if row["probe_kind"]:
+            runs.append(f"--save ({row['probe_kind']} probe)")
+        out.print()
+        where = ", ".join(runs) or "a reference row (quickstart, reproduce)"
+        out.print(Text(f"{row['name']}  ({row['label']}; runs in: {where})"))
+        for setting in row["settings"]:
+            note = "  (speed only)" if setting["runtime"] else ""
+            out.print(Text(f"  {row['name']}.{setting['name']} = {setting['default']!r}{note}", style="dim"))
+        if row["shares_settings_of"]:
+            out.print(Text(f"  the settings of {row['shares_settings_of']} (one config)", style="dim"))
+        elif not row["settings"]:
+            out.print(Text("  no settings of its own", style="dim"))
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
+    app.command("protocols")(protocols)
     app.command("knn")(knn)
     app.command("linear")(linear)
     app.command("cv")(cv)

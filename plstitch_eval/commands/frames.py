@@ -2,6 +2,8 @@
 
 `--eval-frames` writes a dataset's frames as `plstitch extract` samples them (the adapter's evaluation rate,
 decoded size, its video names and frame folders' rates), for `plstitch extract --frames`.
+
+Library imports sit inside the commands, for start-up time (`plstitch_eval/commands/__init__.py`).
 """
 
 from __future__ import annotations

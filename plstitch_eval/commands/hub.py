@@ -1,4 +1,7 @@
-"""CLI commands for the encoder hub: `plstitch models` (registry table) and `plstitch download NAME`."""
+"""CLI commands for the encoder hub: `plstitch models` (registry table) and `plstitch download NAME`.
+
+Library imports sit inside the commands, for start-up time (`plstitch_eval/commands/__init__.py`).
+"""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
 """The protocols' configs built from CLI values, once for all commands (knn, linear, cv, temporal, benchmark).
 
-An option left unset (None) is dropped by `given()`, so the config dataclass's default wins.
+An option left unset (None) is dropped by `given()`, so the config dataclass's default wins - or `base`'s, the
+config a `--config` file or `--set` items made (`protocols.settings.section_configs`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,12 +31,14 @@ def knn_config(
     device: str = "auto",
     chunk_size: int | None = None,
     threads: int | None = None,
+    base: KnnConfig | None = None,
 ) -> KnnConfig:
-    """A `KnnConfig` from the options given (None: KnnConfig's default), on the resolved device."""
+    """A `KnnConfig` from the options given (None: `base`'s value, else KnnConfig's default), on the
+    resolved device."""
     chosen = given(
         k=k, temperature=temperature, weighting=weighting, chunk_size=chunk_size, num_threads=threads
     )
-    return KnnConfig(**chosen, device=resolved_device(device))
+    return _over(base, KnnConfig, chosen, device=resolved_device(device))
 
 
 def linear_config(
@@ -48,8 +52,10 @@ def linear_config(
     select_metric: str | None = None,
     seed: int | None = None,
     device: str = "auto",
+    base: LinearConfig | None = None,
 ) -> LinearConfig:
-    """A `LinearConfig` from the options given (None or an empty grid: LinearConfig's default)."""
+    """A `LinearConfig` from the options given (None or an empty grid: `base`'s value, else LinearConfig's
+    default)."""
     chosen = given(
         lrs=tuple(lr) if lr else None,
         weight_decays=tuple(wd) if wd else None,
@@ -61,9 +67,16 @@ def linear_config(
         select_metric=select_metric,
         seed=seed,
     )
-    return LinearConfig(**chosen, device=resolved_device(device))
+    return _over(base, LinearConfig, chosen, device=resolved_device(device))
 
 
-def temporal_config(**options: Any) -> TemporalConfig:
-    """A `TemporalConfig` from the options given (None = not given: the dataclass default)."""
-    return TemporalConfig(**given(**options))
+def temporal_config(base: TemporalConfig | None = None, **options: Any) -> TemporalConfig:
+    """A `TemporalConfig` from the options given (None = not given: `base`'s value, else the default)."""
+    return _over(base, TemporalConfig, given(**options))
+
+
+def _over(base: Any, kind: type, chosen: dict[str, Any], **fixed: Any) -> Any:
+    """`kind(**chosen, **fixed)`, or `base` with those fields replaced when a base is given."""
+    if base is None:
+        return kind(**chosen, **fixed)
+    return dataclasses.replace(base, **chosen, **fixed)

@@ -1,4 +1,7 @@
-"""CLI commands `export` (run -> timm folder + card) and `push-to-hub` (folder -> Hugging Face repo)."""
+"""CLI commands `export` (run -> timm folder + card) and `push-to-hub` (folder -> Hugging Face repo).
+
+Library imports sit inside the commands, for start-up time (`plstitch_eval/commands/__init__.py`).
+"""
 
 from __future__ import annotations
 

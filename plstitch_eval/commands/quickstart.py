@@ -1,4 +1,7 @@
-"""CLI command `quickstart`: the whole toolkit offline in minutes (synthetic data, shipped tiny model)."""
+"""CLI command `quickstart`: the whole toolkit offline in minutes (synthetic data, shipped tiny model).
+
+Library imports sit inside the commands, for start-up time (`plstitch_eval/commands/__init__.py`).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""CLI command `reproduce`: train and evaluate each ablation row on the synthetic dataset, print tables."""
+"""CLI command `reproduce`: train and evaluate each ablation row on the synthetic dataset, print tables.
+
+Library imports sit inside the commands, for start-up time (`plstitch_eval/commands/__init__.py`).
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ Every setting has a flag or `--set NAME=VALUE` (a flat name as `base_lr`, or `op
 
 What a rerun, `--resume` or `--overwrite` does is decided in `plstitch_train.launch`; SIGINT/SIGTERM print
 where the checkpoint is and how to resume (docs/training.md).
+
+Library imports sit inside the commands, for start-up time (`plstitch_eval/commands/__init__.py`).
 """
 
 from __future__ import annotations
@@ -186,8 +188,8 @@ def train(
     A second Ctrl-C stops at once. --stop-on-collapse: checkpoint, one line, exit 3.
     """
     from plstitch_eval.data.decoders import check_decoder_options
-    from plstitch_train.collapse_monitor import CollapseStop
     from plstitch_train.launch import base_config, plan_launch, run_launch
+    from plstitch_train.monitors.collapse import CollapseStop
     from plstitch_train.trainer import TrainingInterrupted
 
     if decoder is not None:
@@ -252,7 +254,7 @@ def train(
 def _print_summary(result: TrainResult) -> None:
     """Rank 0: a finished run's one-line notice on stderr; the JSON summary on stdout."""
     from plstitch_eval.hub.run_folder import backbone_dir
-    from plstitch_train.knn_monitor import read_knn_best
+    from plstitch_train.monitors.knn import read_knn_best
 
     if result.already_finished and _is_rank_zero():
         console.print(

@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 from safetensors.torch import save_file
@@ -33,6 +33,8 @@ from plstitch_eval.hub.safe_load import load_checkpoint, load_safetensors_file
 from plstitch_eval.hub.spec import HF_HUB_FILE_FORM, parse_spec
 from plstitch_eval.utils.io import atomic_path, write_json_atomic
 
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
+
 __all__ = [
     "AUTHORS_TEMPORAL_HEADS",
     "HEAD_CONFIG_FILE",
@@ -41,10 +43,14 @@ __all__ = [
     "TemporalTrunk",
     "check_state_dict",
     "head_state_from_checkpoint",
+    "load_checked",
     "load_temporal_head",
     "resolve_head_source",
     "save_temporal_head",
+    "sized_from_shapes",
+    "strip_wrappers",
     "temporal_head_from_state_dict",
+    "temporal_trunk",
 ]
 
 HEAD_WEIGHTS_FILE = "temporal_head.safetensors"
@@ -194,9 +200,22 @@ def _load_head_folder(directory: Path) -> TemporalHead:
         ) from exc
     fix = f"save the head again with save_temporal_head(head, {directory})"
     state = upgrade_legacy_keys(load_safetensors_file(weights_path, fix=fix))
-    check_state_dict(head, state, f"{weights_path} (arguments from {HEAD_CONFIG_FILE})")
-    head.load_state_dict(state, strict=True)
-    return head
+    return load_checked(head, state, f"{weights_path} (arguments from {HEAD_CONFIG_FILE})")
+
+
+def load_checked(module: ModuleT, state: Mapping[str, Tensor], source: str) -> ModuleT:
+    """`module` with `state` loaded strictly, after `check_state_dict` named every mismatch in one line."""
+    check_state_dict(module, state, source)
+    module.load_state_dict(state, strict=True)
+    return module
+
+
+def sized_from_shapes(build: Callable[[], ModuleT], source: str) -> ModuleT:
+    """`build()`: a head sized from state-dict shapes; a size it refuses is a CheckpointError of `source`."""
+    try:
+        return build()
+    except ConfigError as exc:
+        raise CheckpointError(f"{source}: {exc}") from exc
 
 
 def check_state_dict(module: nn.Module, state: Mapping[str, Tensor], source: str) -> None:
@@ -354,15 +373,13 @@ def temporal_head_from_state_dict(
         )
     layers = {int(m.group(1)) for k in state if (m := re.match(r"temporal\.enc\.layers\.(\d+)\.", k))}
     hidden, in_dim = reduce.shape
-    try:
-        head = TemporalHead(
+    head = sized_from_shapes(
+        lambda: TemporalHead(
             int(in_dim), int(hidden), max(layers) + 1, n_heads, int(first_ff.shape[0]), float(dropout)
-        )
-    except ConfigError as exc:
-        raise CheckpointError(f"{source}: {exc}") from exc
-    check_state_dict(head, state, source)
-    head.load_state_dict(state, strict=True)
-    return head
+        ),
+        source,
+    )
+    return load_checked(head, state, source)
 
 
 def load_temporal_head(

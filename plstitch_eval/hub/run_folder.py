@@ -2,8 +2,12 @@
 
 A run folder holds `last.ckpt` (resume state), `backbone/` (timm-format teacher + temporal head; written last
 and atomically, so its presence means "finished"), `train_config.json` and `log.jsonl` (one JSON object per
-logged step), and `frame_cache/` unless the run caches frames elsewhere. Why in `plstitch_eval`: the encoder
-and temporal-head loaders resolve run folders, and evaluation never imports `plstitch_train`.
+logged step), the TensorBoard event files `events.out.tfevents.*` (the log's mirror, with `tensorboard`
+installed), `knn_eval.json` and `knn_frames/` (k-NN while it trains, `--eval-every`), `frame_cache/` unless
+the run caches frames elsewhere, and `curves.png` / `curves.json` once `plstitch analyze run` drew it.
+`RUN_FILES` are the trainer's own files (what `--overwrite` replaces, with the event files). Why in
+`plstitch_eval`: the encoder and temporal-head loaders resolve run folders, and evaluation never imports
+`plstitch_train`.
 """
 
 from __future__ import annotations
@@ -19,14 +23,21 @@ from plstitch_eval.hub.timm_format import is_timm_dir
 __all__ = [
     "BACKBONE_DIR",
     "CHECKPOINT_NAME",
+    "CURVES_NAME",
     "FRAME_CACHE_DIR",
+    "KNN_EVAL_NAME",
+    "KNN_FRAMES_DIR",
     "LOG_NAME",
     "RUN_FILES",
+    "TENSORBOARD_EVENTS",
     "TRAIN_CONFIG_NAME",
     "backbone_dir",
     "checkpoint_path",
+    "frame_cache_dir",
     "is_finished",
     "is_run_dir",
+    "knn_eval_path",
+    "knn_frames_dir",
     "log_path",
     "present_run_files",
     "read_log",
@@ -40,6 +51,10 @@ CHECKPOINT_NAME = "last.ckpt"
 TRAIN_CONFIG_NAME = "train_config.json"
 LOG_NAME = "log.jsonl"
 FRAME_CACHE_DIR = "frame_cache"
+TENSORBOARD_EVENTS = "events.out.tfevents.*"  # the event files `run.log.RunLog` writes into the run folder
+KNN_EVAL_NAME = "knn_eval.json"  # the run's series of k-NN evaluations and its best step
+KNN_FRAMES_DIR = "knn_frames"  # the decoded k-NN evaluation frames (uint8 crops), kept across resumes
+CURVES_NAME = "curves"  # `plstitch analyze run` draws RUN_DIR/curves.png and RUN_DIR/curves.json by default
 RUN_FILES = (BACKBONE_DIR, CHECKPOINT_NAME, LOG_NAME, TRAIN_CONFIG_NAME)  # removal order: "finished" first
 
 
@@ -62,6 +77,21 @@ def train_config_path(run_dir: str | os.PathLike) -> Path:
 def log_path(run_dir: str | os.PathLike) -> Path:
     """`run_dir/log.jsonl`, one JSON object per logged step."""
     return Path(run_dir) / LOG_NAME
+
+
+def frame_cache_dir(run_dir: str | os.PathLike) -> Path:
+    """`run_dir/frame_cache`, the decoded training frames of a run that names no other cache folder."""
+    return Path(run_dir) / FRAME_CACHE_DIR
+
+
+def knn_eval_path(run_dir: str | os.PathLike) -> Path:
+    """`run_dir/knn_eval.json`, the run's k-NN evaluations while it trains and its best step."""
+    return Path(run_dir) / KNN_EVAL_NAME
+
+
+def knn_frames_dir(run_dir: str | os.PathLike) -> Path:
+    """`run_dir/knn_frames`, the k-NN evaluation frames decoded once per run."""
+    return Path(run_dir) / KNN_FRAMES_DIR
 
 
 def present_run_files(run_dir: str | os.PathLike) -> list[str]:

@@ -3,67 +3,87 @@
 k-NN (``knn``), the majority reference (``majority``), the linear probe (``linear``), the MS-TCN
 (``temporal``), tool presence (``tools``) and k-fold CV by video of any of them that has a fold fit (``cv``).
 Each protocol returns a ``plstitch.results/v1`` dict (``plstitch_eval.results_json``, docs/results-json.md).
-This face registers the shipped protocols (importing it is enough) and keeps the names that
+The shipped protocols register on the registry's first use; this face keeps the names that
 ``plstitch_eval.protocols`` held when it was one module (splits, scoring, results, scored files).
 """
 
-# isort: off
-# the shipped protocols, imported (so registered) in the order the CLI lists them
-from plstitch_eval.protocols.knn import run_knn
-from plstitch_eval.protocols.majority import run_majority
-from plstitch_eval.protocols.linear import fit_linear_protocol, run_linear
-from plstitch_eval.protocols.temporal import run_temporal, run_temporal_seeds
-from plstitch_eval.protocols.cv import run_cv
-from plstitch_eval.protocols.tools import TOOLS_TASK, run_tool_linear
+from __future__ import annotations
 
-# isort: on
-from plstitch_eval.metrics.scoring import (
-    COOKING_METRICS,
-    SURGICAL_METRICS,
-    background_ids,
-    default_metrics,
-    score_videos,
-    with_relaxed,
-)
-from plstitch_eval.protocols.data import (
-    check_labels,
-    check_video,
-    load_train_val_test,
-    load_videos,
-    require_two_classes,
-    stack_labelled,
-    store_context,
-    store_relaxed_spec,
-    used_ks,
-)
-from plstitch_eval.protocols.prediction_files import (
-    MSTCN_HEADER,
-    read_label_file,
-    read_mapping,
-    score_files,
-    video_key,
-)
-from plstitch_eval.protocols.registry import (
-    RUNTIME_FIELDS,
-    TASK_LABELS,
-    TASK_TITLES,
-    CvFit,
-    Fold,
-    Protocol,
-    benchmark_protocols,
-    cv_protocols,
-    get_protocol,
-    protocol_names,
-    register_protocol,
-    registered_protocols,
-    task_label,
-    task_title,
-    unregister_protocol,
-)
-from plstitch_eval.results_json import SCHEMA, build_results, write_results
-from plstitch_eval.splits import holdout_by_video, kfold_by_video, resolve_splits
+import importlib
+from typing import Any
 
-CV_PROTOCOLS = cv_protocols()  # what `plstitch cv --protocol` cross-validates (the shipped ones)
+# the names this face hands on, by the module that defines them; loaded on first use (PEP 562), so importing
+# one protocol module (`plstitch score`'s prediction files) does not load every protocol (torch, scikit-learn:
+# +2-3 s start-up measured). The shipped protocols register on the registry's first use (`load_shipped`).
+_HOMES = {
+    "plstitch_eval.protocols.knn": ("run_knn",),
+    "plstitch_eval.protocols.majority": ("run_majority",),
+    "plstitch_eval.protocols.linear": ("fit_linear_protocol", "run_linear"),
+    "plstitch_eval.protocols.temporal": ("run_temporal", "run_temporal_seeds"),
+    "plstitch_eval.protocols.cv": ("run_cv",),
+    "plstitch_eval.protocols.tools": ("TOOLS_TASK", "run_tool_linear"),
+    "plstitch_eval.metrics.scoring": (
+        "COOKING_METRICS",
+        "SURGICAL_METRICS",
+        "background_ids",
+        "default_metrics",
+        "score_videos",
+        "with_relaxed",
+    ),
+    "plstitch_eval.protocols.data": (
+        "check_labels",
+        "check_video",
+        "load_train_val_test",
+        "load_videos",
+        "require_two_classes",
+        "stack_labelled",
+        "store_context",
+        "store_relaxed_spec",
+        "used_ks",
+    ),
+    "plstitch_eval.protocols.prediction_files": (
+        "MSTCN_HEADER",
+        "read_label_file",
+        "read_mapping",
+        "score_files",
+        "video_key",
+    ),
+    "plstitch_eval.protocols.registry": (
+        "RUNTIME_FIELDS",
+        "TASK_LABELS",
+        "TASK_TITLES",
+        "CvFit",
+        "Fold",
+        "Protocol",
+        "benchmark_protocols",
+        "cv_protocols",
+        "get_protocol",
+        "protocol_names",
+        "register_protocol",
+        "registered_protocols",
+        "task_label",
+        "task_title",
+        "unregister_protocol",
+    ),
+    "plstitch_eval.results_json": ("SCHEMA", "build_results", "write_results"),
+    "plstitch_eval.splits": ("holdout_by_video", "kfold_by_video", "resolve_splits"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of `__all__` from its module, imported on first use; `CV_PROTOCOLS` asks the registry."""
+    if name == "CV_PROTOCOLS":  # what `plstitch cv --protocol` cross-validates (the shipped ones)
+        return importlib.import_module("plstitch_eval.protocols.registry").cv_protocols()
+    module = _HOME_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [  # the protocols and their registry, and the names this module held before it became a package
     "COOKING_METRICS",

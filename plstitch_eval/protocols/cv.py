@@ -6,7 +6,6 @@ videos it holds out, by video, when the protocol chooses a head or an epoch). Me
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +36,10 @@ from plstitch_eval.protocols.registry import (
     numbers_only,
     register_protocol,
 )
+from plstitch_eval.protocols.settings import default_config
 from plstitch_eval.results_json import build_results
 from plstitch_eval.splits import holdout_by_video, kfold_by_video, resolve_splits
 from plstitch_eval.temporal.fit import TemporalConfig
-
-
-def default_config(protocol: Protocol, seed: int) -> Any:
-    """The inner protocol's default config, seeded with the CV seed when it has a seed."""
-    if protocol.config_type is None:
-        return None
-    seeded = "seed" in {f.name for f in fields(protocol.config_type)}
-    return protocol.config_type(seed=seed) if seeded else protocol.config_type()
 
 
 def check_fold_holdout(

@@ -8,6 +8,7 @@ quickstart and model cards look a protocol up here (`get_protocol`) or iterate t
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,6 +21,16 @@ from plstitch_eval.errors import ConfigError
 if TYPE_CHECKING:
     from plstitch_eval.features import VideoFeatures
 
+# the shipped protocols (name: its module in `plstitch_eval.protocols`), in the order the CLI lists them;
+# they register on the registry's first use (`load_shipped`): importing one protocol module loads no other
+SHIPPED = {
+    "knn": "knn",
+    "majority": "majority",
+    "linear": "linear",
+    "temporal": "temporal",
+    "cv": "cv",
+    "linear-tools": "tools",
+}
 RUNTIME_FIELDS = ("device", "num_threads", "chunk_size")  # change speed, not numbers: not in the settings
 CV_TASK = "cv"  # the results task of a cross-validation; a table names it `cv-<inner protocol>`
 OTHER_TITLES = {"score": "Scored"}  # results tasks that no protocol makes (`plstitch score`)
@@ -87,13 +98,39 @@ class Protocol:
 
 
 _PROTOCOLS: dict[str, Protocol] = {}
+_SHIPPED_LOADED = False
+
+
+def load_shipped() -> None:
+    """Import (so register) the shipped protocols once, before any lookup or registration reads the registry.
+
+    Why on first use, by module name: `plstitch score` imports one protocol module (its prediction files) and
+    would otherwise load every protocol (torch, scikit-learn: +2-3 s start-up measured); every protocol
+    module imports `results_json`, so importing them here at the top would close an import circle.
+    """
+    global _SHIPPED_LOADED
+    if _SHIPPED_LOADED:
+        return
+    _SHIPPED_LOADED = True  # first: each shipped module registers itself through `register_protocol`
+    for module in SHIPPED.values():
+        importlib.import_module(f"plstitch_eval.protocols.{module}")
+
+
+def _in_order() -> list[Protocol]:
+    """The registered protocols: the shipped ones in `SHIPPED` order (whichever imported first), then the
+    others in registration order."""
+    load_shipped()
+    place = {name: i for i, name in enumerate(SHIPPED)}
+    return sorted(_PROTOCOLS.values(), key=lambda p: place.get(p.name, len(place)))
 
 
 def register_protocol(protocol: Protocol) -> Protocol:
     """Register `protocol` under its name; a second protocol of the same name is refused (ConfigError).
 
-    Why: defining a protocol is registering it, so cv, benchmark, tables and cards find it by name.
+    Why: defining a protocol is registering it, so cv, benchmark, tables and cards find it by name. The
+    shipped protocols are registered first, so they keep their places ahead of a plugin's.
     """
+    load_shipped()
     known = _PROTOCOLS.get(protocol.name)
     if known is not None and known is not protocol:
         raise ConfigError(f"Protocol {protocol.name!r} is already registered; pick another name.")
@@ -103,21 +140,23 @@ def register_protocol(protocol: Protocol) -> Protocol:
 
 def unregister_protocol(name: str) -> None:
     """Remove a registered protocol (tests that register a toy one clean up with it)."""
+    load_shipped()
     _PROTOCOLS.pop(name, None)
 
 
 def registered_protocols() -> list[Protocol]:
-    """Every registered protocol, in registration order."""
-    return list(_PROTOCOLS.values())
+    """Every registered protocol: the shipped ones in listing order, then the others as registered."""
+    return _in_order()
 
 
 def protocol_names(where: Callable[[Protocol], bool] = lambda _p: True) -> tuple[str, ...]:
-    """Names of the registered protocols `where` accepts, in registration order."""
-    return tuple(p.name for p in _PROTOCOLS.values() if where(p))
+    """Names of the registered protocols `where` accepts, in `registered_protocols` order."""
+    return tuple(p.name for p in _in_order() if where(p))
 
 
 def get_protocol(name: str, option: str = "protocol", choices: Sequence[str] | None = None) -> Protocol:
     """The protocol registered as `name`; else a one-line ConfigError naming `option` and the choices."""
+    load_shipped()
     known = protocol_names() if choices is None else tuple(choices)
     if name not in known or name not in _PROTOCOLS:
         raise ConfigError(f"--{option} must be one of {', '.join(known)}, got {name!r}.")
@@ -150,13 +189,15 @@ def cv_task(inner: str) -> str:
 
 
 def _task_labels() -> dict[str, str]:
-    labels = {p.name: p.label for p in _PROTOCOLS.values() if p.name != CV_TASK}
+    load_shipped()
+    labels = {p.name: p.label for p in _in_order() if p.name != CV_TASK}
     labels.update({cv_task(name): f"CV {_PROTOCOLS[name].label}" for name in cv_protocols()})
     return labels
 
 
 def _task_titles() -> dict[str, str]:
-    return {**{p.name: p.title for p in _PROTOCOLS.values()}, **OTHER_TITLES}
+    load_shipped()
+    return {**{p.name: p.title for p in _in_order()}, **OTHER_TITLES}
 
 
 class _LiveMapping(Mapping[str, str]):

@@ -11,7 +11,7 @@ EVAL_SPLITS = (None, "val", "test")  # k-NN query splits while training (None: v
 
 @dataclass
 class RunConfig(Section):
-    """How a run executes; all but `seed` and `precision` may change on resume (`run_dir.RUNTIME_FIELDS`)."""
+    """How a run executes; all but `seed` and `precision` may change on resume (`run.plan.RUNTIME_FIELDS`)."""
 
     NAME = "run"
 

@@ -53,7 +53,7 @@ def setting_name(key: str) -> str:
 
 
 # settings added after run folders were first saved, with the value every config saved before them computed
-# with: a saved config without one reads as that value (`from_dict`, `run_dir.comparable_settings`)
+# with: a saved config without one reads as that value (`from_dict`, `run.plan.comparable_settings`)
 ADDED_SETTINGS = {
     "centering": "center",
     "permutation_head": "linear",

@@ -13,7 +13,7 @@ run's `backbone/model.safetensors`, or the checkpoint when the features are its 
 (a `last.ckpt` without `backbone/`) exports its latest checkpoint with its temporal head, marked unfinished.
 
 Here the orchestration (`export_model`) and the results check; the pieces: `source` (where the weights come
-from, reading them), `plstitch_train.run_progress` (how far a run's checkpoint got), `folder` (card contents,
+from, reading them), `plstitch_train.run.status` (how far a run's checkpoint got), `folder` (card contents,
 metadata, the reload check and the atomic rename).
 """
 
@@ -56,7 +56,7 @@ from plstitch_train.publishing.source import (
     training_status,
     write_temporal_head,
 )
-from plstitch_train.run_progress import RunProgress, run_progress, trainer_config
+from plstitch_train.run.status import RunProgress, run_progress, trainer_config
 
 __all__ = [  # the export, and the names of the pieces it is composed of (they lived here before)
     "CARD_NAME",

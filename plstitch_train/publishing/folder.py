@@ -30,7 +30,7 @@ from plstitch_train.publishing.cards import (
     eval_results_from_results,
 )
 from plstitch_train.publishing.source import ExportSource
-from plstitch_train.run_progress import RunProgress
+from plstitch_train.run.status import RunProgress
 
 __all__ = ["ExportOptions", "card_info", "data_summary", "git_commit", "replace_dir", "verify_export"]
 

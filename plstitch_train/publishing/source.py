@@ -51,7 +51,7 @@ from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.utils.console import logger
 from plstitch_train.config import flat_settings
 from plstitch_train.model import build_vit
-from plstitch_train.run_progress import RunProgress, run_progress, trainer_config
+from plstitch_train.run.status import RunProgress, run_progress, trainer_config
 
 __all__ = [
     "ExportSource",

@@ -14,7 +14,7 @@ from pathlib import Path
 from plstitch_eval.hub.run_folder import LOG_NAME
 from plstitch_eval.utils.console import logger
 from plstitch_train.reproduce.presets import ReproduceConfig, ReproduceLayout
-from plstitch_train.signals import TrainingInterrupted
+from plstitch_train.run.signals import TrainingInterrupted
 
 __all__ = ["run_in_parallel", "training_seconds"]
 

@@ -42,9 +42,9 @@ from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.utils.console import logger, setup_logging
 from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
 from plstitch_train.config import TrainConfig
-from plstitch_train.export import ExportOptions, export_model
 from plstitch_train.model import build_vit
 from plstitch_train.presets import get_preset
+from plstitch_train.publishing.export import ExportOptions, export_model
 from plstitch_train.reproduce.evaluation import (
     dataset_root,
     ensure_awareness,
@@ -64,9 +64,9 @@ from plstitch_train.reproduce.stats import (
     per_seed_markdown,
 )
 from plstitch_train.reproduce.tables import PROTOCOLS, RANDOM_INIT, aggregate, markdown_tables, shown_tables
-from plstitch_train.rng import seed_everything
-from plstitch_train.run_dir import config_differences, describe_differences
-from plstitch_train.signals import TrainingInterrupted
+from plstitch_train.run.plan import config_differences, describe_differences
+from plstitch_train.run.rng import seed_everything
+from plstitch_train.run.signals import TrainingInterrupted
 from plstitch_train.trainer import train as run_training
 
 SCHEMA = "plstitch.reproduce/v2"

@@ -18,9 +18,9 @@ def test_version():
 
 
 COMMANDS = (
-    "quickstart", "models", "download", "datasets", "extract", "export-mstcn", "knn", "linear", "cv", "score",
-    "table", "temporal", "predict", "benchmark", "analyze", "train", "write-lmdb", "reproduce", "export",
-    "push-to-hub",
+    "quickstart", "models", "download", "datasets", "extract", "export-mstcn", "protocols", "knn", "linear",
+    "cv", "score", "table", "temporal", "predict", "benchmark", "analyze", "train", "write-lmdb", "reproduce",
+    "export", "push-to-hub",
 )  # fmt: skip
 
 

@@ -15,9 +15,9 @@ import torch.nn.functional as F
 
 from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, LOG_NAME
 from plstitch_eval.utils.console import logger
-from plstitch_train.collapse_monitor import COLLAPSE_EXIT_CODE, CONSECUTIVE, CollapseMonitor, CollapseStop
-from plstitch_train.collapse_probe import collapse_measures
 from plstitch_train.model import PLStitchModel
+from plstitch_train.monitors.collapse import COLLAPSE_EXIT_CODE, CONSECUTIVE, CollapseMonitor, CollapseStop
+from plstitch_train.monitors.collapse_probe import collapse_measures
 from plstitch_train.trainer import load_training_checkpoint, train
 from tests.train.conftest import tiny_config
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from plstitch_train.collapse_probe import collapse_measures, mean_pairwise_cosine, probe_checkpoint
+from plstitch_train.monitors.collapse_probe import collapse_measures, mean_pairwise_cosine, probe_checkpoint
 from plstitch_train.trainer import train
 from tests.train.conftest import tiny_config
 

@@ -19,9 +19,6 @@ from plstitch_eval.hub.ranking_head import TemporalHead, load_temporal_head, sav
 from plstitch_eval.hub.safe_load import sha256_file
 from plstitch_eval.hub.timm_format import save_timm_dir
 from plstitch_eval.preprocess import DataConfig
-from plstitch_train import cards as old_cards
-from plstitch_train import export as old_export
-from plstitch_train import publish as old_publish
 from plstitch_train import publishing
 from plstitch_train.publishing import cards, publish
 from plstitch_train.publishing import export as export_module
@@ -297,12 +294,12 @@ def test_card_keeps_a_non_commercial_base_models_licence(
     assert ModelCard.load(plain / "README.md").data.license == "mit"
 
 
-def test_the_documented_old_import_paths_name_the_same_objects() -> None:
-    """README and docs named `plstitch_train.export` / `.publish` / `.cards`; they re-export the package's."""
-    for old, new in ((old_export, export_module), (old_publish, publish), (old_cards, cards)):
-        assert old.__all__ and all(getattr(old, name) is getattr(new, name) for name in old.__all__)
+def test_the_publishing_package_hands_on_its_modules_names() -> None:
+    """`plstitch_train.publishing` names its modules' objects (README's old `plstitch_train.export`,
+    `.publish` and `.cards` are aliases of those modules: tests/test_moved_modules.py)."""
+    assert all(module.__all__ for module in (export_module, publish, cards))
     assert (
-        old_export.export_model is publishing.export_model
-        and old_cards.card_licence is publishing.card_licence
+        export_module.export_model is publishing.export_model
+        and cards.card_licence is publishing.card_licence
     )
     assert all(hasattr(publishing, name) for name in publishing.__all__)

@@ -15,7 +15,7 @@ from plstitch_train.gradient_scale import branch_gradient_norms, objective_gradi
 from plstitch_train.losses import pl_loss_per_item
 from plstitch_train.model import PLStitchModel
 from plstitch_train.presets import TrainConfig
-from plstitch_train.rng import seed_everything
+from plstitch_train.run.rng import seed_everything
 from tests.train.conftest import tiny_config
 
 VID_ONLY = {"lambda_mim": 0.0, "lambda_jigsaw": 0.0}

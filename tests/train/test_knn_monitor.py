@@ -17,12 +17,11 @@ from plstitch_eval.errors import ConfigError
 from plstitch_eval.extract import extract_features
 from plstitch_eval.extract.options import ExtractOptions
 from plstitch_eval.hub import load_encoder
-from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, LOG_NAME
+from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, KNN_EVAL_NAME, KNN_FRAMES_DIR, LOG_NAME
 from plstitch_eval.protocols.knn import run_knn
 from plstitch_eval.utils.console import logger
-from plstitch_train.knn_monitor import KNN_EVAL_NAME, KNN_FRAMES_DIR
-from plstitch_train.progress import LiveLine
-from plstitch_train.run_dir import RUNTIME_FIELDS
+from plstitch_train.run.plan import RUNTIME_FIELDS
+from plstitch_train.run.progress import LiveLine
 from plstitch_train.trainer import load_training_checkpoint, train
 from tests.train.conftest import tiny_config
 

@@ -88,7 +88,7 @@ def test_a_launch_decides_new_or_resume_once(
 ) -> None:
     """`plan_launch` decides; `run_launch` hands the decision to `train`, which does not decide again. Called
     from Python without a plan, `train` decides itself (once)."""
-    import plstitch_train.run_dir as run_dir_module
+    import plstitch_train.run.plan as run_dir_module
 
     decided: list[Path] = []
     real_plan_run = run_dir_module.plan_run

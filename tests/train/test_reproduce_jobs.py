@@ -11,7 +11,7 @@ import pytest
 
 from plstitch_train.reproduce.jobs import run_in_parallel
 from plstitch_train.reproduce.presets import ReproduceConfig, get_reproduce_preset
-from plstitch_train.signals import TrainingInterrupted
+from plstitch_train.run.signals import TrainingInterrupted
 
 
 def record_job(config: ReproduceConfig, row: str, seed: int, reverse: bool, threads: int, level: int):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from plstitch_train import checkpoint, progress, rng, run_dir, signals, trainer
+from plstitch_train import trainer
+from plstitch_train.run import checkpoint, plan, progress, rng, signals
 
 MOVED = {
     checkpoint: ("CHECKPOINT_FORMAT", "load_training_checkpoint", "save_checkpoint", "export_backbone"),
-    run_dir: ("RUNTIME_FIELDS", "TrainResult", "plan_run", "config_differences", "remove_run_files"),
+    plan: ("RUNTIME_FIELDS", "TrainResult", "plan_run", "config_differences", "remove_run_files"),
     signals: ("StopSignals", "TrainingInterrupted", "resume_command"),
     rng: ("capture_rng", "restore_rng", "seed_everything"),
 }
@@ -24,7 +25,7 @@ def test_old_names_are_the_same_objects() -> None:
 
 def test_pieces_do_not_import_the_loop() -> None:
     """The arrows run one way: the loop imports its pieces, no piece imports the loop."""
-    for module in (checkpoint, progress, rng, run_dir, signals):
+    for module in (checkpoint, plan, progress, rng, signals):
         tree = ast.parse(Path(module.__file__).read_text())
         imported = {
             node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module

@@ -17,8 +17,8 @@ from plstitch_eval.analysis.run_curves import log_series, read_run_log
 from plstitch_eval.cli import app
 from plstitch_eval.errors import RunFolderError
 from plstitch_eval.hub.run_folder import LOG_NAME
-from plstitch_train.collapse_monitor import ENTROPY_RATIO_MIN, MIM_LOSS_RATIO_MIN
 from plstitch_train.config import LOSS_KEYS
+from plstitch_train.monitors.collapse import ENTROPY_RATIO_MIN, MIM_LOSS_RATIO_MIN
 from plstitch_train.trainer import train
 from tests.eval.analysis.conftest import check_png
 from tests.train.conftest import VIDEO_FRAMES, tiny_config, write_mp4

@@ -204,3 +204,28 @@ def test_a_config_file_names_what_it_cannot_set(toy: Protocol, tmp_path: Path) -
         BenchmarkConfig(
             "plstitch-tiny-synthetic", "synthetic", tmp_path, protocol_configs=read_config_file(config_file)
         )
+
+
+def test_cv_set_reaches_the_toy_and_protocols_lists_it(toy: Protocol, tmp_path: Path) -> None:
+    """`plstitch cv --protocol toy --set normalize=true` sets the toy's config through its dataclass (no flag
+    of its own), and `plstitch protocols` lists the toy's field while it is registered."""
+    store = make_store(tmp_path / "store", n_videos=8)
+    out = tmp_path / "cv.json"
+    args = ["cv", "--features", str(store.root), "--protocol", TOY, "--folds", "4", "--json", str(out)]
+    result = runner.invoke(app, [*args, "--set", "normalize=true"])
+    assert result.exit_code == 0, result.output
+    results = json.loads(out.read_text(encoding="utf-8"))
+    assert results["protocol"]["normalize"] is True
+    videos = store.videos()
+    for fold in results["folds"]:
+        train = store.read_many([v for v in videos if v not in fold["test"]])
+        expected = centroid_predict(train, store.read_many(fold["test"]), 4, CentroidConfig(normalize=True))
+        for video in fold["test"]:
+            np.testing.assert_array_equal(results["predictions"][video], expected[video])
+    listed = runner.invoke(app, ["protocols", "--json", "-"])
+    assert listed.exit_code == 0, listed.output
+    row = next(r for r in json.loads(listed.stdout)["protocols"] if r["name"] == TOY)
+    assert row["settings"] == [{"name": "normalize", "default": False, "runtime": False}]
+    assert row["benchmark"] and row["cv"] and row["config"] == "CentroidConfig"
+    refused = runner.invoke(app, [*args, "--set", "knn.k=3"])
+    assert refused.exit_code == 1 and "runs --protocol toy-centroid: set its fields only" in refused.output

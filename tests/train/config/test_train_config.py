@@ -27,7 +27,7 @@ from plstitch_train.config import (
 )
 from plstitch_train.presets import TrainConfig as PresetsTrainConfig
 from plstitch_train.presets import get_preset
-from plstitch_train.run_dir import config_differences
+from plstitch_train.run.plan import config_differences
 
 # `get_preset("tiny-cpu").to_dict()` as written by the flat TrainConfig, before the sections existed
 OLD_FLAT_TINY = Path(__file__).with_name("tiny_cpu_flat_train_config.json")

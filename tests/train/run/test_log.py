@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, LOG_NAME
-from plstitch_train import run_log as run_log_module
-from plstitch_train.run_dir import TENSORBOARD_EVENTS, append_log, remove_run_files
-from plstitch_train.run_log import RunLog, scalar_tag
+from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, LOG_NAME, TENSORBOARD_EVENTS
+from plstitch_train.run import log as run_log_module
+from plstitch_train.run.log import RunLog, scalar_tag
+from plstitch_train.run.plan import append_log, remove_run_files
 from plstitch_train.trainer import train
 from tests.train.conftest import tiny_config
 

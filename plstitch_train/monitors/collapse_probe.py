@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from plstitch_train.checkpoint import load_training_checkpoint
 from plstitch_train.config import TrainConfig
 from plstitch_train.model import PLStitchModel
+from plstitch_train.run.checkpoint import load_training_checkpoint
 
 __all__ = ["collapse_measures", "mean_pairwise_cosine", "probe_checkpoint"]
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from plstitch_eval.hub.run_folder import LOG_NAME
+from plstitch_eval.hub.run_folder import TENSORBOARD_EVENTS, log_path
 from plstitch_eval.utils.console import logger
 from plstitch_train.config import LOSS_KEYS
-from plstitch_train.run_dir import TENSORBOARD_EVENTS, append_log
+from plstitch_train.run.plan import append_log
 
 __all__ = ["FLUSH_SECONDS", "RunLog", "scalar_tag", "tensorboard_available"]
 
@@ -61,7 +61,7 @@ class RunLog:
 
     def __init__(self, run_dir: str | Path, start_step: int = 0, tensorboard: bool | None = None) -> None:
         self.run_dir = Path(run_dir)
-        self.path = self.run_dir / LOG_NAME
+        self.path = log_path(self.run_dir)
         self.start_step = start_step  # the step the run (re)starts at: an old run's later points are purged
         self.tensorboard = tensorboard_available() if tensorboard is None else tensorboard
         self._writer: Any = None

@@ -30,6 +30,7 @@ from plstitch_eval.data.datasets import DatasetAdapter, VideoRecord, get_dataset
 from plstitch_eval.encode_options import EncodeOptions
 from plstitch_eval.errors import ConfigError, DataError
 from plstitch_eval.extract.chunks import VideoJob, iter_video_chunks
+from plstitch_eval.hub.run_folder import KNN_EVAL_NAME, KNN_FRAMES_DIR, knn_eval_path, knn_frames_dir
 from plstitch_eval.knn import KnnConfig, knn_predict
 from plstitch_eval.metrics.frames import frame_metrics
 from plstitch_eval.preprocess import DataConfig, FramePlan, frame_plan, normalize_crops
@@ -49,8 +50,6 @@ __all__ = [
     "teacher_features",
 ]
 
-KNN_EVAL_NAME = "knn_eval.json"  # the run's series of evaluations and its best step
-KNN_FRAMES_DIR = "knn_frames"  # the decoded evaluation frames (uint8 crops), kept across resumes
 BANK_SPLIT = "train"
 BATCH_SIZE = EncodeOptions.batch_size  # frames per forward, as `plstitch extract` batches them
 
@@ -196,7 +195,7 @@ class KnnMonitor:
         if not (self.enabled and self.is_main):
             return
         started = time.perf_counter()
-        folder = self.out_dir / KNN_FRAMES_DIR
+        folder = knn_frames_dir(self.out_dir)
         key = {**self.settings, "plan": repr(self.plan)}
         self.bank = cached_split(
             folder, {**key, "split": BANK_SPLIT}, self.adapter.videos(BANK_SPLIT), self.plan
@@ -214,7 +213,7 @@ class KnnMonitor:
             self.split,
             time.perf_counter() - started,
         )
-        path = self.out_dir / KNN_EVAL_NAME
+        path = knn_eval_path(self.out_dir)
         if start_step > 0 and path.is_file():
             earlier = json.loads(path.read_text(encoding="utf-8")).get("evaluations", [])
             self.evaluations = [e for e in earlier if e["step"] <= start_step]
@@ -237,7 +236,7 @@ class KnnMonitor:
         scores = knn_scores(bank, torch.from_numpy(self.bank.labels), queries, self.queries, self.num_classes)
         scores["knn_seconds"] = time.perf_counter() - started
         self.evaluations.append({"step": step, **scores})
-        write_json_atomic(self.out_dir / KNN_EVAL_NAME, self.summary())
+        write_json_atomic(knn_eval_path(self.out_dir), self.summary())
         return scores
 
     @property
@@ -258,7 +257,7 @@ class KnnMonitor:
 
 def read_knn_best(run_dir: str | Path) -> dict[str, float] | None:
     """`knn_best` of a run folder's `knn_eval.json` (step and accuracy), or None without one."""
-    path = Path(run_dir) / KNN_EVAL_NAME
+    path = knn_eval_path(run_dir)
     if not path.is_file():
         return None
     return json.loads(path.read_text(encoding="utf-8")).get("knn_best")

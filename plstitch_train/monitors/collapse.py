@@ -18,9 +18,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from plstitch_eval.errors import PlstitchError
-from plstitch_train.collapse_probe import collapse_measures
+from plstitch_eval.utils.console import logger
 from plstitch_train.config import TrainConfig
 from plstitch_train.model import PLStitchModel
+from plstitch_train.monitors.collapse_probe import collapse_measures
 
 __all__ = [
     "COLLAPSE_EXIT_CODE",
@@ -70,7 +71,7 @@ class CollapseMonitor:
         self.enabled = self.every > 0 and config.loss.lambda_mim > 0 and "ibot_head" in model.teacher
         self.probe: Tensor | None = None
         self.streak = 0  # consecutive checks that looked collapsed
-        self.warned = False
+        self.warned = False  # the alarm has rung (and the run warned of it) once: it stays so for the run
 
     def keep_probe(self, batch: dict[str, Tensor]) -> None:
         """Keep the teacher's global crops of the first batch seen (at most PROBE_IMAGES) on the device."""
@@ -117,6 +118,15 @@ class CollapseMonitor:
         """Count `measures` into the streak; True once CONSECUTIVE checks in a row looked collapsed."""
         self.streak = self.streak + 1 if self.collapsed(measures) else 0
         return self.streak >= CONSECUTIVE
+
+    def warn_once(self, step: int, measures: dict[str, float], announce: bool = True) -> None:
+        """The first time the streak rings the alarm: mark the run `warned` and, where `announce` (rank 0),
+        log `warning_text`; afterwards nothing (a run warns once, however long it stays collapsed)."""
+        if self.warned or self.streak < CONSECUTIVE:
+            return
+        self.warned = True
+        if announce:
+            logger.warning(self.warning_text(step, measures))
 
     def warning_text(self, step: int, measures: dict[str, float]) -> str:
         """One line: the teacher has collapsed, by which measures, and what is known to help."""

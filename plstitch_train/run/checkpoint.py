@@ -23,7 +23,7 @@ from plstitch_eval.utils.distributed import DistInfo
 from plstitch_eval.utils.io import atomic_path, temp_dir_beside
 from plstitch_train.config import ModelConfig, TrainConfig
 from plstitch_train.model import PLStitchModel
-from plstitch_train.rng import capture_rng, restore_rng
+from plstitch_train.run.rng import capture_rng, restore_rng
 from plstitch_train.sampling import TrainSampler
 
 CHECKPOINT_FORMAT = 1

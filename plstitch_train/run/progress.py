@@ -29,8 +29,8 @@ class LiveLine:
         self.task = self.progress.add_task("train", total=total, completed=start, info="")
         self.started = time.perf_counter()
         self.start_step = start
-        self.collapse = ""  # the latest collapse check shown: teacher entropy / log K (collapse_monitor)
-        self.knn = ""  # the latest k-NN accuracy of the teacher (knn_monitor)
+        self.collapse = ""  # the latest collapse check shown: teacher entropy / log K (monitors.collapse)
+        self.knn = ""  # the latest k-NN accuracy of the teacher (monitors.knn)
 
     def __enter__(self) -> LiveLine:
         self.progress.start()

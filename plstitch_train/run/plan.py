@@ -17,19 +17,21 @@ import torch
 from plstitch_eval.errors import RunFolderError, TrainingError
 from plstitch_eval.hub.run_folder import (
     CHECKPOINT_NAME,
-    LOG_NAME,
     RUN_FILES,
+    TENSORBOARD_EVENTS,
     TRAIN_CONFIG_NAME,
     checkpoint_path,
     is_finished,
+    log_path,
     present_run_files,
     read_log,
     read_train_config,
+    train_config_path,
 )
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
-from plstitch_train.checkpoint import load_training_checkpoint
 from plstitch_train.config import ADDED_SETTINGS, PERMUTATION_SETTINGS, TrainConfig, flat_settings
+from plstitch_train.run.checkpoint import load_training_checkpoint
 
 PLANS = ("new", "resume", "finished", "overwrite")  # what `plan_run` decides
 # settings that do not change what a run computes: a rerun may change them and still resume
@@ -49,7 +51,6 @@ RUNTIME_FIELDS = (
     "eval_fps",
 )
 PATH_FIELDS = ("data", "root")  # compared as absolute paths
-TENSORBOARD_EVENTS = "events.out.tfevents.*"  # the event files `run_log.RunLog` writes into the run folder
 
 
 @dataclass
@@ -223,8 +224,8 @@ def prepare_folder(out_dir: Path, config: TrainConfig, replace: bool, step: int)
     if replace:
         remove_run_files(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out_dir / TRAIN_CONFIG_NAME, config.to_dict())
-    _truncate_log(out_dir / LOG_NAME, step)
+    write_json_atomic(train_config_path(out_dir), config.to_dict())
+    _truncate_log(log_path(out_dir), step)
 
 
 def _truncate_log(path: Path, step: int) -> None:
@@ -238,6 +239,6 @@ def _truncate_log(path: Path, step: int) -> None:
 
 
 def append_log(path: Path, record: dict[str, float]) -> None:
-    """Append `record` to the log at `path` as one JSON line (`run_log.RunLog` adds TensorBoard)."""
+    """Append `record` to the log at `path` as one JSON line (`log.RunLog` adds TensorBoard)."""
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")

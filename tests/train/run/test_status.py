@@ -1,4 +1,4 @@
-"""`plstitch_train.run_progress`: the settings and progress of a `plstitch train` checkpoint, whichever form
+"""`plstitch_train.run.status`: the settings and progress of a `plstitch train` checkpoint, whichever form
 (nested sections or the old flat dict) its config was saved in."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from plstitch_train.presets import get_preset
 from plstitch_train.publishing.export import RunProgress as ExportRunProgress
 from plstitch_train.publishing.export import run_progress as export_run_progress
-from plstitch_train.run_progress import RunProgress, run_progress, trainer_config
+from plstitch_train.run.status import RunProgress, run_progress, trainer_config
 
 
 @pytest.mark.parametrize("form", ["flat", "nested"])
