@@ -34,7 +34,7 @@ from plstitch_eval.analysis.timeline import TimelineConfig, run_timeline
 from plstitch_eval.errors import ModelNotFoundError
 from plstitch_eval.evaluate import EvaluateConfig, evaluate_encoder, extract_encoders, frozen_evaluation
 from plstitch_eval.hub import Encoder, load_encoder
-from plstitch_eval.hub.pixels import PIXELS_SPEC
+from plstitch_eval.hub.architectures.pixels import PIXELS_SPEC
 from plstitch_eval.hub.random_init import DEFAULT_SEED, TIMM_SOURCES, is_timm_format_spec, random_init_spec
 from plstitch_eval.hub.registry import MODELS
 from plstitch_eval.hub.timm_format import is_timm_dir

@@ -22,7 +22,11 @@ from typing import Any
 from torch import nn
 
 from plstitch_eval.data.video import ClipSampling
-from plstitch_eval.hub.clip_models import clip_layout, timesformer_clip
+from plstitch_eval.hub.architectures.clip_models import clip_layout, timesformer_clip
+from plstitch_eval.hub.architectures.dinov3 import dinov3_from_state_dict, is_dinov3_checkpoint
+from plstitch_eval.hub.architectures.pixels import PIXELS_DATA_CONFIG, build_raw_pixels
+from plstitch_eval.hub.architectures.videomae_vit import videomae_from_state_dict
+from plstitch_eval.hub.architectures.vjepa2 import vjepa2_from_state_dict
 from plstitch_eval.hub.convert import (
     convnext_from_state_dict,
     is_convnext_state,
@@ -37,12 +41,8 @@ from plstitch_eval.hub.converter_registry import (
     get_loader,
     register_converter,
 )
-from plstitch_eval.hub.dinov3 import dinov3_from_state_dict, is_dinov3_checkpoint
 from plstitch_eval.hub.model_entry import ModelEntry
 from plstitch_eval.hub.model_registry import get_model_entry
-from plstitch_eval.hub.pixels import PIXELS_DATA_CONFIG, build_raw_pixels
-from plstitch_eval.hub.videomae_vit import videomae_from_state_dict
-from plstitch_eval.hub.vjepa2 import vjepa2_from_state_dict
 from plstitch_eval.preprocess import DataConfig
 from plstitch_eval.utils.console import logger
 
@@ -111,7 +111,7 @@ def _pixels(checkpoint: Any, entry: ModelEntry | None, which: str, source: str) 
 
 ClipBuilder = Callable[
     ..., tuple[nn.Module, list[str]]
-]  # `hub/clip_models.py`: a clip layout's strict builder
+]  # `hub/architectures/clip_models.py`: a clip layout's strict builder
 
 
 def _clip(

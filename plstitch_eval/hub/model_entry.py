@@ -28,8 +28,8 @@ from plstitch_eval.resources import package_path
 @dataclass(frozen=True)
 class ModelEntry:
     """One named encoder. `converter`: "timm" (timm-format folder), "vit", "convnext" or "dinov3" (raw
-    checkpoint), "pixels" (no weights: `plstitch_eval.hub.pixels`), "videomae", "timesformer" or "vjepa2"
-    (raw clip checkpoint)."""
+    checkpoint), "pixels" (no weights: `plstitch_eval.hub.architectures.pixels`), "videomae", "timesformer" or
+    "vjepa2" (raw clip checkpoint)."""
 
     name: str
     architecture: str

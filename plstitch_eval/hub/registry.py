@@ -11,7 +11,7 @@ transformers' or timm's layout) use converter "dinov3". Clip encoders (converter
 baseline's window, preprocessing and licence with their sources.
 
 This module gathers the registry: it imports the converter tags (`hub/converters.py`) and the shipped families
-(`hub/models_plstitch.py`, `models_general.py`, `models_surgical.py`, `models_video.py`), each of which
+(`hub/families/plstitch.py`, `general.py`, `surgical.py`, `video.py`), each of which
 registers its entries at their place in `plstitch models`; a new family module is one more import below. The
 family constants are re-exported for the import paths that name them here.
 """
@@ -20,18 +20,7 @@ from __future__ import annotations
 
 import plstitch_eval.hub.converters  # noqa: F401  (registers the converter tags)
 from plstitch_eval.hub.converter_registry import CLIP_CONVERTERS, CONVERTERS, FEATURES
-from plstitch_eval.hub.model_entry import ModelEntry
-from plstitch_eval.hub.model_registry import (
-    MODELS,
-    close_model_names,
-    did_you_mean,
-    get_model_entry,
-    list_models,
-    register,
-    registered,
-    unregister,
-)
-from plstitch_eval.hub.models_general import (
+from plstitch_eval.hub.families.general import (
     DINO_CITATION,
     DINO_EVAL,
     DINO_EVAL_SOURCE,
@@ -42,19 +31,19 @@ from plstitch_eval.hub.models_general import (
     T_CORE_PREPROCESSING_SOURCE,
     VIT_B16,
 )
-from plstitch_eval.hub.models_plstitch import (
+from plstitch_eval.hub.families.plstitch import (
     PL_STITCH_CITATION,
     PL_STITCH_EVAL,
     PL_STITCH_PREPROCESSING_SOURCE,
 )
-from plstitch_eval.hub.models_surgical import (
+from plstitch_eval.hub.families.surgical import (
     SURGENET_CITATION,
     SURGENET_LICENSE_SOURCE,
     SURGENET_MODELS,
     SURGENET_PREPROCESSING_SOURCE,
     SURGENET_REPO,
 )
-from plstitch_eval.hub.models_video import (
+from plstitch_eval.hub.families.video import (
     ENDO_FM_CLIP,
     ENDO_FM_EVAL,
     ENDO_FM_PREPROCESSING_SOURCE,
@@ -64,6 +53,17 @@ from plstitch_eval.hub.models_video import (
     VJEPA2_CLIP,
     VJEPA2_EVAL,
     VJEPA2_PREPROCESSING_SOURCE,
+)
+from plstitch_eval.hub.model_entry import ModelEntry
+from plstitch_eval.hub.model_registry import (
+    MODELS,
+    close_model_names,
+    did_you_mean,
+    get_model_entry,
+    list_models,
+    register,
+    registered,
+    unregister,
 )
 
 # the shipped entries, in the order `plstitch models` lists them (each family registers its own)

@@ -15,7 +15,7 @@ from plstitch_eval.analysis.order import model_order_tau
 from plstitch_eval.analysis.time_probe import time_probe, write_time_oracle_store
 from plstitch_eval.data.synthetic import generate_synthetic
 from plstitch_eval.evaluate import evaluate_encoder, frozen_evaluation, result_paths
-from plstitch_eval.hub.pixels import PIXELS_SPEC
+from plstitch_eval.hub.architectures.pixels import PIXELS_SPEC
 from plstitch_eval.hub.ranking_head import HEAD_WEIGHTS_FILE
 from plstitch_eval.hub.run_folder import backbone_dir
 from plstitch_eval.protocols import run_knn, run_linear, run_majority

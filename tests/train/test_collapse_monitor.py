@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from typer.testing import CliRunner
 
+from plstitch_eval.cli import app
 from plstitch_eval.hub.run_folder import CHECKPOINT_NAME, LOG_NAME
 from plstitch_eval.utils.console import logger
+from plstitch_train.config import TrainConfig
 from plstitch_train.model import PLStitchModel
 from plstitch_train.monitors.collapse import COLLAPSE_EXIT_CODE, CONSECUTIVE, CollapseMonitor, CollapseStop
 from plstitch_train.monitors.collapse_probe import collapse_measures
@@ -32,6 +35,20 @@ HOT_TEACHER = {
 }
 STEPS = 40  # tiny_config trains 2 epochs of 14 steps: EPOCHS makes room for them
 EPOCHS = 3
+
+
+def _collapsing_config(video_dir: Path, frame_cache: Path, **settings: object) -> TrainConfig:
+    """MIM only with the hot teacher, STEPS steps: the run that collapses within its first checks."""
+    return tiny_config(
+        video_dir,
+        frame_cache,
+        lambda_vid=0.0,
+        lambda_jigsaw=0.0,
+        max_steps=STEPS,
+        epochs=EPOCHS,
+        **HOT_TEACHER,
+        **settings,
+    )
 
 
 @pytest.fixture
@@ -90,16 +107,7 @@ def test_a_collapsing_run_is_warned_about_and_stopped_with_its_checkpoint(
 ) -> None:
     """MIM only with a hot teacher (measured 2026-11-28): the entropy ratio is >= 0.99 from the first check
     and the iBOT loss passes 0.98 x 2 log K from the first checks on: the warning came at step 10."""
-    config = tiny_config(
-        video_dir,
-        frame_cache,
-        lambda_vid=0.0,
-        lambda_jigsaw=0.0,
-        max_steps=STEPS,
-        epochs=EPOCHS,
-        collapse_every=5,
-        **HOT_TEACHER,
-    )
+    config = _collapsing_config(video_dir, frame_cache, collapse_every=5)
     result = train(config, tmp_path / "warned")
     assert result.step == STEPS  # warned, not stopped
     warned = [line for line in warnings_seen if "iBOT teacher collapsed" in line]
@@ -122,19 +130,7 @@ def test_a_collapsing_run_is_warned_about_and_stopped_with_its_checkpoint(
 def test_the_cli_stops_on_collapse_with_one_line_and_exit_code_3(
     video_dir: Path, frame_cache: Path, tmp_path: Path
 ) -> None:
-    from typer.testing import CliRunner
-
-    from plstitch_eval.cli import app
-
-    config = tiny_config(
-        video_dir,
-        frame_cache,
-        lambda_vid=0.0,
-        lambda_jigsaw=0.0,
-        max_steps=STEPS,
-        epochs=EPOCHS,
-        **HOT_TEACHER,
-    )
+    config = _collapsing_config(video_dir, frame_cache)
     config_file = tmp_path / "config.json"
     config_file.write_text(json.dumps(config.to_dict()))
     out = tmp_path / "cli"

@@ -20,7 +20,7 @@ from torch.nn import functional as F
 from plstitch_eval.data.video import ClipSampling
 from plstitch_eval.errors import CheckpointError, ConfigError
 from plstitch_eval.hub import DataConfig, ModelEntry, load_encoder, register
-from plstitch_eval.hub.clip_models import clip_layout
+from plstitch_eval.hub.architectures.clip_models import clip_layout
 from plstitch_eval.hub.registry import ENDO_FM_CLIP, MODELS, VIDEOMAE_V2_CLIP
 
 DIM, HEADS, DEPTH, PATCH, SIZE, FRAMES, TUBELET = 128, 2, 2, 8, 32, 4, 2  # 64-d heads, as ViT-B

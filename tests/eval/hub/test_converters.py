@@ -11,9 +11,9 @@ import torch
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.hub import ModelEntry, load_encoder
 from plstitch_eval.hub import converters as converters_module
+from plstitch_eval.hub.architectures.pixels import RawPixels
 from plstitch_eval.hub.converters import LOADERS, Converted, get_loader, sniff_converter
 from plstitch_eval.hub.model_entry import CLIP_CONVERTERS, CONVERTERS
-from plstitch_eval.hub.pixels import RawPixels
 from plstitch_eval.hub.registry import list_models, register
 from plstitch_eval.preprocess import DataConfig
 from tests.eval.hub import dinov3_reference

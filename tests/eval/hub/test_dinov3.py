@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 
 from plstitch_eval.errors import CheckpointError
 from plstitch_eval.hub import load_encoder
-from plstitch_eval.hub.dinov3 import dinov3_from_state_dict, dinov3_layout
+from plstitch_eval.hub.architectures.dinov3 import dinov3_from_state_dict, dinov3_layout
 from plstitch_eval.hub.registry import DINO_EVAL, MODELS
 from tests.eval.hub import dinov3_reference as reference
 from tests.eval.hub.dinov3_reference import Dims

@@ -23,7 +23,7 @@ from plstitch_eval.errors import DataError
 from plstitch_eval.extract import ExtractOptions, extract_features
 from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
-from plstitch_eval.hub.pixels import PIXELS_DATA_CONFIG, RawPixels
+from plstitch_eval.hub.architectures.pixels import PIXELS_DATA_CONFIG, RawPixels
 from plstitch_eval.hub.registry import MODELS
 from tests.eval.extract.conftest import make_cholec80
 

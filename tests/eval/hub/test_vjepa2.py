@@ -18,7 +18,7 @@ from torch.nn import functional as F
 from plstitch_eval.data.video import ClipSampling
 from plstitch_eval.errors import CheckpointError, ConfigError
 from plstitch_eval.hub import DataConfig, ModelEntry, load_encoder
-from plstitch_eval.hub.clip_models import clip_layout
+from plstitch_eval.hub.architectures.clip_models import clip_layout
 from plstitch_eval.hub.registry import MODELS, VJEPA2_CLIP
 
 DIM, HEADS, DEPTH, PATCH, TUBELET, FRAMES, SIZE = 128, 2, 2, 8, 2, 4, 24  # 64-d heads, as ViT-L

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 
 import plstitch_eval.hub.converters  # noqa: F401  (registers the converter tags these entries name)
+from plstitch_eval.hub.architectures.pixels import PIXELS_DATA_CONFIG
 from plstitch_eval.hub.model_entry import ModelEntry
 from plstitch_eval.hub.model_registry import BASELINES_2026, PAPER_BASELINES, SHIPPED, register
-from plstitch_eval.hub.pixels import PIXELS_DATA_CONFIG
 from plstitch_eval.preprocess import DataConfig
 
 DINO_EVAL = DataConfig(input_size=(3, 224, 224), resize_size=256, crop_pct=0.875, interpolation="bicubic")
@@ -217,7 +217,7 @@ RAW_PIXELS = register(
         data_config=PIXELS_DATA_CONFIG,
         license="n/a (no weights)",
         license_source="n/a",
-        preprocessing_source="plstitch_eval/hub/pixels.py",
+        preprocessing_source="plstitch_eval/hub/architectures/pixels.py",
         citation="n/a (reference row: no model)",
         description="reference row: each frame downsampled to 8x8x3, no learning",
     ),

@@ -1,12 +1,12 @@
 """The transformer pieces the clip encoders share: fused-qkv attention, the pre-norm block, tubelet patches.
 
-VideoMAE V2 (`hub/videomae_vit.py`), V-JEPA 2 (`hub/vjepa2.py`) and Endo-FM's TimeSformer
-(`hub/timesformer.py`) all attend with one fused `qkv` projection and an output `proj`, and (TimeSformer's
-spatial half included) run pre-norm blocks `norm1`, `attn`, `norm2`, `mlp` (timm's GELU `Mlp`). Their
-checkpoints differ only in where the attention bias sits - one `qkv.bias` (V-JEPA 2, TimeSformer, as timm's
-`Attention`), or `q_bias` + `v_bias` and no key bias (VideoMAE V2, BEiT) - in V-JEPA 2's rotation of queries
-and keys, and in VideoMAE V2's optional layer scale (`gamma_1`, `gamma_2`): the parameters below keep every
-key name, so the checkpoints load strictly.
+VideoMAE V2 (`architectures/videomae_vit.py`), V-JEPA 2 (`architectures/vjepa2.py`) and Endo-FM's TimeSformer
+(`architectures/timesformer.py`) all attend with one fused `qkv` projection and an output `proj`, and
+(TimeSformer's spatial half included) run pre-norm blocks `norm1`, `attn`, `norm2`, `mlp` (timm's GELU `Mlp`).
+Their checkpoints differ only in where the attention bias sits - one `qkv.bias` (V-JEPA 2, TimeSformer, as
+timm's `Attention`), or `q_bias` + `v_bias` and no key bias (VideoMAE V2, BEiT) - in V-JEPA 2's rotation of
+queries and keys, and in VideoMAE V2's optional layer scale (`gamma_1`, `gamma_2`): the parameters below keep
+every key name, so the checkpoints load strictly.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ Each entry is registered where it is defined, at its place in `plstitch models` 
 from __future__ import annotations
 
 import plstitch_eval.hub.converters  # noqa: F401  (registers the converter tags these entries name)
+from plstitch_eval.hub.families.general import VIT_B16
 from plstitch_eval.hub.model_entry import ModelEntry
 from plstitch_eval.hub.model_registry import RELEASES, SHIPPED, register
-from plstitch_eval.hub.models_general import VIT_B16
 from plstitch_eval.preprocess import DataConfig
 
 PL_STITCH_CITATION = (

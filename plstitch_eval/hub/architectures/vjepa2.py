@@ -13,7 +13,7 @@ The frame feature is the mean of all output tokens of the window (see docs/basel
 counterpart of the attentive probe V-JEPA 2 trains over all tokens). The Hub checkpoint
 (`facebook/vjepa2-vitl-fpc64-256`, transformers `VJEPA2Model`) holds the encoder under `encoder.` and the
 pretraining predictor under `predictor.`; the predictor is dropped (returned), every encoder tensor loads.
-Attention, block and tubelet embedding are the clip encoders' shared ones (`hub/video_blocks.py`).
+Attention, block and tubelet embedding are the clip encoders' shared ones (`architectures/video_blocks.py`).
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ import torch
 from torch import nn
 
 from plstitch_eval.errors import CheckpointError, ConfigError
-from plstitch_eval.hub.convert import HEAD_DIM, check_expected, find_num_heads, load_strict, unwrap_state_dict
-from plstitch_eval.hub.video_blocks import (
+from plstitch_eval.hub.architectures.video_blocks import (
     FusedQKVAttention,
     PreNormBlock,
     TubeletEmbed,
     check_clip_shape,
     check_tubelet_sizes,
 )
+from plstitch_eval.hub.convert import HEAD_DIM, check_expected, find_num_heads, load_strict, unwrap_state_dict
 
 LAYER_NORM_EPS = 1e-6  # vit_large in src/models/vision_transformer.py: partial(nn.LayerNorm, eps=1e-6)
 ROPE_BASE = 10000.0  # rotate_queries_or_keys: omega = 1 / 10000 ** (arange(D/2) / (D/2))

@@ -1,8 +1,9 @@
 """Clip encoders (one feature per window of frames): recognising their checkpoints and loading them strictly.
 
-Three layouts: VideoMAE V2 (converter "videomae", `hub/videomae_vit.py`), the divided space-time TimeSformer
-of Endo-FM (converter "timesformer", `hub/timesformer.py`) and V-JEPA 2 in transformers' `VJEPA2Model` layout
-(converter "vjepa2", `hub/vjepa2.py`). Image checkpoints go through `hub/convert.py` (and `hub/dinov3.py`).
+Three layouts: VideoMAE V2 (converter "videomae", `architectures/videomae_vit.py`), the divided space-time
+TimeSformer of Endo-FM (converter "timesformer", `architectures/timesformer.py`) and V-JEPA 2 in transformers'
+`VJEPA2Model` layout (converter "vjepa2", `architectures/vjepa2.py`). Image checkpoints go through
+`hub/convert.py` (and `architectures/dinov3.py`).
 Each clip tag is declared once, with its builder, where `hub/converters.py` registers it; every builder takes
 ``(checkpoint, *, num_frames, img_size, which, source, expected) -> (model, dropped keys)``.
 """
@@ -16,8 +17,8 @@ import torch
 from torch import nn
 
 from plstitch_eval.errors import CheckpointError
+from plstitch_eval.hub.architectures.timesformer import timesformer_from_state_dict
 from plstitch_eval.hub.convert import unwrap_state_dict
-from plstitch_eval.hub.timesformer import timesformer_from_state_dict
 
 __all__ = ["clip_layout", "timesformer_clip"]
 

@@ -6,7 +6,7 @@ Follows github.com/med-air/Endo-FM `models/timesformer.py` (`VisionTransformer.f
 adds temporal attention (`temporal_norm1`, `temporal_attn`, `temporal_fc`) over each patch's frames, then
 spatial attention (`norm1`, `attn`) within each frame with a copy of the CLS token whose outputs are averaged
 over the frames, then the MLP. The clip feature is the CLS token after the final `norm` (`x[:, 0]`).
-Both attentions are the clip encoders' shared `FusedQKVAttention` (`hub/video_blocks.py`, timm's key
+Both attentions are the clip encoders' shared `FusedQKVAttention` (`architectures/video_blocks.py`, timm's key
 names); the block is its own: its temporal half and CLS copies fit no plain pre-norm block.
 """
 
@@ -23,6 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from plstitch_eval.errors import CheckpointError, ConfigError
+from plstitch_eval.hub.architectures.video_blocks import FusedQKVAttention
 from plstitch_eval.hub.convert import (
     HEAD_DIM,
     check_expected,
@@ -32,7 +33,6 @@ from plstitch_eval.hub.convert import (
     split_backbone,
     unwrap_state_dict,
 )
-from plstitch_eval.hub.video_blocks import FusedQKVAttention
 
 LAYER_NORM_EPS = 1e-6  # get_vit_base_patch16_224: norm_layer=partial(nn.LayerNorm, eps=1e-6)
 TOP_LEVEL = {"cls_token", "pos_embed", "time_embed", "patch_embed", "blocks", "norm"}

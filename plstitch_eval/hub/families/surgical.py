@@ -1,7 +1,7 @@
 """Registry entries of surgical image encoders: LemonFM, EndoViT and SurgeNetDINO (DINOv1/v2/v3).
 
 Each entry is registered where it is defined, at its place in `plstitch models` (`listing`). Endo-FM, a
-clip encoder, is with the video models (`hub/models_video.py`).
+clip encoder, is with the video models (`hub/families/video.py`).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import plstitch_eval.hub.converters  # noqa: F401  (registers the converter tags these entries name)
+from plstitch_eval.hub.families.general import DINOV3_SIZES, VIT_B16
 from plstitch_eval.hub.model_entry import ModelEntry
 from plstitch_eval.hub.model_registry import BASELINES_2026, PAPER_BASELINES, register
-from plstitch_eval.hub.models_general import DINOV3_SIZES, VIT_B16
 from plstitch_eval.preprocess import DataConfig
 
 LEMONFM = register(
@@ -121,6 +121,6 @@ def surgenet(version: str, title: str, size: str, patch: int, px: int, dim: int,
     )
 
 
-SURGENET_ENTRIES = tuple(  # listed after the six DINOv3 entries of `models_general.py`
+SURGENET_ENTRIES = tuple(  # listed after the six DINOv3 entries of `general.py`
     register(surgenet(*row), listing=BASELINES_2026 + 6 + rank) for rank, row in enumerate(SURGENET_MODELS)
 )

@@ -7,7 +7,7 @@ attention has a query and a value bias but no key bias (`attn.q_bias`, `attn.v_b
 (`gamma_1`, `gamma_2`), and the clip feature `fc_norm(mean over tokens)` (`use_mean_pooling=True`,
 `forward_features`). A pretraining encoder (`modeling_pretrain.py`, keys under `encoder.`) has a token `norm`
 instead of `fc_norm`; its feature is the mean of its normalised tokens. Attention, block and tubelet
-embedding are the clip encoders' shared ones (`hub/video_blocks.py`).
+embedding are the clip encoders' shared ones (`hub/architectures/video_blocks.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,13 @@ import torch
 from torch import nn
 
 from plstitch_eval.errors import CheckpointError, ConfigError
+from plstitch_eval.hub.architectures.video_blocks import (
+    FusedQKVAttention,
+    PreNormBlock,
+    TubeletEmbed,
+    check_clip_shape,
+    check_tubelet_sizes,
+)
 from plstitch_eval.hub.convert import (
     HEAD_DIM,
     check_expected,
@@ -28,13 +35,6 @@ from plstitch_eval.hub.convert import (
     refuse_unmapped_tokens,
     split_backbone,
     unwrap_state_dict,
-)
-from plstitch_eval.hub.video_blocks import (
-    FusedQKVAttention,
-    PreNormBlock,
-    TubeletEmbed,
-    check_clip_shape,
-    check_tubelet_sizes,
 )
 
 LAYER_NORM_EPS = 1e-6  # vit_*_patch16_224 in modeling_finetune.py: partial(nn.LayerNorm, eps=1e-6)
