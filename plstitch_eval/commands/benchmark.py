@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from plstitch_eval.commands.options import (
+    BenchmarkSetOpt,
     CausalOpt,
     CropMarginOpt,
     DecodeDeviceOpt,
@@ -77,15 +78,7 @@ def benchmark(
             dir_okay=False,
         ),
     ] = None,
-    set_items: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            metavar="PROTOCOL.FIELD=VALUE",
-            help="Any protocol's setting, repeatable, over --config's (e.g. knn.k=10; VALUE read as JSON "
-            "when it parses); `plstitch protocols` lists each protocol's fields. The flags below win.",
-        ),
-    ] = None,
+    set_items: BenchmarkSetOpt = None,
     k: KnnKOpt = None,
     temperature: TemperatureOpt = None,
     weighting: WeightingOpt = None,

@@ -14,6 +14,7 @@ import typer
 
 from plstitch_eval.commands.options import (
     CausalOpt,
+    CvSetOpt,
     DeviceOpt,
     FeaturesOpt,
     JsonOpt,
@@ -154,15 +155,7 @@ def cv(
     device: DeviceOpt = "auto",
     relaxed: RelaxedOpt = False,
     json_path: JsonOpt = None,
-    set_items: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            metavar="FIELD=VALUE",
-            help="Any setting of the protocol's config, repeatable (e.g. k=10; VALUE read as JSON when it "
-            "parses); `plstitch protocols` lists each protocol's fields. The flags above win.",
-        ),
-    ] = None,
+    set_items: CvSetOpt = None,
 ) -> None:
     """k-fold cross-validation by video; prints mean ± std over folds."""
     from plstitch_eval.commands.results import print_and_write_results

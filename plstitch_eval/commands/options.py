@@ -76,7 +76,24 @@ def device_opt(default: str | None = None, *, kind: Any = str, choices: str = DE
     return _option(kind, "--device", help=f"{choices}{told}.")
 
 
+def protocol_set_opt(metavar: str, what: str, example: str, precedence: str) -> Any:
+    """`--set` items of protocol settings (`protocols.settings.parse_set_items`), for benchmark and cv."""
+    return _option(
+        list[str] | None,
+        "--set",
+        metavar=metavar,
+        help=f"{what}, repeatable (e.g. {example}; VALUE read as JSON when it parses); `plstitch protocols` "
+        f"lists each protocol's fields. {precedence}",
+    )
+
+
 DatasetOpt = dataset_opt()
+BenchmarkSetOpt = protocol_set_opt(
+    "PROTOCOL.FIELD=VALUE", "Any protocol's setting", "knn.k=10", "Over --config's; the flags below win."
+)
+CvSetOpt = protocol_set_opt(
+    "FIELD=VALUE", "Any setting of the protocol's config", "k=10", "The flags above win."
+)
 OptionalDatasetOpt = dataset_opt(kind=str | None)
 RootOpt = root_opt()
 SplitOpt = split_opt("Only this split (train, val, test).")
