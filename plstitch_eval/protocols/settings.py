@@ -73,21 +73,31 @@ def check_tables(tables: Mapping[str, Mapping[str, Any]], source: str) -> None:
     no settings, and a field its config does not have; values are checked by the config itself when built."""
     for name, table in tables.items():
         where = f"{source} [protocols.{name}]" if source.startswith("--config") else f"{source} {name}"
-        if name not in protocol_names():
+        _check_table(name, table, where)
+
+
+def _registered(name: str, where: str) -> Protocol:
+    """The protocol registered as `name`, else a one-line ConfigError at `where` naming the known ones."""
+    if name not in protocol_names():
+        raise ConfigError(
+            f"{where}: no protocol {name!r} is registered; known: {', '.join(protocol_names())}."
+        )
+    return get_protocol(name)
+
+
+def _check_table(name: str, table: Mapping[str, Any], where: str) -> None:
+    """The checks of one table: a registered protocol with settings, and fields its config has."""
+    kind = _registered(name, where).config_type
+    if kind is None:
+        raise ConfigError(f"{where}: protocol {name!r} takes no settings; remove them.")
+    if dataclasses.is_dataclass(kind):
+        accepted = [f.name for f in dataclasses.fields(kind)]
+        unknown = sorted(set(table) - set(accepted))
+        if unknown:
             raise ConfigError(
-                f"{where}: no protocol {name!r} is registered; known: {', '.join(protocol_names())}."
+                f"{where}: unknown setting(s) {', '.join(unknown)}; {kind.__name__} takes: "
+                f"{', '.join(accepted)}."
             )
-        kind = get_protocol(name).config_type
-        if kind is None:
-            raise ConfigError(f"{where}: protocol {name!r} takes no settings; remove them.")
-        if dataclasses.is_dataclass(kind):
-            accepted = [f.name for f in dataclasses.fields(kind)]
-            unknown = sorted(set(table) - set(accepted))
-            if unknown:
-                raise ConfigError(
-                    f"{where}: unknown setting(s) {', '.join(unknown)}; {kind.__name__} takes: "
-                    f"{', '.join(accepted)}."
-                )
 
 
 def merge_tables(*layers: Mapping[str, Mapping[str, Any]]) -> Tables:
@@ -106,17 +116,10 @@ def apply_table(protocol: Protocol, table: Mapping[str, Any], base: Any = None) 
     and JSON have no tuples), so equal settings compare equal; the config checks its values itself.
     """
     where = f"[protocols.{protocol.name}]"
+    _check_table(protocol.name, table, where)
     kind = protocol.config_type
-    if kind is None:
-        raise ConfigError(f"{where}: protocol {protocol.name!r} takes no settings; remove them.")
     if not dataclasses.is_dataclass(kind):
         return kind(**table)
-    accepted = {f.name: f for f in dataclasses.fields(kind)}
-    unknown = sorted(set(table) - set(accepted))
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown setting(s) {', '.join(unknown)}; it takes: {', '.join(accepted)}."
-        )
     start = base if base is not None else kind()
     values = {
         name: tuple(value) if isinstance(value, list) and isinstance(getattr(start, name), tuple) else value
@@ -135,11 +138,7 @@ def protocol_config(name: str, value: Any) -> Any:
     Why refused for one with a field (`Protocol.section`: knn, linear, temporal, linear-tools): that field is
     its config; the CLI folds a file's or `--set`'s table into it (`section_table`).
     """
-    if name not in protocol_names():
-        raise ConfigError(
-            f"[protocols.{name}]: no protocol {name!r} is registered; known: {', '.join(protocol_names())}."
-        )
-    protocol = get_protocol(name)
+    protocol = _registered(name, f"[protocols.{name}]")
     if protocol.section is not None:
         raise ConfigError(
             f"[protocols.{name}]: {name}'s settings are BenchmarkConfig.{protocol.section}; set that field "
