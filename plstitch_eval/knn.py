@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -46,10 +46,10 @@ class KnnConfig:
 
     k: int = 20
     temperature: float = 0.07
-    weighting: str = "exp"
+    weighting: str = field(default="exp", metadata={"choices": WEIGHTINGS})
     chunk_size: int = 4096
     device: str = "cpu"
-    backend: str = "auto"  # auto | faiss | torch
+    backend: str = field(default="auto", metadata={"choices": BACKENDS})
     num_threads: int | None = None
 
     def __post_init__(self) -> None:

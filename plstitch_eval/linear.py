@@ -33,13 +33,14 @@ class LinearConfig:
 
     lrs: Sequence[float] = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
     weight_decays: Sequence[float] = (0.0, 1e-4, 1e-3)
-    optimizer: str = "sgd"  # sgd (momentum 0.9, DINOv2) | adamw
+    optimizer: str = field(default="sgd", metadata={"choices": OPTIMIZERS})  # sgd: momentum 0.9 (DINOv2)
     momentum: float = 0.9
     epochs: int = 20
     batch_size: int = 1024
     standardize: bool = True
     balance_classes: bool = False
-    select_metric: str = "accuracy"  # accuracy | macro_f1 (frame-pooled) on the validation set
+    # on the validation set; macro_f1 frame-pooled
+    select_metric: str = field(default="accuracy", metadata={"choices": SELECT_METRICS})
     seed: int = 0
     device: str = "auto"
     num_threads: int | None = None  # CPU threads; None = 1 for small steps (OpenMP overhead), else torch's

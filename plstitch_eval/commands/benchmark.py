@@ -133,16 +133,17 @@ def benchmark(
         merge_tables,
         parse_set_items,
         section_configs,
+        table_device,
         unsectioned_tables,
     )
     from plstitch_eval.utils.console import console, print_error, result_console
     from plstitch_eval.utils.device import resolve_device
     from plstitch_eval.utils.io import write_json_output
 
-    resolved = str(resolve_device(device or "auto"))
     file_tables = read_config_file(config_file) if config_file is not None else {}
     tables = merge_tables(file_tables, parse_set_items(set_items or []))
     bases = section_configs(tables)  # knn, linear, temporal from the file and --set; the flags go over them
+    devices = {s: str(resolve_device(table_device(tables, s, device))) for s in bases}
     config = BenchmarkConfig(
         models=models,
         datasets=datasets,
@@ -161,7 +162,7 @@ def benchmark(
             **given(fps=fps),
             crop_black_margin=crop_black_margin,
         ),
-        knn=knn_config(k, temperature, weighting, device=resolved, base=bases["knn"]),
+        knn=knn_config(k, temperature, weighting, device=devices["knn"], base=bases["knn"]),
         linear=linear_config(
             lr,
             wd,
@@ -169,11 +170,15 @@ def benchmark(
             epochs,
             select_metric=select_metric,
             seed=seed,
-            device=resolved,
+            device=devices["linear"],
             base=bases["linear"],
         ),
         temporal=temporal_config(
-            bases["temporal"], epochs=temporal_epochs, causal=causal or None, seed=seed, device=resolved
+            bases["temporal"],
+            epochs=temporal_epochs,
+            causal=causal or None,
+            seed=seed,
+            device=devices["temporal"],
         ),
         protocol_configs=unsectioned_tables(tables),
         cv_folds=folds,

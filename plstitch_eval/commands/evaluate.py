@@ -151,32 +151,62 @@ def cv(
         typer.Option(help="Training epochs of the linear probe (default 20) or the temporal model (50)."),
     ] = None,
     causal: CausalOpt = False,
-    seed: Annotated[int, typer.Option(help="Seed of the fold assignment and the probe.")] = 0,
-    device: DeviceOpt = "auto",
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="Seed of the fold assignment (default 0) and of the probe (default: --set seed=S, else 0)."
+        ),
+    ] = None,
+    device: Annotated[str | None, typer.Option("--device", help="auto (default), cpu or cuda[:N].")] = None,
     relaxed: RelaxedOpt = False,
     json_path: JsonOpt = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="A .toml/.yaml file of [protocols.NAME] tables (as benchmark --config); the table of "
+            "--protocol is read, under --set.",
+            dir_okay=False,
+        ),
+    ] = None,
     set_items: CvSetOpt = None,
 ) -> None:
     """k-fold cross-validation by video; prints mean ± std over folds."""
+    from plstitch_eval.benchmark.config_file import read_config_file
     from plstitch_eval.commands.results import print_and_write_results
     from plstitch_eval.protocols import run_cv
-    from plstitch_eval.protocols.settings import cv_config, parse_set_items, section_configs
+    from plstitch_eval.protocols.settings import (
+        cv_config,
+        merge_tables,
+        parse_set_items,
+        section_configs,
+        table_device,
+    )
 
-    tables = parse_set_items(set_items or [], protocol=protocol)
-    bases = section_configs(tables)
+    file_tables = read_config_file(config_file) if config_file is not None else {}
+    own_table = {protocol: file_tables[protocol]} if protocol in file_tables else {}
+    tables = merge_tables(own_table, parse_set_items(set_items or [], protocol=protocol))
+    bases = section_configs(tables)  # --set's fields; the flags given go over them
+    fold_seed = 0 if seed is None else seed
     results = run_cv(
         features,
         folds,
         protocol,
-        knn_config(k, temperature, weighting, device, base=bases["knn"]),
-        linear_config(epochs=epochs, seed=seed, device=device, base=bases["linear"]),
-        seed=seed,
+        knn_config(k, temperature, weighting, table_device(tables, "knn", device), base=bases["knn"]),
+        linear_config(
+            epochs=epochs, seed=seed, device=table_device(tables, "linear", device), base=bases["linear"]
+        ),
+        seed=fold_seed,
         relaxed=relaxed,
         temporal_config=temporal_config(
-            bases["temporal"], epochs=epochs, causal=causal or None, seed=seed, device=device
+            bases["temporal"],
+            epochs=epochs,
+            causal=causal or None,
+            seed=seed,
+            device=table_device(tables, "temporal", device),
         ),
         progress=not is_quiet(),
-        config=cv_config(protocol, tables, seed),
+        config=cv_config(protocol, tables, fold_seed),
     )
     print_and_write_results(results, json_path, f"{folds}-fold CV by video ({protocol})")
 
@@ -291,6 +321,8 @@ def protocols(json_path: JsonOpt = None) -> None:
         out.print(Text(f"{row['name']}  ({row['label']}; runs in: {where})"))
         for setting in row["settings"]:
             note = "  (speed only)" if setting["runtime"] else ""
+            if setting.get("choices"):
+                note += f"  (one of {', '.join(setting['choices'])})"
             out.print(Text(f"  {row['name']}.{setting['name']} = {setting['default']!r}{note}", style="dim"))
         if row["shares_settings_of"]:
             out.print(Text(f"  the settings of {row['shares_settings_of']} (one config)", style="dim"))

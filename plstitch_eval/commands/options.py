@@ -92,7 +92,7 @@ BenchmarkSetOpt = protocol_set_opt(
     "PROTOCOL.FIELD=VALUE", "Any protocol's setting", "knn.k=10", "Over --config's; the flags below win."
 )
 CvSetOpt = protocol_set_opt(
-    "FIELD=VALUE", "Any setting of the protocol's config", "k=10", "The flags above win."
+    "FIELD=VALUE", "Any setting of the protocol's config", "k=10", "Over --config's; the flags above win."
 )
 OptionalDatasetOpt = dataset_opt(kind=str | None)
 RootOpt = root_opt()

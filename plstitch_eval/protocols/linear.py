@@ -95,20 +95,28 @@ def fit_linear_protocol(
         "validation": val_source,
         "chosen_lr": probe.best_lr,
         "chosen_weight_decay": probe.best_weight_decay,
-        "val_scores": {
-            f"lr={lr:g},wd={wd:g}": s for (lr, wd), s in zip(probe.grid.heads, probe.val_scores, strict=True)
-        },
+        "val_scores": val_scores(probe),
     }
     results = build_results(TASK, manifest, features, protocol, splits, class_names, scored, preds)
     return (results if spec is None else with_relaxed(results, relaxed_metrics(preds, gts, spec))), probe
 
 
+def val_scores(probe: LinearProbeResult) -> dict[str, float]:
+    """Each head's validation score by its `lr=...,wd=...` name: what the choice was made on."""
+    return {f"lr={lr:g},wd={wd:g}": s for (lr, wd), s in zip(probe.grid.heads, probe.val_scores, strict=True)}
+
+
 def fit_fold(
     fold: Fold, config: LinearConfig, progress: bool
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """One CV fold: the grid on the fold's training videos, the head chosen on its held-out videos."""
+    """One CV fold: the grid on the fold's training videos, the head chosen on its held-out videos (the
+    fold records its choice and every head's validation score)."""
     probe, preds = linear_on(fold.train, fold.val, fold.test, fold.num_classes, config, progress)
-    return preds, {"chosen_lr": probe.best_lr, "chosen_weight_decay": probe.best_weight_decay}
+    return preds, {
+        "chosen_lr": probe.best_lr,
+        "chosen_weight_decay": probe.best_weight_decay,
+        "val_scores": val_scores(probe),
+    }
 
 
 def _benchmark_run(store: str | Path, config: Any, scheme: str | None) -> dict[str, Any]:
@@ -126,5 +134,6 @@ PROTOCOL = register_protocol(
         cv=CvFit(fit_fold),
         settings=lambda config: {"linear": numbers_only(config.linear), "val_fraction": config.val_fraction},
         probe_kind="linear",
+        chooses=("chosen_lr", "chosen_weight_decay"),
     )
 )

@@ -72,7 +72,10 @@ class Protocol:
     `run(store, config, scheme)` runs it as a benchmark cell (config: a `BenchmarkConfig`, or any object
     with its sections and fields); `settings(config)` is what a cell's numbers depend on besides the model,
     dataset and extraction; `table_metrics(phase_metrics)` its table columns (None: the phase metrics);
-    `probe_kind` the `plstitch_eval.probes` kind `--save` writes (None: it cannot be saved).
+    `probe_kind` the `plstitch_eval.probes` kind `--save` writes (None: it cannot be saved). `chooses`: the
+    keys of its results' `protocol` record (and of each CV fold's record) that it chooses on validation videos
+    (a head, an epoch), beside `val_scores`, the validation figure of each candidate; a protocol that chooses
+    must name them, so the registry-wide tests check that test labels never move them and val labels do.
     """
 
     name: str
@@ -85,6 +88,7 @@ class Protocol:
     settings: Callable[[Any], dict[str, Any]] | None = None
     table_metrics: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None
     probe_kind: str | None = None
+    chooses: tuple[str, ...] = ()
 
     def config_of(self, config: Any) -> Any:
         """This protocol's config out of a sectioned config: its `section`, else its entry under its name in

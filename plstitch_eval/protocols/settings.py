@@ -34,6 +34,7 @@ __all__ = [
     "protocol_config",
     "section_configs",
     "section_table",
+    "table_device",
     "unsectioned_tables",
 ]
 
@@ -174,6 +175,12 @@ def section_table(tables: Mapping[str, Mapping[str, Any]], section: str) -> dict
     return merged
 
 
+def table_device(tables: Mapping[str, Mapping[str, Any]], section: str, flag: str | None) -> str:
+    """The device a section's protocols run on: the `--device` flag when given, else the tables' `device`
+    field (`--set knn.device=cuda`), else `auto`. Why: a flag left at its default must not undo `--set`."""
+    return flag or section_table(tables, section).get("device") or "auto"
+
+
 def section_configs(tables: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Each `BenchmarkConfig` section's config (knn, linear, temporal) with the tables' fields set over its
     defaults: the base a command's own flags are then applied to."""
@@ -224,13 +231,14 @@ def describe_protocols() -> list[dict[str, Any]]:
             default = kind()
             for field in dataclasses.fields(kind):
                 value = getattr(default, field.name)
-                settings.append(
-                    {
-                        "name": field.name,
-                        "default": list(value) if isinstance(value, tuple) else value,
-                        "runtime": field.name in RUNTIME_FIELDS,
-                    }
-                )
+                row = {
+                    "name": field.name,
+                    "default": list(value) if isinstance(value, tuple) else value,
+                    "runtime": field.name in RUNTIME_FIELDS,
+                }
+                if "choices" in field.metadata:  # a text setting's accepted values (its config checks them)
+                    row["choices"] = list(field.metadata["choices"])
+                settings.append(row)
         rows.append(
             {
                 "name": protocol.name,

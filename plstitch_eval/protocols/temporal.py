@@ -208,11 +208,13 @@ def save_temporal_probe(
 def fit_fold(
     fold: Fold, config: TemporalConfig, progress: bool
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """One CV fold: an MS-TCN on the fold's training videos, its epoch chosen on its held-out videos."""
+    """One CV fold: an MS-TCN on the fold's training videos, its epoch chosen on its held-out videos (the
+    fold records its choice and each epoch's validation score)."""
     fit = fit_temporal(
         fold.train, fold.val, fold.num_classes, config, progress=progress, background=fold.background
     )
-    return {it.video: fit.predict(it.features) for it in fold.test}, {"chosen_epoch": fit.best_epoch}
+    extras = {"chosen_epoch": fit.best_epoch, "val_scores": fit.val_scores}
+    return {it.video: fit.predict(it.features) for it in fold.test}, extras
 
 
 def _benchmark_run(store: str | Path, config: Any, scheme: str | None) -> dict[str, Any]:
@@ -247,5 +249,6 @@ PROTOCOL = register_protocol(
             "val_fraction": config.val_fraction,
         },
         probe_kind="temporal",
+        chooses=("chosen_epoch",),
     )
 )

@@ -201,6 +201,7 @@ def run_tool_linear(
     protocol = {
         "name": TOOLS_TASK,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
+        "select_metric": MAP,  # the head is chosen on validation mAP, whatever the phase probe's setting
         "validation": validation,
         "chosen_lr": lr,
         "chosen_weight_decay": wd,
@@ -227,9 +228,9 @@ def _benchmark_run(store: str | Path, config: Any, scheme: str | None) -> dict[s
     return run_tool_linear(store, balanced, scheme=scheme, val_fraction=config.val_fraction)
 
 
-def _settings(config: Any) -> dict[str, Any]:  # the linear grid, class-balanced per tool
+def _settings(config: Any) -> dict[str, Any]:  # the linear grid, class-balanced per tool, chosen on mAP
     return {
-        "linear": {**numbers_only(config.linear), "balance_classes": True},
+        "linear": {**numbers_only(config.linear), "balance_classes": True, "select_metric": MAP},
         "val_fraction": config.val_fraction,
     }
 
@@ -244,5 +245,6 @@ PROTOCOL = register_protocol(
         run=_benchmark_run,
         settings=_settings,
         table_metrics=lambda _phase_metrics: (MAP,),  # its results have no phase metrics
+        chooses=("chosen_lr", "chosen_weight_decay"),
     )
 )

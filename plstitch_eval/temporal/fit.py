@@ -30,6 +30,7 @@ from plstitch_eval.utils.console import progress_bar
 from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision, torch_threads
 
 SELECT_METRICS = ("accuracy", "macro_f1", "edit")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEFAULT_THREADS = 1  # CPU threads of a fit: fixed, so results do not follow the machine's core count
 IGNORE_INDEX = -100  # MS-TCN's padding label; our unlabelled frames (-1) are mapped to it
 
@@ -52,10 +53,12 @@ class TemporalConfig:
     smooth_weight: float = 0.15  # weight of the truncated MSE smoothing loss
     tau: float = 4.0  # truncation of the smoothing loss: clamp(squared log-prob difference, 0, tau^2)
     weight_decay: float = 0.0  # Adam's (L2) weight decay; MS-TCN uses none
-    select_metric: str = "accuracy"  # accuracy | macro_f1 (frame-pooled) | edit, on the validation videos
+    # on the validation videos; macro_f1 frame-pooled
+    select_metric: str = field(default="accuracy", metadata={"choices": SELECT_METRICS})
     seed: int = 0
     device: str = "cpu"  # cpu | cuda[:N] | auto
-    precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast; CUDA) | auto (bf16 on CUDA, fp32 elsewhere)
+    # bf16 / fp16: autocast on CUDA; auto: bf16 on CUDA, fp32 elsewhere
+    precision: str = field(default="fp32", metadata={"choices": PRECISIONS})
     # CPU threads (they change the float rounding, so the results): a fixed default, not the machine's cores;
     # None = torch's current setting (its default: the physical cores, or OMP_NUM_THREADS)
     num_threads: int | None = DEFAULT_THREADS
@@ -76,7 +79,7 @@ class TemporalConfig:
                 f"temporal select_metric {self.select_metric!r} unknown; choose one of "
                 f"{', '.join(SELECT_METRICS)}."
             )
-        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
+        if self.precision not in PRECISIONS:
             raise ConfigError(
                 f"temporal precision {self.precision!r} unknown; choose one of auto, fp32, bf16, fp16."
             )

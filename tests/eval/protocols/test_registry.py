@@ -108,7 +108,8 @@ def test_benchmark_settings_come_from_each_protocol(tmp_path) -> None:
     assert {k: settings["knn"]["knn"][k] for k in knn} == knn
     assert not {"device", "num_threads", "chunk_size"} & set(settings["knn"]["knn"])
     assert settings["linear"]["val_fraction"] == 0.2 and settings["temporal"]["val_fraction"] == 0.2
-    assert settings["linear-tools"]["linear"] == {**settings["linear"]["linear"], "balance_classes": True}
+    tools = {**settings["linear"]["linear"], "balance_classes": True, "select_metric": "mAP"}  # chosen on mAP
+    assert settings["linear-tools"]["linear"] == tools
     assert settings["cv"]["folds"] == 5 and settings["cv"]["inner"] == "knn" and settings["cv"]["seed"] == 0
     assert settings["cv"]["knn"] == settings["knn"]["knn"] and "linear" not in settings["cv"]
     assert {s["protocol"] for s in settings.values()} == set(config.protocols)
