@@ -62,7 +62,8 @@ def datasets() -> None:
     One block per dataset (its name alone on the first line, then its facts and layout indented), wrapped to
     the terminal's width, so that it reads at 80 columns.
     """
-    from plstitch_eval.data.datasets.registry import dataset_class, list_datasets
+    from plstitch_eval.data.datasets.registry import DATASETS, dataset_class, list_datasets
+    from plstitch_eval.registry import SHIPPED_PACKAGE
 
     out = result_console(soft_wrap=True)  # the list is a result: stdout; lines wrapped here, not by rich
     width = max(40, out.width) - 2
@@ -76,7 +77,8 @@ def datasets() -> None:
             f"split schemes: {', '.join(cls.split_schemes)}"
         )
         out.print()
-        out.print(Text(name, style="bold cyan"))
+        package = DATASETS.package(name)
+        out.print(Text(name if package == SHIPPED_PACKAGE else f"{name} (from {package})", style="bold cyan"))
         for text, style in ((facts, ""), (" ".join(layout.split()), "dim")):
             for line in textwrap.wrap(text, width, break_on_hyphens=False):
                 out.print(Text(f"  {line}", style=style))

@@ -318,7 +318,7 @@ def protocols(json_path: JsonOpt = None) -> None:
             runs.append(f"--save ({row['probe_kind']} probe)")
         out.print()
         where = ", ".join(runs) or "a reference row (quickstart, reproduce)"
-        out.print(Text(f"{row['name']}  ({row['label']}; runs in: {where})"))
+        out.print(Text(f"{row['name']}  ({row['label']}; runs in: {where}; from {row['package']})"))
         for setting in row["settings"]:
             note = "  (speed only)" if setting["runtime"] else ""
             if setting.get("choices"):

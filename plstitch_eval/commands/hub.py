@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from plstitch_eval.registry import SHIPPED_PACKAGE
 from plstitch_eval.utils.console import console, result_console
 from plstitch_eval.utils.io import write_json_output
 
@@ -37,11 +38,12 @@ def models(
     on the model's Hub page and HF_TOKEN set before `plstitch download`.
     """
     from plstitch_eval.hub.download import entry_cached
-    from plstitch_eval.hub.registry import list_models
+    from plstitch_eval.hub.registry import MODELS, list_models
 
     rows = [
         {
             "name": entry.name,
+            "package": MODELS.package(entry.name),
             "architecture": entry.architecture,
             "feature_dim": entry.feature_dim,
             "source": entry.source,
@@ -68,7 +70,7 @@ def models(
         )
     for row in rows:
         table.add_row(
-            Text(row["name"]),
+            _name_cell(row),
             Text(row["architecture"]),
             str(row["feature_dim"]),
             Text(row["source"] + (" (gated)" if row["gated"] else "")),
@@ -82,6 +84,13 @@ def models(
     out.print(table)
     for line in _license_notes(rows):
         out.print(Text(line), soft_wrap=True)  # one line each, for grep; terminals wrap it
+
+
+def _name_cell(row: dict) -> Text:
+    """The name, and the package it comes from when that is not plstitch (an installed plugin)."""
+    if row["package"] == SHIPPED_PACKAGE:
+        return Text(row["name"])
+    return Text.assemble(row["name"], (f" ({row['package']})", "dim"))
 
 
 def _license_cell(row: dict) -> Text:

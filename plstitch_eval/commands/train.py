@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from plstitch_eval.commands.options import (
+    JsonOpt,
     TrainDecoderOpt,
     dataset_opt,
     device_opt,
@@ -302,6 +303,35 @@ def _str(path: Path | None) -> str | None:
     return None if path is None else str(path)
 
 
+def objectives(json_path: JsonOpt = None) -> None:
+    """List the L_vid training objectives (`train --objective`): name, package and what each is."""
+    from rich.text import Text
+
+    from plstitch_eval.utils.console import result_console
+    from plstitch_eval.utils.io import write_json_output
+    from plstitch_train.losses.registry import OBJECTIVE_REGISTRY
+
+    rows = [
+        {
+            "name": name,
+            "package": OBJECTIVE_REGISTRY.package(name),
+            "summary": ((cls.__doc__ or "").strip().splitlines() or [""])[0],
+        }
+        for name, cls in OBJECTIVE_REGISTRY.items()
+    ]
+    if json_path is not None:
+        write_json_output(json_path, {"objectives": rows})
+        if str(json_path) == "-":
+            return
+    out = result_console(soft_wrap=True)
+    out.print(Text("Training objectives (train --objective NAME)", style="bold"))
+    for row in rows:
+        out.print(Text(f"{row['name']}  (from {row['package']}): {row['summary']}"))
+    for name, why in OBJECTIVE_REGISTRY.failed.items():
+        out.print(Text(f"{name}: did not load ({why})", style="yellow"))
+
+
 def register(app: typer.Typer) -> None:
     """Add `train` to the top-level app."""
     app.command("train")(train)
+    app.command("objectives")(objectives)

@@ -17,18 +17,32 @@ from contextlib import contextmanager
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.hub.converter_registry import CLIP_CONVERTERS, CONVERTERS
 from plstitch_eval.hub.model_entry import ModelEntry
+from plstitch_eval.registry import Registry, import_modules
 
 # listing sections of `plstitch models`: PL-Stitch's releases, the paper's baselines, the 2026 baselines,
 # then the shipped tiny models and the raw-pixels reference row
 RELEASES, PAPER_BASELINES, BASELINES_2026, SHIPPED = 100, 200, 300, 900
 
-MODELS: dict[str, ModelEntry] = {}  # kept in listing order
-_LISTING: dict[str, float] = {}
+_FAMILIES = ("plstitch", "general", "surgical", "video")  # `hub/families/<name>.py`, each registering its own
+
+
+def _adopt(entry: object) -> object:
+    """An entry point naming a `ModelEntry` (rather than a module that registers one) registers it."""
+    if not isinstance(entry, ModelEntry):
+        raise ConfigError(f"it names a {type(entry).__name__}, not a ModelEntry or a module")
+    return register(entry)
+
+
+# every named encoder, in listing order: the shipped families, then installed packages' `plstitch.encoders`
+MODELS: Registry[ModelEntry] = Registry(
+    "model", "plstitch.encoders", import_modules("plstitch_eval.hub.families", _FAMILIES), _adopt
+)
 
 
 def register(entry: ModelEntry, *, listing: float = math.inf) -> ModelEntry:
-    """Add (or replace) a registry entry at place `listing` of the listing; returns it so it can be used
-    as a constant. Its converter tag must be registered (`hub/converter_registry.py`)."""
+    """Add a registry entry at place `listing` of the listing; returns it so it can be used as a constant.
+    Its converter tag must be registered (`hub/converter_registry.py`); a name taken by another entry is
+    refused, naming both packages."""
     if entry.converter not in CONVERTERS:
         raise ConfigError(
             f"Model {entry.name!r}: unknown converter {entry.converter!r}; "
@@ -40,18 +54,12 @@ def register(entry: ModelEntry, *, listing: float = math.inf) -> ModelEntry:
             f"(ModelEntry.clip) and other converters none; got converter {entry.converter!r}, "
             f"clip {entry.clip}."
         )
-    MODELS[entry.name] = entry
-    _LISTING[entry.name] = listing
-    ordered = sorted(MODELS.items(), key=lambda item: _LISTING.get(item[0], math.inf))  # stable
-    MODELS.clear()
-    MODELS.update(ordered)
-    return entry
+    return MODELS.register(entry.name, entry, place=listing)
 
 
 def unregister(name: str) -> None:
     """Remove entry `name` (a test's or a session's own model); a name not registered is ignored."""
-    MODELS.pop(name, None)
-    _LISTING.pop(name, None)
+    MODELS.unregister(name)
 
 
 @contextmanager

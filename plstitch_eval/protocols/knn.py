@@ -128,5 +128,6 @@ PROTOCOL = register_protocol(
         run=_benchmark_run,
         cv=CvFit(fit_fold, holds_out_val=False, summary=cv_summary),
         settings=lambda config: {"knn": numbers_only(config.knn)},
+        card_detail=lambda record: f" (k={record['k']})" if "k" in record else "",
     )
 )

@@ -8,7 +8,9 @@ quickstart and model cards look a protocol up here (`get_protocol`) or iterate t
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from plstitch_eval.errors import ConfigError
+from plstitch_eval.registry import Registry
 
 if TYPE_CHECKING:
     from plstitch_eval.features import VideoFeatures
@@ -89,6 +92,8 @@ class Protocol:
     table_metrics: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None
     probe_kind: str | None = None
     chooses: tuple[str, ...] = ()
+    # a model card's note after the metric title, from the results' `protocol` record (e.g. " (k=20)")
+    card_detail: Callable[[Mapping[str, Any]], str] | None = None
 
     def config_of(self, config: Any) -> Any:
         """This protocol's config out of a sectioned config: its `section`, else its entry under its name in
@@ -101,51 +106,51 @@ class Protocol:
         return self.config_type() if self.config_type is not None else None
 
 
-_PROTOCOLS: dict[str, Protocol] = {}
-_SHIPPED_LOADED = False
-
-
-def load_shipped() -> None:
-    """Import (so register) the shipped protocols once, before any lookup or registration reads the registry.
+def _load_shipped() -> None:
+    """Import (so register) the shipped protocols, in `SHIPPED` order.
 
     Why on first use, by module name: `plstitch score` imports one protocol module (its prediction files) and
     would otherwise load every protocol (torch, scikit-learn: +2-3 s start-up measured); every protocol
     module imports `results_json`, so importing them here at the top would close an import circle.
     """
-    global _SHIPPED_LOADED
-    if _SHIPPED_LOADED:
-        return
-    _SHIPPED_LOADED = True  # first: each shipped module registers itself through `register_protocol`
     for module in SHIPPED.values():
         importlib.import_module(f"plstitch_eval.protocols.{module}")
 
 
+def _adopt(protocol: object) -> object:
+    """An entry point naming a `Protocol` object (rather than a module that registers one) registers it."""
+    if not isinstance(protocol, Protocol):
+        raise ConfigError(f"it names a {type(protocol).__name__}, not a Protocol or a module")
+    return register_protocol(protocol)
+
+
+# every protocol by name: the shipped ones, then the `plstitch.protocols` entry points of installed packages
+PROTOCOLS: Registry[Protocol] = Registry("protocol", "plstitch.protocols", _load_shipped, _adopt)
+
+
+def load_shipped() -> None:
+    """Load the registry (the shipped protocols, then the plugins) before a lookup reads it."""
+    PROTOCOLS.load()
+
+
 def _in_order() -> list[Protocol]:
-    """The registered protocols: the shipped ones in `SHIPPED` order (whichever imported first), then the
-    others in registration order."""
-    load_shipped()
-    place = {name: i for i, name in enumerate(SHIPPED)}
-    return sorted(_PROTOCOLS.values(), key=lambda p: place.get(p.name, len(place)))
+    """The registered protocols: the shipped ones in `SHIPPED` order, then the others as registered."""
+    return list(PROTOCOLS.values())
 
 
 def register_protocol(protocol: Protocol) -> Protocol:
     """Register `protocol` under its name; a second protocol of the same name is refused (ConfigError).
 
     Why: defining a protocol is registering it, so cv, benchmark, tables and cards find it by name. The
-    shipped protocols are registered first, so they keep their places ahead of a plugin's.
+    shipped protocols take their `SHIPPED` places ahead of a plugin's.
     """
-    load_shipped()
-    known = _PROTOCOLS.get(protocol.name)
-    if known is not None and known is not protocol:
-        raise ConfigError(f"Protocol {protocol.name!r} is already registered; pick another name.")
-    _PROTOCOLS[protocol.name] = protocol
-    return protocol
+    place = list(SHIPPED).index(protocol.name) if protocol.name in SHIPPED else math.inf
+    return PROTOCOLS.register(protocol.name, protocol, place=place)
 
 
 def unregister_protocol(name: str) -> None:
     """Remove a registered protocol (tests that register a toy one clean up with it)."""
-    load_shipped()
-    _PROTOCOLS.pop(name, None)
+    PROTOCOLS.unregister(name)
 
 
 def registered_protocols() -> list[Protocol]:
@@ -160,11 +165,12 @@ def protocol_names(where: Callable[[Protocol], bool] = lambda _p: True) -> tuple
 
 def get_protocol(name: str, option: str = "protocol", choices: Sequence[str] | None = None) -> Protocol:
     """The protocol registered as `name`; else a one-line ConfigError naming `option` and the choices."""
-    load_shipped()
     known = protocol_names() if choices is None else tuple(choices)
-    if name not in known or name not in _PROTOCOLS:
-        raise ConfigError(f"--{option} must be one of {', '.join(known)}, got {name!r}.")
-    return _PROTOCOLS[name]
+    if name not in known or name not in PROTOCOLS:
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise ConfigError(f"--{option} must be one of {', '.join(known)}, got {name!r}.{hint}")
+    return PROTOCOLS[name]
 
 
 def cv_protocols() -> tuple[str, ...]:
@@ -195,7 +201,7 @@ def cv_task(inner: str) -> str:
 def _task_labels() -> dict[str, str]:
     load_shipped()
     labels = {p.name: p.label for p in _in_order() if p.name != CV_TASK}
-    labels.update({cv_task(name): f"CV {_PROTOCOLS[name].label}" for name in cv_protocols()})
+    labels.update({cv_task(name): f"CV {PROTOCOLS[name].label}" for name in cv_protocols()})
     return labels
 
 
@@ -231,6 +237,12 @@ TASK_TITLES: Mapping[str, str] = _LiveMapping(_task_titles)
 def task_label(task: str) -> str:
     """The table label of a results task (`k-NN`, `CV linear`); the task itself when none is known."""
     return TASK_LABELS.get(task, task)
+
+
+def task_card_detail(task: str, record: Mapping[str, Any]) -> str:
+    """What a model card adds after a results task's title (the protocol's `card_detail`; "" when none)."""
+    protocol = PROTOCOLS.get(task)
+    return protocol.card_detail(record) if protocol is not None and protocol.card_detail else ""
 
 
 def task_title(task: str) -> str:

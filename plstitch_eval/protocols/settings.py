@@ -15,6 +15,7 @@ from typing import Any
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.protocols.registry import (
+    PROTOCOLS,
     RUNTIME_FIELDS,
     Protocol,
     cv_protocols,
@@ -242,6 +243,7 @@ def describe_protocols() -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": protocol.name,
+                "package": PROTOCOLS.package(protocol.name),  # plstitch, or the plugin's distribution
                 "label": protocol.label,
                 "title": protocol.title,
                 "config": kind.__name__ if kind is not None else None,

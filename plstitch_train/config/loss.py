@@ -16,6 +16,7 @@ __all__ = [
     "CENTERINGS",
     "MAX_PERMUTATION_CLASSES",
     "OBJECTIVES",
+    "OBJECTIVE_GROUP",
     "LossConfig",
     "accept_objective",
     "forget_objective",
@@ -30,9 +31,17 @@ CENTERINGS = ("center", "sinkhorn_knopp")  # iBOT's EMA centre | DINOv2's Sinkho
 _added_objectives: dict[str, None] = {}  # names registered since start-up (register_objective), in order
 
 
+OBJECTIVE_GROUP = "plstitch.objectives"  # the entry-point group of objectives from other packages
+
+
 def objective_choices() -> tuple[str, ...]:
-    """The names `objective` takes: the built-ins, then any objective registered since start-up."""
-    return OBJECTIVES + tuple(_added_objectives)
+    """The names `objective` takes: the built-ins, any objective registered since start-up, and the names
+    installed packages declare under `plstitch.objectives` (read from their metadata: nothing is imported, so
+    the config stays torch-free; the entry point's name is the objective's name)."""
+    from importlib.metadata import entry_points
+
+    declared = tuple(ep.name for ep in entry_points(group=OBJECTIVE_GROUP))
+    return tuple(dict.fromkeys(OBJECTIVES + tuple(_added_objectives) + declared))
 
 
 def accept_objective(name: str) -> None:

@@ -17,7 +17,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from plstitch_eval.data.datasets import dataset_facts
 from plstitch_eval.hub.registry import MODELS, get_model_entry
-from plstitch_eval.protocols import task_title
+from plstitch_eval.protocols.registry import task_card_detail, task_title
 from plstitch_eval.resources import load_paper_results, model_cards_dir, paper_results_path
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import write_text_atomic
@@ -114,7 +114,7 @@ def eval_results_from_results(results: Sequence[dict[str, Any]]) -> list[EvalRes
         task, dataset = str(result["task"]), str(result["dataset"])
         protocol = task_title(task)
         hyper = result.get("protocol") or {}
-        detail = f" (k={hyper['k']})" if task == "knn" and "k" in hyper else ""
+        detail = task_card_detail(task, hyper)
         args = {k: v for k, v in hyper.items() if isinstance(v, str | int | float | bool)}
         for metric, value in result["metrics"].items():
             if not isinstance(value, int | float):

@@ -10,25 +10,38 @@ from dataclasses import dataclass
 from typing import Any
 
 from plstitch_eval.errors import ConfigError
+from plstitch_eval.registry import Registry, import_modules
 
-_REGISTRY: dict[str, type] = {}
+_SHIPPED = ("autolaparo", "breakfast", "cholec80", "folder", "gtea", "m2cai16", "synthetic")
+
+
+def _adopt(cls: object) -> object:
+    """An entry point naming an adapter class (with a `name`) rather than a module registers it."""
+    name = getattr(cls, "name", None)
+    if not isinstance(cls, type) or not name:
+        raise ConfigError("it names neither a module nor a DatasetAdapter class with a `name`")
+    return register_dataset(name)(cls)
+
+
+# every dataset adapter by name: the shipped ones, then installed packages' `plstitch.datasets` entry points
+DATASETS: Registry[type] = Registry(
+    "dataset", "plstitch.datasets", import_modules("plstitch_eval.data.datasets", _SHIPPED), _adopt
+)
 
 
 def register_dataset(name: str) -> Callable[[type], type]:
-    """Class decorator adding a `DatasetAdapter` subclass to the registry under `name`."""
+    """Class decorator adding a `DatasetAdapter` subclass to the registry under `name` (a name taken by
+    another class is refused, naming both packages)."""
 
     def decorate(cls: type) -> type:
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ConfigError(f"dataset '{name}' is registered twice")
-        _REGISTRY[name] = cls
-        return cls
+        return DATASETS.register(name, cls)
 
     return decorate
 
 
 def unregister_dataset(name: str) -> None:
     """Remove the adapter registered as `name` (a test's toy dataset); a name not registered is ignored."""
-    _REGISTRY.pop(name, None)
+    DATASETS.unregister(name)
 
 
 @contextmanager
@@ -42,16 +55,13 @@ def registered_dataset(name: str, cls: type) -> Iterator[type]:
 
 
 def list_datasets() -> list[str]:
-    """Registered dataset names, sorted."""
-    return sorted(_REGISTRY)
+    """Registered dataset names: the shipped ones (alphabetical), then the plugins' as registered."""
+    return DATASETS.names()
 
 
 def dataset_class(name: str) -> type:
-    """The adapter class registered as `name`, or a ConfigError listing the known names."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ConfigError(f"unknown dataset '{name}'; known: {', '.join(list_datasets())}") from None
+    """The adapter class registered as `name`, or a ConfigError with close matches and the known names."""
+    return DATASETS.lookup(name)
 
 
 def get_dataset(name: str, root: str | os.PathLike | None = None, **options: Any) -> Any:
@@ -76,11 +86,12 @@ def describe_datasets() -> list[dict[str, Any]]:
     """One row per registered dataset (name, summary, fps, split schemes, classes) for `plstitch datasets`."""
     rows = []
     for name in list_datasets():
-        cls = _REGISTRY[name]
+        cls = DATASETS[name]
         doc = (cls.__doc__ or "").strip().splitlines()
         rows.append(
             {
                 "name": name,
+                "package": DATASETS.package(name),
                 "summary": doc[0] if doc else "",
                 "native_fps": getattr(cls, "native_fps", None),
                 "eval_fps": getattr(cls, "default_eval_fps", None),
@@ -113,7 +124,7 @@ def dataset_facts(name: str | None) -> DatasetFacts:
     """Facts of a dataset key: the registered adapter's (exact name), else a known prefix's family (e.g.
     ``gtea_split1`` is cooking), else surgical with the key as its name and no background."""
     key = (name or "").lower()
-    known = {n: _adapter_facts(cls) for n, cls in _REGISTRY.items()} | _WITHOUT_ADAPTER
+    known = {n: _adapter_facts(cls) for n, cls in DATASETS.items()} | _WITHOUT_ADAPTER
     if key in known:
         return known[key]
     family = next(

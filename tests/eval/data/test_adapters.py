@@ -39,7 +39,7 @@ def test_registry_lists_all_adapters():
     assert rows["cholec80"]["split_schemes"][0] == "40-40" and rows["gtea"]["background_classes"] == [
         "background"
     ]
-    with pytest.raises(ConfigError, match="unknown dataset 'nope'"):
+    with pytest.raises(ConfigError, match="nknown dataset 'nope'"):
         get_dataset("nope", "/tmp")
     with pytest.raises(ConfigError, match="--root"):
         get_dataset("cholec80")

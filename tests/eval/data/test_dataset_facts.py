@@ -39,7 +39,7 @@ def test_every_registered_adapter_states_a_family() -> None:
         assert dataset_facts(name).family in ("surgical", "cooking"), name
 
 
-def test_a_new_adapter_is_all_scoring_and_cards_need(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_new_adapter_is_all_scoring_and_cards_need(request: pytest.FixtureRequest) -> None:
     """Registering an adapter is enough: no second table in scoring or cards to update."""
 
     class Knitting(DatasetAdapter):
@@ -49,7 +49,8 @@ def test_a_new_adapter_is_all_scoring_and_cards_need(monkeypatch: pytest.MonkeyP
         class_names = ["idle", "knit", "purl"]
         background_classes = ["idle"]
 
-    monkeypatch.setitem(registry._REGISTRY, "knitting", Knitting)
+    registry.register_dataset("knitting")(Knitting)
+    request.addfinalizer(lambda: registry.unregister_dataset("knitting"))
     assert default_metrics("knitting") == COOKING_METRICS
     assert background_ids({"dataset": "knitting"}, Knitting.class_names) == [0]
     assert dataset_display_name("knitting") == "Knitting-7"

@@ -125,7 +125,7 @@ def test_extract_and_knn_run_end_to_end_on_the_toy_dataset(toy_dataset: Path, tm
 def test_an_adapter_name_is_registered_once() -> None:
     other = type("Other", (ToyColours,), {})
     with registered_dataset(NAME, ToyColours):
-        with pytest.raises(ConfigError, match="registered twice"), registered_dataset(NAME, other):
+        with pytest.raises(ConfigError, match="already registered, by"), registered_dataset(NAME, other):
             pass
         assert NAME in list_datasets() and dataset_class(NAME) is ToyColours
     assert NAME not in list_datasets()
