@@ -76,14 +76,15 @@ class Registry(MutableMapping[str, T], Generic[T]):
     purpose; `register` is the checked way in.
 
     `kind` names it in messages ("protocol"); `group` is its entry-point group; `builtins` imports the shipped
-    modules (each registers itself). `adopt(obj) -> name` registers what an entry point names directly
-    (an object rather than a module); None: entry points must name modules.
+    modules (each registers itself); a kind without a group of its own (converter tags: an encoder plugin's
+    module registers its tag) reads no entry points. `adopt(obj)` registers what an entry point names
+    directly (an object rather than a module); None: entry points must name modules.
     """
 
     def __init__(
         self,
         kind: str,
-        group: str,
+        group: str | None,
         builtins: Callable[[], None] | None = None,
         adopt: Callable[[object], object] | None = None,
     ) -> None:
@@ -104,7 +105,7 @@ class Registry(MutableMapping[str, T], Generic[T]):
         try:
             if self._builtins is not None:
                 self._builtins()
-            for ep in plugin_entry_points(self.group):
+            for ep in plugin_entry_points(self.group) if self.group else ():
                 self._load_plugin(ep)
         finally:
             self._state = "loaded"

@@ -18,6 +18,7 @@ from torch import nn
 from plstitch_eval.data.video import ClipSampling
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.preprocess import DataConfig
+from plstitch_eval.registry import Registry, import_modules, package_of
 
 
 class Converted(NamedTuple):
@@ -50,7 +51,11 @@ class ConverterInfo:
     weights: bool = True  # False: built in code, nothing to download or cache
 
 
-CONVERTER_INFO: dict[str, ConverterInfo] = {}
+# every converter tag (clip tags included): the shipped ones (`hub/converters.py`) on first use, then those an
+# installed package's encoder module registers beside its entry (`plstitch.encoders`)
+CONVERTER_INFO: Registry[ConverterInfo] = Registry(
+    "converter", None, import_modules("plstitch_eval.hub", ("converters",))
+)
 LOADERS: dict[str, Loader] = {}  # tag -> loader (tests may patch one)
 FEATURES: dict[str, str] = {}  # tag -> what its feature vector is
 CLIP_DEFAULTS: dict[str, str] = {}  # clip tag -> registry baseline a bare checkpoint of its layout borrows
@@ -105,7 +110,8 @@ def register_converter(
     weights: bool = True,
 ) -> Loader | Callable[[Loader], Loader]:
     """Declare converter tag `name` with its loader and facts; as `@register_converter(name, ...)` it
-    decorates the loader. Re-registering a tag replaces it (in place, keeping its position)."""
+    decorates the loader. A tag taken by another package is refused, naming both; re-registering one's own
+    tag (a module reloaded, a test's variant) replaces it in place, keeping its position."""
 
     def add(function: Loader) -> Loader:
         if clip != (clip_default is not None):
@@ -113,7 +119,11 @@ def register_converter(
                 f"Converter {name!r}: a clip converter names the registry baseline a bare checkpoint "
                 "borrows its window from (clip_default=...), an image converter none."
             )
-        CONVERTER_INFO[name] = ConverterInfo(name, function, clip, feature, clip_default, weights)
+        info = ConverterInfo(name, function, clip, feature, clip_default, weights)
+        if name in CONVERTER_INFO and CONVERTER_INFO.package(name) == package_of(function.__module__):
+            CONVERTER_INFO[name] = info
+        else:
+            CONVERTER_INFO.register(name, info, package=package_of(function.__module__))
         LOADERS[name] = function
         FEATURES[name] = feature
         CLIP_DEFAULTS.pop(name, None)
@@ -126,16 +136,14 @@ def register_converter(
 
 def unregister_converter(name: str) -> None:
     """Remove tag `name` (a test's toy converter); a tag that is not registered is ignored."""
-    for table in (CONVERTER_INFO, LOADERS, FEATURES, CLIP_DEFAULTS):
+    CONVERTER_INFO.unregister(name)
+    for table in (LOADERS, FEATURES, CLIP_DEFAULTS):
         table.pop(name, None)
 
 
 def converter_info(name: str) -> ConverterInfo:
     """The facts of tag `name`, or a one-line `ConfigError` listing the tags."""
-    try:
-        return CONVERTER_INFO[name]
-    except KeyError:
-        raise ConfigError(f"Unknown converter {name!r}; choose one of {', '.join(CONVERTERS)}.") from None
+    return CONVERTER_INFO.lookup(name)
 
 
 def get_loader(converter: str) -> Loader:
