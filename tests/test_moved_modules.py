@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -84,6 +86,7 @@ def test_old_paths_import_their_new_modules_in_a_fresh_process(package: str) -> 
     _run("".join(ALIAS_CHECK.format(old=old, new=MOVED[old], name=PUBLIC_NAME[old]) for old in olds))
 
 
+@pytest.mark.filterwarnings("ignore:.*has moved to:DeprecationWarning")  # checked in a process of its own
 @pytest.mark.parametrize("old", sorted(MOVED))
 def test_an_old_path_imported_after_its_new_one_is_the_same_module(old: str) -> None:
     new = importlib.import_module(MOVED[old])
@@ -103,3 +106,34 @@ def test_the_finder_is_installed_once() -> None:
 
 def test_importing_plstitch_eval_stays_light() -> None:
     _run("import sys, plstitch_eval; assert 'torch' not in sys.modules, 'plstitch_eval imports torch'")
+
+
+WARNS = """
+import importlib, warnings
+from plstitch_eval.utils.moved import REMOVED_IN
+moved = {moved!r}
+for old, new in moved.items():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        importlib.import_module(old)
+    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert len(deprecations) == 1, (old, [str(w.message) for w in caught])
+    text = str(deprecations[0].message)
+    assert new in text and old in text and REMOVED_IN in text, text
+"""
+
+
+def test_an_old_path_warns_naming_its_new_home_and_the_release_that_removes_it() -> None:
+    _run(WARNS.format(moved=MOVED))
+
+
+def test_docs_and_readme_name_only_the_new_paths() -> None:
+    root = Path(__file__).resolve().parents[1]
+    texts = {path: path.read_text(encoding="utf-8") for path in [root / "README.md", *root.glob("docs/*.md")]}
+    named = [
+        f"{path.name}: {old}"
+        for path, text in texts.items()
+        for old in MOVED
+        if re.search(rf"{re.escape(old)}(?![\w.])", text)
+    ]
+    assert named == []

@@ -1,6 +1,6 @@
 """The model registry: `MODELS` (name -> `ModelEntry`), filled by `register(...)` where each entry is defined.
 
-Like timm's `@register_model`, a family module (`hub/models_*.py`) calls `register(ModelEntry(...),
+Like timm's `@register_model`, a family module (`hub/families/*.py`) calls `register(ModelEntry(...),
 listing=...)` beside the entry's definition. `listing` places the entry in `plstitch models`: the hundreds are
 the section (`RELEASES`, `PAPER_BASELINES`, `BASELINES_2026`, `SHIPPED`), the units its place in it; entries
 registered without one (your own, a test's) follow, in registration order. `hub/registry.py` imports the

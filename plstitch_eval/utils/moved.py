@@ -1,4 +1,5 @@
-"""Old module paths as aliases of their new homes: README, docs and saved code still import the old names."""
+"""Old module paths as aliases of their new homes: saved code still imports the old names, with a
+`DeprecationWarning` naming the new path and the release that removes the old one (`REMOVED_IN`)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
-__all__ = ["MovedModuleFinder", "alias_modules"]
+__all__ = ["REMOVED_IN", "MovedModuleFinder", "alias_modules"]
+
+REMOVED_IN = "0.3.0"  # the plstitch release that drops the old module paths
 
 
 class _AliasLoader(importlib.abc.Loader):
@@ -23,7 +27,14 @@ class _AliasLoader(importlib.abc.Loader):
         return None  # a placeholder module; `exec_module` replaces it in sys.modules
 
     def exec_module(self, module: ModuleType) -> None:
-        sys.modules[module.__spec__.name] = importlib.import_module(self.new)
+        old = module.__spec__.name
+        warnings.warn(
+            f"{old} has moved to {self.new}; import it from there ({old} is removed in plstitch "
+            f"{REMOVED_IN}).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        sys.modules[old] = importlib.import_module(self.new)
 
 
 class MovedModuleFinder(importlib.abc.MetaPathFinder):

@@ -121,7 +121,7 @@ def card_info(
     if (folder / HEAD_WEIGHTS_FILE).is_file():
         usage += (
             "\n# temporal head (one ranking score per frame; higher = earlier in the procedure)\n"
-            "from plstitch_eval.hub.temporal_head import load_temporal_head\n"
+            "from plstitch_eval.hub.ranking_head import load_temporal_head\n"
             "head = load_temporal_head(model_dir)  # folder with temporal_head.*\n"
             "scores = head(frame_features[None])  # [1, K] for K frames\n"
         )
