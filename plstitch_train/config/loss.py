@@ -6,10 +6,12 @@ ramp-in and the iBOT temperatures.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from plstitch_train.config.branches import BRANCHES
-from plstitch_train.config.permutation_limits import MAX_PERMUTATION_CLASSES
+from plstitch_train.config.permutation_limits import MAX_PERMUTATION_CLASSES, check_clip_len
 from plstitch_train.config.section import Section, require
 
 __all__ = [
@@ -17,10 +19,14 @@ __all__ = [
     "MAX_PERMUTATION_CLASSES",
     "OBJECTIVES",
     "OBJECTIVE_GROUP",
+    "PERMUTATION_FACTS",
     "LossConfig",
+    "ObjectiveFacts",
     "accept_objective",
     "forget_objective",
     "objective_choices",
+    "objective_facts",
+    "objective_only_settings",
 ]
 
 # The built-in L_vid objectives, by name: each is a module of plstitch_train.losses that registers itself
@@ -34,6 +40,37 @@ _added_objectives: dict[str, None] = {}  # names registered since start-up (regi
 OBJECTIVE_GROUP = "plstitch.objectives"  # the entry-point group of objectives from other packages
 
 
+@dataclass(frozen=True)
+class ObjectiveFacts:
+    """What the torch-free config knows of an objective: the settings only it reads (a run that trains
+    another objective ignores them when comparing configs) and its own check of a whole `TrainConfig`.
+
+    Why: an objective's facts belong to it (`Objective.facts`), but the config must not import torch, so the
+    facts are plain data declared without torch and handed over when the objective registers."""
+
+    settings: tuple[str, ...] = ()
+    check: Callable[[Any], None] | None = None  # (TrainConfig) -> None; raises ConfigError
+
+
+def _check_permutation(config: Any) -> None:
+    """Every clip_len! order (<= 8 frames), or a sampled set of permutation_classes orders."""
+    check_clip_len(config.sampling.clip_len, config.loss.permutation_classes)
+
+
+PERMUTATION_FACTS = ObjectiveFacts(("permutation_head", "permutation_classes"), _check_permutation)
+_FACTS: dict[str, ObjectiveFacts] = {"permutation": PERMUTATION_FACTS}  # the built-ins' (torch-free)
+
+
+def objective_facts(name: str) -> ObjectiveFacts:
+    """The facts of objective `name` (none declared: no settings of its own, no check)."""
+    return _FACTS.get(name, ObjectiveFacts())
+
+
+def objective_only_settings() -> set[str]:
+    """Every setting that only some objective reads (the union of the objectives' `settings`)."""
+    return {setting for facts in _FACTS.values() for setting in facts.settings}
+
+
 def objective_choices() -> tuple[str, ...]:
     """The names `objective` takes: the built-ins, any objective registered since start-up, and the names
     installed packages declare under `plstitch.objectives` (read from their metadata: nothing is imported, so
@@ -44,15 +81,19 @@ def objective_choices() -> tuple[str, ...]:
     return tuple(dict.fromkeys(OBJECTIVES + tuple(_added_objectives) + declared))
 
 
-def accept_objective(name: str) -> None:
-    """Let `objective` take `name` (called by `plstitch_train.losses.registry.register_objective`)."""
+def accept_objective(name: str, facts: ObjectiveFacts | None = None) -> None:
+    """Let `objective` take `name` and know its facts (called by `register_objective` with `cls.facts`)."""
     if name not in OBJECTIVES:
         _added_objectives[name] = None
+    if facts is not None and facts.settings + ((facts.check,) if facts.check else ()):
+        _FACTS[name] = facts
 
 
 def forget_objective(name: str) -> None:
     """Undo `accept_objective` for a name registered at run time (built-in names stay)."""
     _added_objectives.pop(name, None)
+    if name not in OBJECTIVES:
+        _FACTS.pop(name, None)
 
 
 @dataclass

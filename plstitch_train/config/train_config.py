@@ -20,10 +20,9 @@ from typing import Any
 
 from plstitch_eval.errors import ConfigError
 from plstitch_train.config.frames import FramesConfig
-from plstitch_train.config.loss import LossConfig
+from plstitch_train.config.loss import PERMUTATION_FACTS, LossConfig, objective_facts
 from plstitch_train.config.model import ModelConfig
 from plstitch_train.config.optim import OptimConfig
-from plstitch_train.config.permutation_limits import check_clip_len
 from plstitch_train.config.run import RunConfig
 from plstitch_train.config.sampling import SamplingConfig
 from plstitch_train.config.section import Section
@@ -62,8 +61,8 @@ ADDED_SETTINGS = {
     "local_crops_scale": [0.05, 0.4],  # as saved (JSON lists)
     "local_crop_size": 0,
 }
-# settings that change nothing unless the objective is permutation classification
-PERMUTATION_SETTINGS = ("permutation_head", "permutation_classes")
+# settings that change nothing unless the objective is permutation classification (`PERMUTATION_FACTS`)
+PERMUTATION_SETTINGS = PERMUTATION_FACTS.settings
 
 
 def flat_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -136,9 +135,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         """The checks that span sections (a section checks its own fields when it is built)."""
-        if self.loss.objective == "permutation":
-            # every clip_len! order (<= 8 frames), or a sampled set of permutation_classes orders
-            check_clip_len(self.sampling.clip_len, self.loss.permutation_classes)
+        check = objective_facts(self.loss.objective).check
+        if check is not None:  # the objective's own check (permutation: its clip length and classes)
+            check(self)
 
     def __getattr__(self, name: str) -> Any:
         """Compatibility path: a flat setting name (`config.epochs`) reads the setting in its section."""

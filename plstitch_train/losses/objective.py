@@ -12,6 +12,7 @@ from typing import ClassVar
 from torch import Tensor, nn
 
 from plstitch_train.config import TrainConfig
+from plstitch_train.config.loss import ObjectiveFacts
 from plstitch_train.heads import TemporalHead, temporal_head_size
 
 __all__ = ["Objective"]
@@ -26,6 +27,8 @@ class Objective(nn.Module, ABC):
 
     name: ClassVar[str] = ""
     head_name: ClassVar[str] = "temporal_head"  # the student module the head is stored as (checkpoint key)
+    # the settings only this objective reads and its config check, torch-free (`config.loss.ObjectiveFacts`)
+    facts: ClassVar[ObjectiveFacts] = ObjectiveFacts()
 
     def __init__(self, config: TrainConfig) -> None:
         super().__init__()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from plstitch_train.config.loss import PERMUTATION_FACTS
 from plstitch_train.heads import PermutationHead, temporal_head_size
 from plstitch_train.losses.objective import Objective
 from plstitch_train.losses.ranking import permutation_classification_loss
@@ -24,6 +25,7 @@ class PermutationObjective(Objective):
 
     name = "permutation"
     head_name = "permutation_head"
+    facts = PERMUTATION_FACTS  # permutation_head / permutation_classes; clip_len checked against the classes
 
     def build_head(self, dim: int) -> nn.Module:
         """The permutation classifier (`model.permutation_head`: linear, or the temporal head's trunk)."""

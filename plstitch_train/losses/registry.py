@@ -48,7 +48,7 @@ def register_objective(cls: ObjectiveClass) -> ObjectiveClass:
         raise ConfigError(f"Objective class {cls.__name__} has no `name`; set name = '<objective>' on it.")
     place = OBJECTIVES.index(name) if name in OBJECTIVES else float("inf")
     OBJECTIVE_REGISTRY.register(name, cls, place=place)
-    accept_objective(name)
+    accept_objective(name, getattr(cls, "facts", None))
     return cls
 
 

@@ -30,7 +30,8 @@ from plstitch_eval.hub.run_folder import (
 )
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
-from plstitch_train.config import ADDED_SETTINGS, PERMUTATION_SETTINGS, TrainConfig, flat_settings
+from plstitch_train.config import ADDED_SETTINGS, TrainConfig, flat_settings
+from plstitch_train.config.loss import objective_facts, objective_only_settings
 from plstitch_train.run.checkpoint import load_training_checkpoint
 
 PLANS = ("new", "resume", "finished", "overwrite")  # what `plan_run` decides
@@ -70,15 +71,16 @@ def comparable_settings(settings: dict[str, Any]) -> dict[str, Any]:
 
     Why: a rerun with other workers, device, cadence or cache folder is still the same run and may resume it;
     a run folder saved before the sections existed holds the flat form, and is the same run; so is one saved
-    before a setting of ADDED_SETTINGS existed; the permutation head's settings matter to that objective only.
+    before a setting of ADDED_SETTINGS existed; an objective's own settings (`ObjectiveFacts.settings`: the
+    permutation head's) matter to that objective only.
     """
     plain = json.loads(
         json.dumps(flat_settings(settings))
     )  # tuples -> lists, as train_config.json holds them
     out = {**ADDED_SETTINGS, **{key: value for key, value in plain.items() if key not in RUNTIME_FIELDS}}
-    if out.get("objective") != "permutation":  # no permutation head is built: its settings change nothing
-        for key in PERMUTATION_SETTINGS:
-            out.pop(key, None)
+    own = set(objective_facts(str(out.get("objective"))).settings)
+    for key in objective_only_settings() - own:  # another objective's settings change nothing in this run
+        out.pop(key, None)
     for key in PATH_FIELDS:
         if isinstance(out.get(key), str):
             out[key] = os.path.abspath(os.path.expanduser(out[key]))

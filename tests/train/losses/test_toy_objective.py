@@ -15,9 +15,11 @@ from torch.utils.data import default_collate
 
 from plstitch_eval.errors import ConfigError
 from plstitch_train.config import TrainConfig
+from plstitch_train.config.loss import ObjectiveFacts, objective_facts
 from plstitch_train.data import FrameStore, TrainDataset, discover_videos
 from plstitch_train.losses import Objective, objective_names, register_objective, unregister_objective
 from plstitch_train.model import PLStitchModel
+from plstitch_train.run.plan import comparable_settings
 from plstitch_train.sampling import TrainSampler
 from plstitch_train.trainer import train
 from tests.train.conftest import tiny_config
@@ -112,3 +114,33 @@ def test_the_trainer_runs_a_step_of_the_toy_objective(
 def test_an_unregistered_toy_name_is_refused_by_the_config(video_dir: Path, frame_cache: Path) -> None:
     with pytest.raises(ConfigError, match=f"objective '{TOY}' unknown; use one of pl, pairwise, permutation"):
         _config(video_dir, frame_cache)
+
+
+def _refuse_long_clips(config: TrainConfig) -> None:
+    if config.sampling.clip_len > 4:
+        raise ConfigError(f"toy-strict needs clip_len <= 4 (got {config.sampling.clip_len})")
+
+
+class StrictToy(ToyObjective):
+    """The toy with facts of its own: a setting only it reads and its own check of the whole config."""
+
+    name = "toy-strict"
+    facts = ObjectiveFacts(("permutation_classes",), _refuse_long_clips)
+
+
+def test_an_objectives_facts_are_its_own_config_check_and_settings(tmp_path: Path) -> None:
+    """No branch on an objective's name outside it: its `facts` check a TrainConfig that trains it, and the
+    settings only it reads are ignored when another objective's runs are compared."""
+    register_objective(StrictToy)
+    try:
+        with pytest.raises(ConfigError, match="toy-strict needs clip_len <= 4 \\(got 8\\)"):
+            TrainConfig(objective="toy-strict", clip_len=8)
+        assert TrainConfig(objective="toy-strict", clip_len=4).clip_len == 4
+        TrainConfig(objective="pl", clip_len=8)  # another objective's check does not run
+        pl = comparable_settings(TrainConfig(objective="pl").to_dict())
+        assert "permutation_classes" not in pl and "permutation_head" not in pl
+        strict = comparable_settings(TrainConfig(objective="toy-strict", clip_len=4).to_dict())
+        assert "permutation_classes" in strict and "permutation_head" not in strict
+    finally:
+        unregister_objective("toy-strict")
+    assert objective_facts("toy-strict") == ObjectiveFacts()
