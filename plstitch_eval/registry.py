@@ -93,6 +93,7 @@ class Registry(MutableMapping[str, T], Generic[T]):
         self._entries: dict[str, T] = {}
         self._places: dict[str, float] = {}
         self._packages: dict[str, str] = {}
+        self._deleted: dict[str, tuple[float, str]] = {}  # place and package of entries deleted as items
         self._state = "new"  # new -> loading -> loaded
         self.failed: dict[str, str] = {}  # entry point -> why it did not load (one line each)
 
@@ -197,15 +198,16 @@ class Registry(MutableMapping[str, T], Generic[T]):
 
     def __setitem__(self, name: str, entry: T) -> None:
         self.load()
-        if name not in self._entries:
-            self._places[name] = math.inf
-            self._packages[name] = package_of(_registering_module())
+        if name not in self._entries:  # back at its old place when it was deleted (monkeypatch's undo)
+            place, package = self._deleted.pop(name, (math.inf, package_of(_registering_module())))
+            self._places[name], self._packages[name] = place, package
         self._entries[name] = entry
 
     def __delitem__(self, name: str) -> None:
         self.load()
         if name not in self._entries:
             raise KeyError(name)
+        self._deleted[name] = (self._places[name], self._packages[name])
         self.unregister(name)
 
     def __iter__(self) -> Iterator[str]:

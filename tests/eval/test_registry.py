@@ -137,3 +137,14 @@ def test_a_broken_plugin_is_one_warning_and_the_rest_works(
     assert set(things.failed) == {"broken", "clash"}
     tracebacks = [r for r in caplog.records if r.exc_info]  # at debug level, for --debug
     assert len(tracebacks) == 2
+
+
+def test_an_entry_deleted_and_set_again_keeps_its_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`monkeypatch.delitem` / `setitem` undo by item assignment: the entry comes back where it was listed."""
+    things = make_registry()
+    with monkeypatch.context() as patch:
+        patch.delitem(things, "alpha")
+        assert things.names() == ["beta"]
+        patch.setitem(things, "beta", "B2")  # replaced in place
+        assert things.names() == ["beta"] and things["beta"] == "B2"
+    assert things.names() == ["alpha", "beta"] and things["beta"] == "B" and things.package("alpha") == "plstitch"
