@@ -147,4 +147,5 @@ def test_an_entry_deleted_and_set_again_keeps_its_place(monkeypatch: pytest.Monk
         assert things.names() == ["beta"]
         patch.setitem(things, "beta", "B2")  # replaced in place
         assert things.names() == ["beta"] and things["beta"] == "B2"
-    assert things.names() == ["alpha", "beta"] and things["beta"] == "B" and things.package("alpha") == "plstitch"
+    assert things.names() == ["alpha", "beta"] and things["beta"] == "B"
+    assert things.package("alpha") == SHIPPED_PACKAGE
