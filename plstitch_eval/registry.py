@@ -121,7 +121,7 @@ class Registry(MutableMapping[str, T], Generic[T]):
                     raise ConfigError(f"it names {type(loaded).__name__}, not a module that registers")
                 self._adopt(loaded)
         except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the CLI
-            why = " ".join(str(exc).split()) or type(exc).__name__
+            why = " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
             where = f"{self.kind} plugin {ep.name!r} of package {package!r} ({self.group}: {ep.value})"
             self.failed[ep.name] = why
             logger.warning("%s did not load and is skipped: %s (--debug shows the traceback)", where, why)

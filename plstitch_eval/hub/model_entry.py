@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,12 @@ class ModelEntry:
     filename_alternatives: tuple[str, ...] = ()  # other spellings of `filename` tried when it is absent
     clip: ClipSampling | None = None  # clip encoders: the window of frames around each sampled frame
     gated: bool = False  # the Hub repo asks each user to accept its licence before downloading
+    # the module that created the entry (set on creation): a relative `local_path` lies in its package
+    defined_in: str | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.defined_in is None:
+            object.__setattr__(self, "defined_in", _creating_module())
 
     @property
     def non_commercial(self) -> bool:
@@ -84,18 +91,51 @@ class ModelEntry:
         if not self.has_weights:
             return "built in (no weights)"
         if self.local_path:
-            return self.local_path
+            return f"{self.local_path} (or ${self.path_env})" if self.path_env else self.local_path
         if self.repo_id:
             return f"{self.repo_id}/{self.filename}" if self.filename else self.repo_id
         return f"${self.path_env}" if self.path_env else "-"
 
     def resolve_local_path(self) -> Path | None:
-        """The local weights path (from `local_path` or the `path_env` variable), if this entry has one."""
-        raw = self.local_path or (os.environ.get(self.path_env) if self.path_env else None)
+        """The local weights path, if this entry has one: the `path_env` variable when it is set, else
+        `local_path`. A relative path lies inside the package of the module that created the entry
+        (`defined_in`: plstitch's own `plstitch_eval`, or a plugin's package): a plugin ships or makes its
+        weights beside its code; a path found only inside `plstitch_eval` (`model_cards/...`) is used."""
+        raw = (os.environ.get(self.path_env) if self.path_env else None) or self.local_path
         if not raw:
             return None
         path = Path(raw).expanduser()
-        return path if path.is_absolute() else package_path(*path.parts)
+        if path.is_absolute():
+            return path
+        shipped = package_path(*path.parts)
+        home = _package_dir(self.defined_in)
+        if home is None or (not (home / path).exists() and shipped.exists()):
+            return shipped
+        return home / path
+
+
+_OWN_PACKAGES = ("plstitch_eval", "plstitch_train")
+_PLUMBING = (__name__, "dataclasses")  # creating frames that only pass the creation on
+
+
+def _creating_module() -> str | None:
+    """The module whose code created the entry: the first caller outside this module and `dataclasses`."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") in _PLUMBING:
+        frame = frame.f_back
+    return frame.f_globals.get("__name__") if frame is not None else None
+
+
+def _package_dir(module: str | None) -> Path | None:
+    """The folder of the top-level package of `module` (a plugin's package); None for plstitch's own modules
+    and for a module not imported (then `package_path`, inside `plstitch_eval`, is the base)."""
+    top = (module or "").split(".")[0]
+    loaded = sys.modules.get(top) if top and top not in _OWN_PACKAGES else None
+    if loaded is None:
+        return None
+    if getattr(loaded, "__path__", None):  # a package (a namespace package has no __file__)
+        return Path(next(iter(loaded.__path__)))
+    return Path(loaded.__file__).parent if getattr(loaded, "__file__", None) else None
 
 
 __all__ = ["CLIP_CONVERTERS", "CONVERTERS", "FEATURES", "ModelEntry"]
