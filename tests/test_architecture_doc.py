@@ -3,9 +3,10 @@ imports (a module's import-time imports never reach a higher floor; every module
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
+
+from tests.test_import_graph import _imports_in
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "architecture.md"
@@ -82,20 +83,7 @@ def _modules() -> dict[str, Path]:
 
 def _import_time_imports(path: Path, module: str) -> set[str]:
     """Modules imported when `module` is imported (top-level statements, not TYPE_CHECKING blocks)."""
-    is_package = path.name == "__init__.py"
-    package = module.split(".") if is_package else module.split(".")[:-1]
-    found = set()
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package[: len(package) - node.level + 1]
-                base = ".".join([*parent, base] if base else parent)
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
-    return found
+    return _imports_in(path.read_text(encoding="utf-8"), module, path.name == "__init__.py", top_level=True)
 
 
 def test_the_floor_table_agrees_with_the_imports() -> None:

@@ -25,14 +25,17 @@ def _imports(path: Path) -> set[str]:
     return _imports_in(path.read_text(encoding="utf-8"), _module_name(path), path.name == "__init__.py")
 
 
-def _imports_in(source: str, module: str, is_package: bool = False) -> set[str]:
-    """Every module an `import` or `from ... import` anywhere in `source` names (relative ones resolved).
+def _imports_in(source: str, module: str, is_package: bool = False, top_level: bool = False) -> set[str]:
+    """Every module an `import` or `from ... import` anywhere in `source` names (relative ones resolved);
+    with `top_level`, only the statements that run when the module is imported (not in functions, classes
+    or `if TYPE_CHECKING:` blocks).
 
     `from pkg import name` yields both `pkg` and `pkg.name`, since `name` may be a module.
     """
     package = module.split(".") if is_package else module.split(".")[:-1]
     found = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    for node in tree.body if top_level else ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
