@@ -5,10 +5,10 @@ PNG bytes. The authors' writers hand an RGB array to `cv2.imencode` and their re
 `cv2.imdecode` returns as RGB, so the bytes hold the frame with red and blue swapped for a standard decoder;
 `swap_rb=True` (the default, and what an LMDB without our sidecar is assumed to be) keeps that convention,
 so our stores train in their code and theirs in ours. Our writer also leaves `plstitch_frames.json` (frame
-rate, size, quality, colour order, finished videos) and `plstitch_frame_times.jsonl` (each video's sample
-times) in the LMDB folder - files the authors' reader ignores; a key of our own would break their key
-parsing. The format (layout, sidecars, environments, JPEG coding) lives in `plstitch_eval.data.frames_lmdb`,
-where evaluation reads it too; its names are re-exported here.
+rate, size, image format and quality, colour order, finished videos) and `plstitch_frame_times.jsonl` (each
+video's sample times) in the LMDB folder - files the authors' reader ignores; a key of our own would break
+their key parsing. The format (layout, sidecars, environments, JPEG/PNG coding) lives in
+`plstitch_eval.data.frames_lmdb`, where evaluation reads it too; its names are re-exported here.
 
 `LmdbFrameStore` has `FrameStore`'s interface (`names`, `lengths`, `fps`, `frames`). Each process opens its
 own read-only environment on first use and closes it before any fork (LMDB's rule across fork: DataLoader
@@ -31,6 +31,8 @@ from plstitch_eval.data.decoders import PYAV, read_frames
 from plstitch_eval.data.frames_lmdb import (
     _READERS,  # noqa: F401  (re-exported: the formats' home is plstitch_eval.data.frames_lmdb)
     AUTHORS_FPS,
+    IMAGE_FORMATS,
+    JPEG,
     LAYOUT_FORMAT,
     LMDB_DATA_FILE,
     MAP_SIZE,
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
     from plstitch_train.videos import TrainingVideo
 
 COMMIT_EVERY = 512  # frames per write transaction (bounds the writer's memory on long videos)
+JPEG_QUALITY = 90  # JPEG quality when none is given (the training default, `FramesConfig.jpeg_quality`)
 
 
 class LmdbFrameStore:
@@ -193,14 +196,16 @@ def write_frames_lmdb(
     out: str | os.PathLike,
     fps: float,
     frame_size: int | None,
-    quality: int = 90,
+    quality: int | None = None,
     *,
     swap_rb: bool = True,
     source: str | None = None,
     decoding: Decoding | None = None,
+    image_format: str = JPEG,
 ) -> Path:
-    """Decode `videos` at `fps` (shorter side `frame_size`, by `decoding`: PyAV when None) into a JPEG frames
-    LMDB at `out`; resumable.
+    """Decode `videos` at `fps` (shorter side `frame_size`, by `decoding`: PyAV when None) into a frames
+    LMDB at `out`, values JPEG at `quality` (None: JPEG_QUALITY) or, with `image_format="png"`, lossless PNG
+    (no quality); resumable.
 
     Every video's sample times (`DecodedFrame.time`) are recorded beside the frames (`TIMES_NAME`), so an
     evaluation can read the frames in place of the video (`plstitch_eval.data.frames_lmdb.FrameCache`). A
@@ -209,10 +214,16 @@ def write_frames_lmdb(
     finished without recording their times (an older plstitch) are decoded again.
     """
     decoding = (decoding or PYAV).on_cpu()
-    if not 1 <= quality <= 100:
-        raise ConfigError(f"JPEG quality must be in 1..100 (got {quality}).")
+    if image_format not in IMAGE_FORMATS:
+        raise ConfigError(f"Frame image format must be {' or '.join(IMAGE_FORMATS)} (got {image_format!r}).")
+    if image_format != JPEG and quality is not None:
+        raise ConfigError(f"{image_format.upper()} frames are lossless: no JPEG quality (got {quality}).")
+    if image_format == JPEG:
+        quality = JPEG_QUALITY if quality is None else quality
+        if not 1 <= quality <= 100:
+            raise ConfigError(f"JPEG quality must be in 1..100 (got {quality}).")
     out = Path(out)
-    layout = LmdbLayout(float(fps), swap_rb, frame_size, quality, source, decoding.decoder)
+    layout = LmdbLayout(float(fps), swap_rb, frame_size, quality, source, decoding.decoder, image_format)
     wanted = [video.name for video in videos]
     if len(set(wanted)) != len(wanted):
         raise DataError(f"Two videos share a name under {source}; LMDB keys <video>_<t> need unique names.")
@@ -247,7 +258,7 @@ def write_frames_lmdb(
                 frames = read_frames(
                     video.source, fps, frame_size, folder_fps=video.folder_fps, decoding=decoding
                 )
-                frame_times = _write_video(env, video, frames, fps, quality, swap_rb)
+                frame_times = _write_video(env, video, frames, fps, layout)
                 env.sync(True)
                 append_frame_times(partial, video.name, frame_times)  # before the sidecar names it finished
                 done[video.name] = len(frame_times)
@@ -277,7 +288,7 @@ def _timed_videos(partial: Path, recorded: dict[str, int]) -> dict[str, int]:
 
 
 def _write_video(
-    env: Any, video: TrainingVideo, frames: Iterable[DecodedFrame], fps: float, quality: int, swap_rb: bool
+    env: Any, video: TrainingVideo, frames: Iterable[DecodedFrame], fps: float, layout: LmdbLayout
 ) -> list[float]:
     """Put one video's decoded `frames` under `<name>_<t>` (commits every COMMIT_EVERY frames; keys past
     the last left by an earlier attempt are deleted). Returns the frames' times."""
@@ -287,7 +298,7 @@ def _write_video(
     try:
         for frame in frames:
             key = prefix + str(len(frame_times)).encode("ascii")
-            txn.put(key, encode_frame(frame.image, quality, swap_rb))
+            txn.put(key, encode_frame(frame.image, layout.quality, layout.swap_rb, layout.image_format))
             frame_times.append(float(frame.time))
             if len(frame_times) % COMMIT_EVERY == 0:
                 txn.commit()
@@ -349,6 +360,7 @@ def lmdb_summary(path: str | os.PathLike) -> dict[str, Any]:
 __all__ = [
     "AUTHORS_FPS",
     "COMMIT_EVERY",
+    "JPEG_QUALITY",
     "LAYOUT_FORMAT",
     "LMDB_DATA_FILE",
     "MAP_SIZE",

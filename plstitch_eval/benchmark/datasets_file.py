@@ -85,7 +85,10 @@ class DatasetSpec:
 
     def settings(self) -> dict[str, Any]:
         """What identifies the dataset in a cell's settings (the root may move; its contents may not)."""
-        frames = {"frames": "jpeg-lmdb"} if self.frames is not None else {}  # not its path, which may move
+        from plstitch_eval.data.frames_lmdb import cache_kind  # lmdb and torchvision: only with a cache
+
+        # the cache's kind (jpeg-lmdb or lossless png-lmdb), not its path, which may move
+        frames = {"frames": cache_kind(self.frames)} if self.frames is not None else {}
         return {
             "name": self.name,
             "adapter": self.adapter,

@@ -1,7 +1,8 @@
-"""CLI command `write-lmdb`: decode videos once into a JPEG frames LMDB in the authors' layout; print JSON.
+"""CLI command `write-lmdb`: decode videos once into a frames LMDB in the authors' layout; print JSON.
 
-`--eval-frames` writes a dataset's frames as `plstitch extract` samples them (the adapter's evaluation rate,
-decoded size, its video names and frame folders' rates), for `plstitch extract --frames`.
+Training frames are JPEGs (quality 90 by default). `--eval-frames` writes a dataset's frames as `plstitch
+extract` samples them (the adapter's evaluation rate, decoded size, its video names and frame folders'
+rates), for `plstitch extract --frames`, as lossless PNGs by default (`--image-format jpeg` for JPEGs).
 
 Library imports sit inside the commands, for start-up time (`plstitch_eval/commands/__init__.py`).
 """
@@ -37,12 +38,22 @@ def write_lmdb(
         int,
         typer.Option("--size", min=0, help="Shorter side in pixels; 0 keeps each video's decoded size."),
     ] = 256,
-    quality: Annotated[int, typer.Option("--quality", help="JPEG quality 1-100.")] = 90,
+    image_format: Annotated[
+        str | None,
+        typer.Option(
+            "--image-format",
+            help="Frames as jpeg (lossy, at --quality) or png (lossless: the decoder's pixels exactly). "
+            "Default: jpeg; png with --eval-frames.",
+        ),
+    ] = None,
+    quality: Annotated[
+        int | None, typer.Option("--quality", help="JPEG quality 1-100 (default 90); not with png.")
+    ] = None,
     standard_colour: Annotated[
         bool,
         typer.Option(
             "--standard-colour",
-            help="Store JPEGs in standard RGB order instead of the authors' cv2 order (red/blue swapped).",
+            help="Store frames in standard RGB order instead of the authors' cv2 order (red/blue swapped).",
         ),
     ] = False,
     decoder: TrainDecoderOpt = None,
@@ -51,12 +62,12 @@ def write_lmdb(
         typer.Option(
             "--eval-frames",
             help="Write --dataset's frames as `plstitch extract` samples them (its evaluation fps, decoded "
-            "size), for `plstitch extract --frames`.",
+            "size), for `plstitch extract --frames`; lossless PNG unless --image-format jpeg.",
         ),
     ] = False,
 ) -> None:
-    """Write frames as an LMDB: keys <video>_<t>, JPEG values (what `plstitch train --data` reads), each
-    video's frame times beside them (what `plstitch extract --frames` reads).
+    """Write frames as an LMDB: keys <video>_<t>, JPEG or PNG values (what `plstitch train --data` reads),
+    each video's frame times beside them (what `plstitch extract --frames` reads).
 
     Resumable: rerun the same command after an interruption. A finished LMDB is never overwritten.
     """
@@ -65,6 +76,7 @@ def write_lmdb(
 
     if decoder is not None:
         check_decoder_options(decoder)
+    image_format = _image_format(image_format, quality, eval_frames)
     if eval_frames:
         explicit = {name for name in ("fps", "size") if _given(ctx, name)}
         videos, source, fps = _eval_videos(data, dataset, root, split, fps if "fps" in explicit else None)
@@ -87,6 +99,7 @@ def write_lmdb(
         swap_rb=not standard_colour,
         source=source,
         decoding=decoding,
+        image_format=image_format,
     )
     summary = lmdb_summary(path)
     if eval_frames and not summary["frame_times"]:
@@ -95,6 +108,24 @@ def write_lmdb(
             "read it; remove it or choose another --out."
         )
     write_json_output("-", summary)
+
+
+def _image_format(image_format: str | None, quality: int | None, eval_frames: bool) -> str:
+    """The values' format: `--image-format`, else PNG for `--eval-frames` caches (lossless, so features from
+    the cache are the video's; docs/frame-cache.md) and JPEG for training frames. `--quality` is JPEG's: with
+    PNG, given or by default, it is refused in one line naming the fix."""
+    from plstitch_eval.data.frames_lmdb import EVAL_FRAMES_FORMAT, IMAGE_FORMATS, JPEG
+
+    if image_format is not None and image_format not in IMAGE_FORMATS:
+        raise ConfigError(f"--image-format must be {' or '.join(IMAGE_FORMATS)}, got {image_format!r}.")
+    chosen = image_format or (EVAL_FRAMES_FORMAT if eval_frames else JPEG)
+    if quality is not None and chosen != JPEG:
+        why = "" if image_format else " (the default of --eval-frames caches, lossless)"
+        raise ConfigError(
+            f"--quality {quality} sets JPEG quality, but the frames are {chosen.upper()}{why}: leave out "
+            f"--quality, or add --image-format jpeg for JPEG frames at quality {quality}."
+        )
+    return chosen
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
@@ -119,7 +150,7 @@ def _eval_videos(
         raise ConfigError(
             f"--eval-frames writes {dataset}'s frames at its evaluation rate, {eval_fps:g} fps; "
             f"--fps {fps:g} contradicts it: leave out --fps (for `plstitch extract --fps {fps:g}`, write "
-            f"--fps {fps:g} --size 0 without --eval-frames)."
+            f"--fps {fps:g} --size 0 --image-format png without --eval-frames)."
         )
     records = adapter.videos(split)
     if not records:

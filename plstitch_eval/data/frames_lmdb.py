@@ -1,14 +1,15 @@
 """Frames LMDBs (the authors' / LEMON's layout) as a format, and `FrameCache`: evaluation frames from one.
 
 Keys are `<video>_<t>` (t = sample number at the store's frame rate, decimal, no padding), values are JPEG or
-PNG bytes. The authors' writers hand an RGB array to `cv2.imencode` and their reader takes what `cv2.imdecode`
-returns as RGB, so the bytes hold the frame with red and blue swapped for a standard decoder; `swap_rb=True`
-(the default, and what an LMDB without our sidecar is assumed to be) keeps that convention. Our writer
+PNG bytes (our writer: JPEG at a chosen quality, or lossless PNG; `LmdbLayout.image_format`). The authors'
+writers hand an RGB array to `cv2.imencode` and their reader takes what `cv2.imdecode` returns as RGB, so the
+bytes hold the frame with red and blue swapped for a standard decoder; `swap_rb=True` (the default, and what
+an LMDB without our sidecar is assumed to be) keeps that convention. Our writer
 (`plstitch_train.frames_lmdb.write_frames_lmdb`) leaves two files in the LMDB folder, which the authors'
 reader ignores (a key of our own would break their key parsing):
 
-- `plstitch_frames.json`: format, layout (frame rate, size, quality, colour order, source, decoder) and the
-  finished videos with their frame counts;
+- `plstitch_frames.json`: format, layout (frame rate, size, image format and JPEG quality, colour order,
+  source, decoder) and the finished videos with their frame counts;
 - `plstitch_frame_times.jsonl` (format /2 on): a line `{"video": name, "times": [s, ...]}` per finished
   video, the presentation time of each sample `t` exactly as the decoder gave it (`DecodedFrame.time`).
   Appended video by video, so a long write never rewrites it; format /1 sidecars (no times) still read.
@@ -50,7 +51,13 @@ LAYOUT_FORMATS = ("plstitch-frames-lmdb/1", LAYOUT_FORMAT)  # the formats `read_
 AUTHORS_FPS = 1.0  # the authors' LMDBs (LEMON) hold 1 fps frames
 MAP_SIZE = 1 << 40  # 1 TiB of address space; the file only grows as frames are written
 READ_GROUP = 64  # values copied out per read transaction by `FrameCache.frames`
-CACHE_KIND = "jpeg-lmdb"  # what `FrameCache.record` names as the frames' origin
+JPEG, PNG = "jpeg", "png"
+IMAGE_FORMATS = (JPEG, PNG)  # what our writer stores: JPEG (lossy, at a quality) or PNG (lossless)
+CACHE_KINDS = {JPEG: "jpeg-lmdb", PNG: "png-lmdb"}  # what `FrameCache.record` names as the frames' origin
+CACHE_KIND = CACHE_KINDS[JPEG]
+EVAL_FRAMES_FORMAT = PNG  # `write-lmdb --eval-frames` default: JPEG 90 moved the quickstart's k-NN 2.2 points
+PNG_COMPRESS_LEVEL = 1  # zlib level of PNG values: lossless at any; 1 writes fastest (docs/frame-cache.md)
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @dataclass(frozen=True)
@@ -60,9 +67,10 @@ class LmdbLayout:
     fps: float = AUTHORS_FPS
     swap_rb: bool = True  # bytes decode (standard decoders) to BGR: the authors' cv2 convention
     frame_size: int | None = None  # shorter side; None = as the source was
-    quality: int | None = None  # JPEG quality; None = unknown (not written by us)
+    quality: int | None = None  # JPEG quality; None = unknown (not written by us) or PNG
     source: str | None = None  # what the frames came from (a resume must name the same)
     decoder: str = "pyav"  # video decoder (plstitch_eval.data.decoders); sidecars without one: PyAV
+    image_format: str = JPEG  # values' encoding (IMAGE_FORMATS); sidecars without one: JPEG
 
 
 def is_frames_lmdb(path: str | os.PathLike) -> bool:
@@ -117,12 +125,21 @@ def read_layout(folder: str | os.PathLike) -> tuple[LmdbLayout, dict[str, int] |
         data = json.loads(sidecar.read_text())
         if data.get("format") not in LAYOUT_FORMATS:
             raise ValueError(f"format {data.get('format')!r}, expected one of {', '.join(LAYOUT_FORMATS)}")
-        return LmdbLayout(**data["layout"]), {str(k): int(v) for k, v in data["videos"].items()}
+        layout = LmdbLayout(**data["layout"])
+        if layout.image_format not in IMAGE_FORMATS:
+            raise ValueError(f"image format {layout.image_format!r}, expected {' or '.join(IMAGE_FORMATS)}")
+        return layout, {str(k): int(v) for k, v in data["videos"].items()}
     except (ValueError, KeyError, TypeError) as exc:
         raise DataError(
             f"{sidecar}: not a readable plstitch frames record ({exc}); remove it to read the "
             "LMDB in the authors' layout (1 fps, cv2 colour order)."
         ) from exc
+
+
+def cache_kind(folder: str | os.PathLike) -> str:
+    """What a feature store's `preprocessing.frames` names for frames from this cache: `jpeg-lmdb` (also an
+    LMDB without our record) or lossless `png-lmdb`."""
+    return CACHE_KINDS[read_layout(folder)[0].image_format]
 
 
 def _write_layout(folder: Path, layout: LmdbLayout, videos: dict[str, int]) -> None:
@@ -210,13 +227,21 @@ def _decode_rgb(value: bytes) -> np.ndarray:
         return np.asarray(image.convert("RGB"))
 
 
-def encode_frame(image: np.ndarray, quality: int, swap_rb: bool) -> bytes:
-    """uint8 [H, W, 3] RGB -> JPEG bytes (channels reversed first when `swap_rb`, as cv2.imencode would)."""
+def encode_frame(image: np.ndarray, quality: int | None, swap_rb: bool, image_format: str = JPEG) -> bytes:
+    """uint8 [H, W, 3] RGB -> JPEG bytes at `quality`, or lossless PNG bytes (`image_format="png"`, quality
+    unused), channels reversed first when `swap_rb`, as cv2.imencode would. cv2.imdecode reads either."""
     buffer = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(image[..., ::-1] if swap_rb else image)).save(
-        buffer, format="JPEG", quality=quality
-    )
+    pixels = Image.fromarray(np.ascontiguousarray(image[..., ::-1] if swap_rb else image))
+    if image_format == PNG:
+        pixels.save(buffer, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
+    else:
+        pixels.save(buffer, format="JPEG", quality=quality)
     return buffer.getvalue()
+
+
+def is_png(value: bytes) -> bool:
+    """True for PNG bytes (its signature), which nvJPEG cannot decode."""
+    return value[:8] == _PNG_MAGIC
 
 
 def source_dataset(source: str | None) -> tuple[str, str | None] | None:
@@ -236,7 +261,7 @@ def eval_write_command(source: str | None, fps: float | None = None) -> str:
     args = f"--dataset {dataset}" + (f" --root {root}" if root else "")
     rate = "--eval-frames"
     if fps is not None and found and abs(fps - float(dataset_class(dataset).default_eval_fps)) > 1e-9:
-        rate = f"--fps {fps:g} --size 0"
+        rate = f"--fps {fps:g} --size 0 --image-format png"
     return f"plstitch write-lmdb {args} {rate} --out NEW.lmdb"
 
 
@@ -244,7 +269,8 @@ class FrameCache:
     """A dataset's sampled frames read from a frames LMDB with recorded times, in place of decoding videos.
 
     `frames` and `batches` give exactly the samples (index, time) the decoder gave when the cache was written;
-    pixels differ from the video's by JPEG's loss (docs/frame-cache.md). Picklable; safe across fork.
+    pixels are the decoder's exactly in a PNG cache and differ by JPEG's loss in a JPEG one
+    (docs/frame-cache.md). Picklable; safe across fork.
     """
 
     def __init__(
@@ -302,12 +328,20 @@ class FrameCache:
                 f"cache of every video: {eval_write_command(self.layout.source, fps)}."
             )
 
+    @property
+    def lossless(self) -> bool:
+        """True when the cache holds PNG frames: the decoder's pixels exactly."""
+        return self.layout.image_format == PNG
+
     def record(self) -> dict[str, Any]:
-        """What a feature store records about frames read from this cache (JSON-ready): their origin, JPEG
-        quality, stored size (None = as decoded), colour order of the bytes and the decoder that made them."""
+        """What a feature store records about frames read from this cache (JSON-ready): their origin and
+        encoding (`jpeg-lmdb` with its JPEG quality, or lossless `png-lmdb`), stored size (None = as decoded),
+        colour order of the bytes and the decoder that made them. A JPEG cache's record is what it was before
+        PNG caches existed, so stores made from one resume."""
+        quality = {} if self.lossless else {"jpeg_quality": self.layout.quality}
         return {
-            "frames": CACHE_KIND,
-            "jpeg_quality": self.layout.quality,
+            "frames": CACHE_KINDS.get(self.layout.image_format, self.layout.image_format),
+            **quality,
             "frame_size": self.layout.frame_size,
             "swap_rb": self.layout.swap_rb,
             "frames_decoder": self.layout.decoder,
@@ -343,7 +377,8 @@ class FrameCache:
         self, video: str, batch_size: int, device: str | torch.device = "cpu"
     ) -> Iterator[tuple[list[float], torch.Tensor]]:
         """(times, uint8 [n, 3, H, W] RGB on `device`) of `video`'s samples, `batch_size` at a time: on CUDA
-        decoded there in batches by nvJPEG (`torchvision.io.decode_jpeg`), else on the CPU (Pillow)."""
+        JPEGs are decoded there in batches by nvJPEG (`torchvision.io.decode_jpeg`) and PNGs (which nvJPEG
+        cannot read) on the CPU by Pillow, then copied there; elsewhere every frame is decoded by Pillow."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         device = torch.device(device)
@@ -367,27 +402,43 @@ class FrameCache:
 
 
 def _decode_cuda(values: list[bytes], device: torch.device) -> list[torch.Tensor]:
-    """JPEG bytes -> uint8 [3, H, W] each on `device`, channels as stored, decoded there by batched nvJPEG."""
-    data = [torch.frombuffer(bytearray(value), dtype=torch.uint8) for value in values]
-    return list(decode_jpeg(data, mode=ImageReadMode.RGB, device=device))
+    """Encoded bytes -> uint8 [3, H, W] each on `device`, channels as stored: JPEGs decoded there by batched
+    nvJPEG, PNGs (nvJPEG reads only JPEG) on the CPU by Pillow (the CPU path's pixels exactly) and copied."""
+    images: list[torch.Tensor | None] = [None] * len(values)
+    jpegs = [i for i, value in enumerate(values) if not is_png(value)]
+    if jpegs:
+        data = [torch.frombuffer(bytearray(values[i]), dtype=torch.uint8) for i in jpegs]
+        for i, image in zip(jpegs, decode_jpeg(data, mode=ImageReadMode.RGB, device=device), strict=True):
+            images[i] = image
+    for i, value in enumerate(values):
+        if images[i] is None:
+            images[i] = torch.from_numpy(_decode_rgb(value)).permute(2, 0, 1).to(device)
+    return images  # type: ignore[return-value]
 
 
 __all__ = [
     "AUTHORS_FPS",
     "CACHE_KIND",
+    "CACHE_KINDS",
+    "EVAL_FRAMES_FORMAT",
+    "IMAGE_FORMATS",
+    "JPEG",
     "LAYOUT_FORMAT",
     "LAYOUT_FORMATS",
     "LMDB_DATA_FILE",
     "MAP_SIZE",
+    "PNG",
     "SIDECAR_NAME",
     "TIMES_NAME",
     "FrameCache",
     "LmdbLayout",
     "append_frame_times",
+    "cache_kind",
     "decode_frame",
     "encode_frame",
     "eval_write_command",
     "is_frames_lmdb",
+    "is_png",
     "read_frame_times",
     "read_layout",
     "rewrite_frame_times",

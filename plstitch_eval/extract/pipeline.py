@@ -165,7 +165,7 @@ def _extract(
                     f"{model.name or 'the model'} is a clip encoder: its windows need every frame of the "
                     f"video, a frame cache holds {cache.fps:g} fps; extract it from the videos (no --frames)."
                 )
-            model.decoding = cache_decoding(options, device)
+            model.decoding = cache_decoding(options, device, cache)
             continue
         first = models[0].decoding
         announce = dist_info.rank == 0 and (
@@ -272,10 +272,15 @@ def open_frame_cache(
     return cache
 
 
-def cache_decoding(options: ExtractOptions, device: torch.device) -> Decoding:
-    """Where a frame cache's JPEGs are decoded: with nvJPEG on the model's CUDA device (batched, in the main
-    process), on the CPU in decoding workers when the model is there or `--decode-device cpu` says so."""
-    on_cuda = device.type == "cuda" and options.decode_device != "cpu"
+def cache_decoding(
+    options: ExtractOptions, device: torch.device, cache: FrameCache | None = None
+) -> Decoding:
+    """Where a frame cache's frames are decoded: JPEGs with nvJPEG on the model's CUDA device (batched, in the
+    main process); on the CPU in decoding workers when the model is there, `--decode-device cpu` says so or
+    the cache is lossless (PNG: nvJPEG cannot read it, and workers decode and resize exactly as the video
+    path does on the CPU)."""
+    lossless = cache is not None and cache.lossless
+    on_cuda = device.type == "cuda" and options.decode_device != "cpu" and not lossless
     return Decoding("pyav", str(device) if on_cuda else "cpu")
 
 

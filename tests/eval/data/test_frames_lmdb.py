@@ -1,5 +1,7 @@
 """Evaluation frame caches: `plstitch write-lmdb --eval-frames` and `FrameCache`, on real LMDBs of real
-PyAV-decoded videos (a tiny synthetic dataset in Cholec80's layout, read by the `cholec80` adapter)."""
+PyAV-decoded videos (a tiny synthetic dataset in Cholec80's layout, read by the `cholec80` adapter): JPEG
+caches (`--image-format jpeg`) within JPEG's loss, and the default lossless PNG caches equal to the decoder's
+frames exactly."""
 
 from __future__ import annotations
 
@@ -22,8 +24,10 @@ from plstitch_eval.data.frames_lmdb import (
     SIDECAR_NAME,
     TIMES_NAME,
     FrameCache,
+    _decode_rgb,
     _lmdb_folder,
     _reader,
+    is_png,
     read_frame_times,
 )
 from plstitch_eval.data.synthetic import generate_synthetic
@@ -37,6 +41,7 @@ from tests.eval.data.media import write_index_frames
 # docs/frame-cache.md.
 JPEG_MEAN_BOUND = 4.0
 SIZE = 64
+JPEG_FLAGS = ("--image-format", "jpeg")  # --eval-frames caches are PNG unless told
 
 
 def one_error_line(result) -> str:
@@ -57,23 +62,36 @@ def dataset_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return generate_synthetic(root, n_videos=3, size=SIZE, min_seconds=6, max_seconds=8, workers=1)
 
 
-@pytest.fixture(scope="module")
-def eval_cache(dataset_root: Path) -> tuple[Path, dict]:
-    """`plstitch write-lmdb --dataset cholec80 --root R --eval-frames`: the cache and the printed summary."""
-    out = dataset_root.parent / "eval.lmdb"
+def write_eval_cache(root: Path, out: Path, *flags: str) -> dict:
+    """`plstitch write-lmdb --dataset cholec80 --root R --eval-frames FLAGS --out OUT`; its summary."""
     args = [
         "write-lmdb",
         "--dataset",
         "cholec80",
         "--root",
-        str(dataset_root),
+        str(root),
         "--eval-frames",
+        *flags,
         "--out",
         str(out),
     ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    return out, json.loads(result.stdout[result.stdout.index("{") :])
+    return json.loads(result.stdout[result.stdout.index("{") :])
+
+
+@pytest.fixture(scope="module")
+def eval_cache(dataset_root: Path) -> tuple[Path, dict]:
+    """A JPEG cache (`--eval-frames --image-format jpeg`, quality 90): the cache and the printed summary."""
+    out = dataset_root.parent / "eval.lmdb"
+    return out, write_eval_cache(dataset_root, out, *JPEG_FLAGS)
+
+
+@pytest.fixture(scope="module")
+def png_cache(dataset_root: Path) -> tuple[Path, dict]:
+    """`plstitch write-lmdb --eval-frames` as it is by default (lossless PNG): the cache and its summary."""
+    out = dataset_root.parent / "eval-png.lmdb"
+    return out, write_eval_cache(dataset_root, out)
 
 
 def test_eval_frames_are_the_frames_extraction_decodes(
@@ -116,7 +134,7 @@ def test_eval_frames_refuses_a_contradicting_fps_or_size_in_one_line(
     dataset_root: Path, eval_cache: tuple[Path, dict], tmp_path: Path
 ) -> None:
     runner, out = CliRunner(), tmp_path / "c.lmdb"
-    base = ["write-lmdb", "--dataset", "cholec80", "--root", str(dataset_root), "--eval-frames"]
+    base = ["write-lmdb", "--dataset", "cholec80", "--root", str(dataset_root), "--eval-frames", *JPEG_FLAGS]
     line = one_error_line(runner.invoke(app, [*base, "--fps", "2", "--out", str(out)]))
     assert "evaluation rate, 1 fps; --fps 2 contradicts it" in line and "leave out --fps" in line
     line = one_error_line(runner.invoke(app, [*base, "--size", "256", "--out", str(out)]))
@@ -179,6 +197,78 @@ def test_batches_on_cuda_decode_with_nvjpeg_like_the_cpu(eval_cache: tuple[Path,
             assert mean_abs(on_gpu.cpu(), on_cpu) < 2.0
 
 
+def test_eval_frames_are_lossless_png_by_default_the_decoders_frames_exactly(
+    dataset_root: Path, png_cache: tuple[Path, dict]
+) -> None:
+    out, summary = png_cache
+    assert summary["image_format"] == "png" and summary["quality"] is None and summary["frame_times"] is True
+    adapter = get_dataset("cholec80", root=dataset_root)
+    cache = FrameCache.open(out)
+    assert cache.lossless and cache.record() == {
+        "frames": "png-lmdb",
+        "frame_size": None,
+        "swap_rb": True,
+        "frames_decoder": "pyav",
+    }
+    sidecar = json.loads((out / SIDECAR_NAME).read_text())
+    assert sidecar["layout"]["image_format"] == "png" and sidecar["format"] == "plstitch-frames-lmdb/2"
+    training = LmdbFrameStore.open(out, fps=1.0)  # trains too (PNG values, as cv2.imdecode reads them)
+    for v, record in enumerate(adapter.videos()):
+        reference = list(read_frames(record.source, adapter.eval_fps))
+        cached = list(cache.frames(record.name))
+        assert [f.time for f in cached] == [f.time for f in reference]
+        for ours, theirs in zip(cached, reference, strict=True):
+            assert ours.image.dtype == theirs.image.dtype and np.array_equal(ours.image, theirs.image)
+        stacked = np.stack([f.image for f in reference])
+        batches = torch.cat([images for _, images in cache.batches(record.name, 3, "cpu")])
+        assert torch.equal(batches, torch.from_numpy(stacked).permute(0, 3, 1, 2))
+        assert np.array_equal(training.frames(v, list(range(len(reference)))), stacked)
+        with _reader(out).begin() as txn:
+            value = txn.get(f"{record.name}_0".encode())
+        # the authors' cv2 order: a standard decoder reads red and blue swapped, cv2.imdecode reads the frame
+        assert is_png(value) and np.array_equal(_decode_rgb(value)[..., ::-1], reference[0].image)
+
+
+def test_training_frames_stay_jpeg_90(dataset_root: Path, tmp_path: Path) -> None:
+    args = ["write-lmdb", "--dataset", "cholec80", "--root", str(dataset_root), "--fps", "1", "--size", "0",
+            "--out", str(tmp_path / "train.lmdb")]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout[result.stdout.index("{") :])
+    assert summary["image_format"] == "jpeg" and summary["quality"] == 90
+
+
+def test_jpeg_options_on_png_frames_are_one_line_naming_the_fix(
+    dataset_root: Path, png_cache: tuple[Path, dict], tmp_path: Path
+) -> None:
+    runner, out = CliRunner(), tmp_path / "c.lmdb"
+    base = ["write-lmdb", "--dataset", "cholec80", "--root", str(dataset_root), "--eval-frames"]
+    line = one_error_line(runner.invoke(app, [*base, "--quality", "95", "--out", str(out)]))
+    assert "--quality 95 sets JPEG quality, but the frames are PNG (the default of --eval-frames" in line
+    assert "add --image-format jpeg" in line
+    line = one_error_line(
+        runner.invoke(app, [*base, "--image-format", "png", "--quality", "95", "--out", str(out)])
+    )
+    assert "but the frames are PNG:" in line and "leave out --quality" in line
+    line = one_error_line(runner.invoke(app, [*base, "--image-format", "webp", "--out", str(out)]))
+    assert "--image-format must be jpeg or png, got 'webp'" in line
+    assert not out.exists() and not out.with_name("c.lmdb.partial").exists()
+    # a finished PNG cache is never rewritten as JPEG: the difference is named
+    line = one_error_line(runner.invoke(app, [*base, *JPEG_FLAGS, "--out", str(png_cache[0])]))
+    assert "already holds frames" in line and "image_format: 'png' there, 'jpeg' now" in line
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="decoding a cache on CUDA needs a CUDA device")
+def test_png_batches_on_cuda_are_the_cpu_frames_exactly(png_cache: tuple[Path, dict]) -> None:
+    cache = FrameCache.open(png_cache[0])
+    for name in cache.names:
+        cpu = list(cache.batches(name, 4, "cpu"))
+        cuda = list(cache.batches(name, 4, "cuda"))
+        assert [times for times, _ in cuda] == [times for times, _ in cpu]
+        for (_, on_gpu), (_, on_cpu) in zip(cuda, cpu, strict=True):
+            assert on_gpu.is_cuda and torch.equal(on_gpu.cpu(), on_cpu)
+
+
 def test_a_missing_video_or_another_fps_is_one_line_naming_the_fix(
     dataset_root: Path, eval_cache: tuple[Path, dict]
 ) -> None:
@@ -193,7 +283,7 @@ def test_a_missing_video_or_another_fps_is_one_line_naming_the_fix(
         cache.check(cache.names, 2.0)
     text = str(other_fps.value)
     assert "\n" not in text and str(cache.folder) in text and "at 1 fps, this run samples 2 fps" in text
-    assert f"{fix} --fps 2 --size 0 --out" in text
+    assert f"{fix} --fps 2 --size 0 --image-format png --out" in text
     with pytest.raises(DecodeError, match="no video 'video99'"):
         next(cache.frames("video99"))
 
@@ -215,16 +305,8 @@ def test_caches_without_frame_times_are_refused_with_the_fix(
     fix = f"plstitch write-lmdb --dataset cholec80 --root {dataset_root.resolve()} --eval-frames"
     assert f"rewrite it with {fix}" in text
     assert LmdbFrameStore.open(old, fps=1.0).lengths  # training still reads it
-    args = [
-        "write-lmdb",
-        "--dataset",
-        "cholec80",
-        "--root",
-        str(dataset_root),
-        "--eval-frames",
-        "--out",
-        str(old),
-    ]
+    args = ["write-lmdb", "--dataset", "cholec80", "--root", str(dataset_root), "--eval-frames", *JPEG_FLAGS,
+            "--out", str(old)]  # fmt: skip
     line = one_error_line(CliRunner().invoke(app, args))  # finished with these settings, but no times
     assert "finished before plstitch recorded frame times" in line and "choose another --out" in line
 

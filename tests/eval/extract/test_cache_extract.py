@@ -1,6 +1,7 @@
 """`extract --frames`: frames read from a `write-lmdb --eval-frames` cache instead of the videos - the same
-frames (times and labels exactly), features within the JPEG bound stated here, stores that never mix with
-stores made from video, and a cache that misses a video refused in one line before any model loads."""
+frames (times and labels exactly), features equal to the video's byte for byte from a lossless (PNG, the
+default) cache and within the JPEG bound stated here from a JPEG one, stores that never mix with stores made
+from video, and a cache that misses a video refused in one line before any model loads."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 from plstitch_eval.cli import app
 from plstitch_eval.errors import ConfigError, DataError, FeatureStoreError
 from plstitch_eval.extract import ExtractOptions, ExtractTarget, extract_features, extract_many
+from plstitch_eval.extract.pipeline import cache_decoding
 from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
 from tests.eval.extract.test_clip_extract import clip_models  # noqa: F401 - the fixture, used by name
@@ -27,23 +29,33 @@ MIN_COSINE = 0.99  # per frame, every model
 MAX_PIXEL_FEATURE_DIFF = 0.05  # raw pixels: 8x8 block means, normalised (one grey level = 0.017)
 
 
-@pytest.fixture(scope="module")
-def cache(cholec_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Cholec80-layout test dataset's frames at its evaluation fps (1 fps), decoded size, quality 90."""
-    out = tmp_path_factory.mktemp("cache") / "c80.lmdb"
+def _write_cache(root: Path, out: Path, *flags: str) -> Path:
     args = [
         "write-lmdb",
         "--dataset",
         "cholec80",
         "--root",
-        str(cholec_root),
+        str(root),
         "--eval-frames",
+        *flags,
         "--out",
         str(out),
     ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     return out
+
+
+@pytest.fixture(scope="module")
+def cache(cholec_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Cholec80-layout test dataset's frames at its evaluation fps (1 fps), decoded size, JPEG at 90."""
+    return _write_cache(cholec_root, tmp_path_factory.mktemp("cache") / "c80.lmdb", "--image-format", "jpeg")
+
+
+@pytest.fixture(scope="module")
+def png_cache(cholec_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same frames as `write-lmdb --eval-frames` writes them by default: lossless PNG."""
+    return _write_cache(cholec_root, tmp_path_factory.mktemp("cache") / "c80-png.lmdb")
 
 
 def _options(**kwargs) -> ExtractOptions:
@@ -79,6 +91,53 @@ def test_cache_features_are_the_video_features_within_the_jpeg_bound(
         frames = cached.manifest["preprocessing"]
         assert frames["frames"] == "jpeg-lmdb" and frames["jpeg_quality"] == 90
         assert "frames" not in video.manifest["preprocessing"]
+
+
+def test_a_lossless_cache_gives_the_video_features_byte_for_byte(
+    cholec_root, tiny_model_dir, png_cache, tmp_path
+):
+    encoders = {"vit": load_encoder(str(tiny_model_dir)), "pixels": load_encoder("raw-pixels")}
+    for workers in (0, 2):  # decoded in the main process, and in decoding workers
+        options = _options(num_workers=workers)
+        targets = [
+            ExtractTarget(e, tmp_path / f"cache{workers}" / name, name) for name, e in encoders.items()
+        ]
+        summary = extract_many("cholec80", targets, _options(frames=png_cache, num_workers=workers),
+                               root=cholec_root)  # fmt: skip
+        assert summary.ok and summary.frames == 2 * (3 + 2 + 4)
+        for name, encoder in encoders.items():
+            video = FeatureStore(extract_features("cholec80", encoder, tmp_path / f"video{workers}" / name,
+                                                  options, root=cholec_root).store)  # fmt: skip
+            cached = FeatureStore(tmp_path / f"cache{workers}" / name)
+            assert cached.videos() == video.videos()
+            for v in video.videos():
+                a, b = video.read(v), cached.read(v)
+                np.testing.assert_array_equal(a.frame_times, b.frame_times)
+                np.testing.assert_array_equal(a.labels, b.labels)
+                assert a.features.dtype == b.features.dtype and a.features.shape == b.features.shape
+                assert a.features.tobytes() == b.features.tobytes(), (name, v)  # identical bytes
+            frames = cached.manifest["preprocessing"]
+            assert frames["frames"] == "png-lmdb" and "jpeg_quality" not in frames
+            assert "frames" not in video.manifest["preprocessing"]
+
+
+def test_a_lossless_cache_is_decoded_on_the_cpu_under_a_cuda_model(png_cache, cache):
+    """nvJPEG cannot read PNG: a PNG cache's frames are decoded (and resized) by the CPU workers, as video
+    decoded on the CPU is; a JPEG cache's go to nvJPEG on the model's device."""
+    from plstitch_eval.data.frames_lmdb import FrameCache
+
+    cuda = torch.device("cuda")
+    assert cache_decoding(_options(), cuda, FrameCache.open(png_cache)).device == "cpu"
+    assert cache_decoding(_options(), cuda, FrameCache.open(cache)).device == "cuda"
+
+
+def test_stores_from_jpeg_and_png_caches_never_mix(cholec_root, png_cache, cache, tmp_path):
+    out = tmp_path / "store"
+    extract_features(
+        "cholec80", "raw-pixels", out, _options(videos=["video01"], frames=cache), root=cholec_root
+    )
+    with pytest.raises(FeatureStoreError, match="preprocessing.frames"):
+        extract_features("cholec80", "raw-pixels", out, _options(frames=png_cache), root=cholec_root)
 
 
 def test_video_and_cache_stores_never_mix(cholec_root, tiny_model_dir, cache, tmp_path):
@@ -144,3 +203,21 @@ def test_cache_on_cuda_is_the_cpu_cache_within_nvjpeg_tolerance(cholec_root, tin
         a, b = FeatureStore(cpu.store).read(v), FeatureStore(gpu.store).read(v)
         np.testing.assert_array_equal(a.frame_times, b.frame_times)
         assert _cosines(a.features, b.features).min() >= MIN_COSINE
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a CUDA model needs a CUDA device")
+def test_a_lossless_cache_under_a_cuda_model_is_video_decoded_on_the_cpu_byte_for_byte(
+    cholec_root, tiny_model_dir, png_cache, tmp_path
+):
+    encoder = load_encoder(str(tiny_model_dir))
+    on_cuda = {"device": "cuda", "precision": "fp32"}
+    video = extract_features(
+        "cholec80", encoder, tmp_path / "video", _options(decode_device="cpu", **on_cuda), root=cholec_root
+    )
+    cached = extract_features(
+        "cholec80", encoder, tmp_path / "cache", _options(frames=png_cache, **on_cuda), root=cholec_root
+    )
+    for v in FeatureStore(video.store).videos():
+        a, b = FeatureStore(video.store).read(v), FeatureStore(cached.store).read(v)
+        np.testing.assert_array_equal(a.frame_times, b.frame_times)
+        assert a.features.dtype == b.features.dtype and a.features.tobytes() == b.features.tobytes(), v
