@@ -7,13 +7,28 @@ The modules, in the order a run uses them:
 - `options`: `PredictOptions`, the run's settings;
 - `sources`: which videos (files, `-` for stdin, a `--root` folder, a dataset) and their labels;
 - `encoder`: the probe's encoder, loaded and checked against the probe, encoding frames as extraction does;
-- `online`: a causal probe following one video frame by frame as it decodes (`--online`, files or pipes);
+- `request`: `PredictRequest`, what the command line asks for, checked before any model loads;
+- `live`: live sources (stream URLs, capture devices) read by a thread that keeps the newest frame;
+- `online`: a causal probe following one video frame by frame as it decodes (`--online`: files, pipes,
+  live sources);
 - `outputs`: `VideoPrediction`, the per-video CSV and timeline figure, the refusal to overwrite;
-- `run`: the run over many videos, offline through extraction's loader or online, and its summary.
+- `run`: the run over many videos, offline through extraction's loader or online, and its summary;
+- `session`: one command's run from its request to the summary JSON and the exit code.
+(`plstitch_eval.utils.sender` streams a file at real-time pace: to try live mode, for tests and benchmarks.)
 Every name other modules use is importable from `plstitch_eval.predict` itself.
 """
 
 from plstitch_eval.predict.encoder import ProbeEncoder, describe, encode_crops, load_probe_encoder
+from plstitch_eval.predict.live import (
+    END_OF_STREAM,
+    LOW_DELAY,
+    Captured,
+    LiveReader,
+    LiveSource,
+    is_live,
+    live_name,
+    parse_input_options,
+)
 from plstitch_eval.predict.online import (
     END_OF_RECORDING,
     FOLLOWED_FORMATS,
@@ -45,6 +60,7 @@ from plstitch_eval.predict.outputs import (
     probability_columns,
     write_prediction,
 )
+from plstitch_eval.predict.request import PredictRequest, live_settings
 from plstitch_eval.predict.run import (
     PredictSummary,
     VideoFailure,
@@ -53,6 +69,7 @@ from plstitch_eval.predict.run import (
     predict_videos,
     run_online,
 )
+from plstitch_eval.predict.session import predict_session
 from plstitch_eval.predict.sources import (
     PHASE_TSV_HEADER,
     STDIN,
@@ -69,6 +86,17 @@ from plstitch_eval.predict.sources import (
 )
 
 __all__ = [
+    "END_OF_STREAM",
+    "LOW_DELAY",
+    "Captured",
+    "LiveReader",
+    "LiveSource",
+    "PredictRequest",
+    "is_live",
+    "live_name",
+    "live_settings",
+    "parse_input_options",
+    "predict_session",
     "END_OF_RECORDING",
     "FIXED_COLUMNS",
     "FOLLOWED_FORMATS",

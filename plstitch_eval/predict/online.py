@@ -22,14 +22,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
+from itertools import chain
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import av
 import numpy as np
+import torch
 
 from plstitch_eval.data.decoders import PYAV, Decoding, read_frames
-from plstitch_eval.data.margin import detect_video_margin
+from plstitch_eval.data.margin import MarginBox, detect_black_margin, detect_video_margin
 from plstitch_eval.data.sampling import TargetClock
 from plstitch_eval.data.video import (
     DEFAULT_VIDEO_FPS,
@@ -39,7 +41,8 @@ from plstitch_eval.data.video import (
 )
 from plstitch_eval.errors import ConfigError, DecodeError
 from plstitch_eval.predict.encoder import ProbeEncoder
-from plstitch_eval.predict.outputs import VideoPrediction
+from plstitch_eval.predict.live import Captured, LiveReader
+from plstitch_eval.predict.outputs import VideoPrediction, probability_columns
 from plstitch_eval.predict.sources import STDIN_NAME, VideoSource
 from plstitch_eval.preprocess import FramePlan, prepare_frame
 from plstitch_eval.probes import Probe
@@ -56,6 +59,7 @@ POLL_S = 0.1  # while nothing new came: how often a followed file or a pipe is l
 END_OF_RECORDING = "end of recording"  # a pipe closed by its writer, or a file read to its end unfollowed
 INTERRUPTED = "interrupted"  # Ctrl-C (SIGINT)
 TERMINATED = "terminated"  # SIGTERM: a service manager, `timeout`, `kill`
+LIVE_MARGIN_S = 5.0  # a live source's black-margin box is found on its first seconds (no reading ahead)
 STOPPED = {signal.SIGINT: INTERRUPTED, signal.SIGTERM: TERMINATED}  # the signals that end a run, and how
 
 
@@ -285,12 +289,14 @@ class _OnlineState:
         self.times: list[float] = []
         self.probabilities: list[np.ndarray] = []
         self.predicted: list[int] = []
+        self.indices: list[int] = []
 
-    def push(self, feature: np.ndarray, time_s: float) -> None:
+    def push(self, feature: np.ndarray, time_s: float, index: int | None = None) -> None:
         """Add frame t's feature and compute the probe's output at t (the new frame alone for a framewise
         probe; else the whole prefix, whose last row a causal probe gives exactly as offline)."""
         self.features.append(feature)
         self.times.append(time_s)
+        self.indices.append(len(self.indices) if index is None else index)
         window = feature[None] if self.framewise else np.stack(self.features)
         logits = self.probe.logits(window)
         self.probabilities.append(self.probe.probabilities(window)[-1])
@@ -300,7 +306,7 @@ class _OnlineState:
 def online_plan(plan: FramePlan, source: VideoSource, decoding: Decoding = PYAV) -> FramePlan:
     """The frame plan of one video followed online: with the probe's black-margin crop, the video's own box,
     found on its first 64 s before the first frame is encoded (a pipe cannot be read ahead: refused)."""
-    if not plan.crop_black_margin:
+    if not plan.crop_black_margin or source.live is not None:  # a live source's: `live_margin`
         return plan
     if source.source is None:
         raise ConfigError(
@@ -320,37 +326,35 @@ def predict_online(
     decoding: Decoding = PYAV,
     follow_s: float = 0.0,
     stop: StopRequest | None = None,
+    on_frame: Callable[[dict[str, Any]], None] | None = None,
 ) -> VideoPrediction:
     """Follow one video as it decodes: encode each sampled frame at once, run the causal probe, `emit` an
-    update at the first frame of every video second (every frame when they are further apart).
+    update at the first frame of every video second (every frame when they are further apart), and hand
+    every frame's row to `on_frame` (`--jsonl`).
 
     A file is decoded on the CPU by `decoding`'s decoder, a pipe by PyAV; a file still being written
-    (`follows(path, follow_s)`) by PyAV too, waiting at its end until it was quiet for `follow_s` seconds.
+    (`follows(path, follow_s)`) by PyAV too, waiting at its end until it was quiet for `follow_s` seconds; a
+    live source (`source.live`) by a `LiveReader`, which keeps only the newest frame (the others dropped).
     Ctrl-C or SIGTERM (`stop`, installed here when not given) ends the video after the frame in hand; the
     prediction holds the frames seen and says how the video ended (`ended`).
     """
-    if not probe.causal:
-        raise ConfigError(
-            f"probe {probe.folder} ({probe.kind}) is not causal: its output at a frame uses later frames, "
-            "so it cannot run --online; drop --online to predict whole videos."
-        )
-    if model.plan.clip is not None:
-        raise ConfigError(
-            f"{model.spec} is a clip encoder: its window around a frame reaches into later frames, so it "
-            "cannot run --online; drop --online."
-        )
+    check_causal(probe, model)
     with ExitStack() as scope:
         stop = stop if stop is not None else scope.enter_context(StopRequest())
         plan = online_plan(model.plan, source, decoding)
         size = plan.resize if plan.resize_on_decode else None
         reader: PolledReader | None = None
-        if source.source is None:
+        live: LiveReader | None = None
+        if source.live is not None:
+            live = LiveReader(source.live, probe.fps, size)
+            samples = live.samples(stop)
+        elif source.source is None:
             reader = PolledReader(stream if stream is not None else stdin_binary(), stop)
-            frames = read_stream(reader, probe.fps, size)
+            samples = stamped(read_stream(reader, probe.fps, size))
         elif follows(source.source, follow_s):
             handle = scope.enter_context(source.source.open("rb", buffering=0))
             reader = PolledReader(handle, stop, follow_s)
-            frames = read_stream(reader, probe.fps, size, name=str(source.source))
+            samples = stamped(read_stream(reader, probe.fps, size, name=str(source.source)))
         else:
             frames = read_frames(
                 source.source,
@@ -360,14 +364,20 @@ def predict_online(
                 threads=1,
                 decoding=decoding.on_cpu(),
             )
+            samples = stamped(frames)
         state = _OnlineState(probe)
         started = time.perf_counter()
+        margin: dict[str, Any] | None = plan.margin.to_dict() if plan.margin is not None else None
         try:
-            _follow(frames, state, plan, model, stop, emit, source.name)
+            if live is not None and plan.crop_black_margin:
+                samples, plan, margin = live_margin(samples, plan)
+            _follow(samples, state, plan, model, stop, emit, source.name, on_frame)
         except DecodeError:
             if not stop.requested:  # Ctrl-C/SIGTERM before a first frame came is no decoding failure
                 raise
-        ended = stop.reason if stop.requested else (reader.ended if reader else None) or END_OF_RECORDING
+        ended = stop.reason if stop.requested else None
+        if ended is None:
+            ended = (live.ended if live else reader.ended if reader else None) or END_OF_RECORDING
     features = np.stack(state.features) if state.features else np.zeros((0, 0), np.float32)
     frame_times = np.asarray(state.times, dtype=np.float64)
     return VideoPrediction(
@@ -379,31 +389,104 @@ def predict_online(
         progression=model.progression(features) if len(features) else None,
         labels=source.ground_truth(frame_times),
         wall_seconds=time.perf_counter() - started,
-        black_margin=plan.margin.to_dict() if plan.margin is not None else None,
+        black_margin=margin,
         ended=ended,
+        frame_indices=np.asarray(state.indices, dtype=np.int64),
+        live=live.record() if live is not None else None,
     )
 
 
+def check_causal(probe: Probe, model: ProbeEncoder) -> None:
+    """Refuse what cannot run online: a non-causal probe, a clip encoder (both look at later frames)."""
+    if not probe.causal:
+        raise ConfigError(
+            f"probe {probe.folder} ({probe.kind}) is not causal: its output at a frame uses later frames, "
+            "so it cannot run --online; save a causal one (plstitch linear --save DIR, or plstitch "
+            "temporal --causal --save DIR) or drop --online to predict whole videos."
+        )
+    if model.plan.clip is not None:
+        raise ConfigError(
+            f"{model.spec} is a clip encoder: its window around a frame reaches into later frames, so it "
+            "cannot run --online; drop --online."
+        )
+
+
+def stamped(frames: Iterator[DecodedFrame]) -> Iterator[Captured]:
+    """Frames of a file or pipe as `Captured` samples, stamped when the decoder hands them over (none is
+    dropped: the decoder waits for the model). Closes `frames` when done."""
+    try:
+        for frame in frames:
+            yield Captured(frame, time.perf_counter(), time.time())
+    finally:
+        close = getattr(frames, "close", None)
+        if close is not None:
+            close()  # a generator's container is closed now, not when collected
+
+
+def live_margin(
+    samples: Iterator[Captured], plan: FramePlan, seconds: float = LIVE_MARGIN_S
+) -> tuple[Iterator[Captured], FramePlan, dict[str, Any]]:
+    """The black-margin box of a live source, found on its first `seconds` (a stream cannot be read ahead):
+    the frames of those seconds are held, the box found on them, then they go on to the model."""
+    held: list[Captured] = []
+    for sample in samples:
+        held.append(sample)
+        if sample.frame.time >= seconds:
+            break
+    images = [torch.from_numpy(np.ascontiguousarray(s.frame.image)).permute(2, 0, 1) for s in held]
+    box = detect_black_margin(torch.stack(images)) if images else MarginBox()
+    record = {
+        **box.to_dict(),
+        "found_on_s": round(held[-1].frame.time, 6) if held else 0.0,
+        "found_on_frames": len(held),
+    }
+    return chain(held, samples), replace(plan, margin=box), record
+
+
+def frame_row(
+    video: str, probe: Probe, sample: Captured, probabilities: np.ndarray, latency_s: float
+) -> dict[str, Any]:
+    """One `--jsonl` line: the CSV's fields (time_s, frame_index, predicted, a probability per class) plus
+    `video`, `captured_at` (Unix time the frame was decoded), `latency_s` (decoded to predicted) and
+    `dropped` (frames dropped so far)."""
+    predicted = int(np.argmax(probabilities))
+    row: dict[str, Any] = {
+        "video": video,
+        "time_s": round(sample.frame.time, 6),
+        "frame_index": sample.frame.index,
+        "predicted": probe.class_names[predicted],
+    }
+    row.update(zip(probability_columns(probe.class_names), map(float, probabilities), strict=True))
+    row.update(
+        captured_at=round(sample.captured_at, 6), latency_s=round(latency_s, 6), dropped=sample.dropped
+    )
+    return row
+
+
 def _follow(
-    frames: Iterator[DecodedFrame],
+    samples: Iterator[Captured],
     state: _OnlineState,
     plan: FramePlan,
     model: ProbeEncoder,
     stop: StopRequest,
     emit: Callable[[OnlineUpdate], None],
     video: str,
+    on_frame: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
-    """Encode and classify each frame as it comes (into `state`), `emit` the first of each video second;
-    stop after the frame in hand when Ctrl-C asked (`stop`)."""
+    """Encode and classify each frame as it comes (into `state`), `emit` the first of each video second,
+    hand every frame's row to `on_frame`; stop after the frame in hand when Ctrl-C asked (`stop`)."""
     last_second: int | None = None
     pin = model.device.type == "cuda"
     probe = state.probe
     try:
-        for frame in frames:
-            decoded_at = time.perf_counter()
+        for sample in samples:
+            frame = sample.frame
             crop = prepare_frame(frame.image, plan)[None]
             feature = model.encode(crop.pin_memory() if pin else crop)[0].cpu().numpy()
-            state.push(feature, frame.time)
+            state.push(feature, frame.time, frame.index)
+            latency = time.perf_counter() - sample.captured
+            if on_frame is not None:
+                on_frame(frame_row(video, probe, sample, state.probabilities[-1], latency))
             second = int(np.floor(frame.time + 1e-6))
             if last_second is None or second > last_second:
                 last_second = second
@@ -415,12 +498,12 @@ def _follow(
                         frame_index=frame.index,
                         phase=probe.class_names[predicted],
                         probability=float(state.probabilities[-1][predicted]),
-                        latency_s=time.perf_counter() - decoded_at,
+                        latency_s=latency,
                     )
                 )
             if stop.requested:
                 break
     finally:
-        close = getattr(frames, "close", None)
+        close = getattr(samples, "close", None)
         if close is not None:
-            close()  # a generator's container is closed now, not when collected
+            close()  # the decoder (a generator's container, a live reader) stops now

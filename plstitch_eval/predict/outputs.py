@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 from matplotlib.patches import Patch
@@ -71,6 +73,8 @@ class VideoPrediction:
     files: dict[str, str] = field(default_factory=dict)
     black_margin: dict[str, float] | None = None
     ended: str | None = None
+    frame_indices: np.ndarray | None = None  # sample number of each row (None: 0, 1, ...); online drops skip
+    live: dict[str, Any] | None = None  # a live source: how it was opened, its clock, dropped frames, gaps
 
     @property
     def frames(self) -> int:
@@ -112,6 +116,8 @@ class VideoPrediction:
             out["accuracy"] = float(correct.mean() * 100) if correct.size else None
             out["labelled_frames"] = int(labelled.sum())
         out["black_margin"] = None if self.black_margin is None else dict(self.black_margin)
+        if self.live is not None:
+            out["live"] = dict(self.live)
         out["files"] = dict(self.files)
         return out
 
@@ -125,8 +131,10 @@ def csv_text(prediction: VideoPrediction, class_names: Sequence[str]) -> str:
     if prediction.progression is not None:
         header.append(PROGRESSION_COLUMN)
     writer.writerow(header)
+    indices = prediction.frame_indices
     for i, time_s in enumerate(prediction.frame_times):
-        row = [f"{time_s:.6f}", i, class_names[int(prediction.predicted[i])]]
+        index = i if indices is None else int(indices[i])
+        row = [f"{time_s:.6f}", index, class_names[int(prediction.predicted[i])]]
         row += [repr(float(p)) for p in prediction.probabilities[i]]
         if prediction.progression is not None:
             row.append(f"{prediction.progression[i]:.6f}")
@@ -188,3 +196,47 @@ def write_prediction(
     save_figure(plot_prediction(prediction, probe.class_names, title), png_path)
     prediction.files = {"csv": str(csv_path), "png": str(png_path)}
     return prediction.files
+
+
+class JsonLines:
+    """`--jsonl PATH|-`: one JSON object per line, flushed as it is written (a reader sees each prediction
+    as it is made). A file is created new (an existing one only with `overwrite`)."""
+
+    def __init__(self, target: str | Path, overwrite: bool = False) -> None:
+        self.target = str(target)
+        self._handle: IO[str] | None = None
+        if self.target != "-":
+            check_jsonl_target(self.target, overwrite)
+
+    def __enter__(self) -> JsonLines:
+        if self.target == "-":
+            self._handle = sys.stdout
+        else:
+            Path(self.target).parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.target, "w", encoding="utf-8")  # noqa: SIM115 - closed in __exit__
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._handle is not None and self._handle is not sys.stdout:
+            self._handle.close()
+        self._handle = None
+
+    def write(self, row: dict[str, Any]) -> None:
+        """Write one line and flush it."""
+        assert self._handle is not None, "JsonLines is written inside its `with` block"
+        self._handle.write(json.dumps(row, allow_nan=False) + "\n")
+        self._handle.flush()
+
+
+def check_jsonl_target(target: str | Path, overwrite: bool) -> None:
+    """Refuse a `--jsonl` file that exists (without `overwrite`) or whose folder is a file."""
+    path = Path(target)
+    if path.is_dir():
+        raise ConfigError(f"--jsonl {path} is a folder; give a file name (or - for stdout).")
+    if path.exists() and not overwrite:
+        raise ConfigError(f"--jsonl {path} exists; pass --overwrite to replace it, or choose another file.")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"--jsonl {path}: {parent} is a file, not a folder; choose another path.")
+            break

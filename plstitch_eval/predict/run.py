@@ -129,7 +129,9 @@ def predict_videos(
     """Decode, encode and classify every source with extraction's loader; write each video's CSV and figure
     as soon as its last frame is in. A video that fails to decode is reported, the others go on."""
     if any(src.source is None for src in sources):
-        raise ConfigError("Reading stdin (-) needs --online; or save the stream to a file first.")
+        raise ConfigError(
+            "Reading stdin (-) or a live source needs --online; or save the stream to a file first."
+        )
     check_outputs(out, [src.name for src in sources], options.overwrite)
     jobs = [VideoJob(i, src.source, src.folder_fps) for i, src in enumerate(sources)]
     workers = default_workers(model.device) if options.num_workers is None else options.num_workers
@@ -193,10 +195,12 @@ def run_online(
     overwrite: bool = False,
     decoding: Decoding = PYAV,
     follow_s: float = 0.0,
+    on_frame: Callable[[dict[str, Any]], None] | None = None,
 ) -> PredictSummary:
     """`predict_online` on each source in turn (files still being written followed until quiet for
-    `follow_s` seconds); with `out`, each video's CSV and figure when it ends. Ctrl-C or SIGTERM ends the
-    video in hand, whose outputs are written, and the run."""
+    `follow_s` seconds; live sources read newest frame first); with `out`, each video's CSV and figure when
+    it ends; every frame's row to `on_frame` (`--jsonl`). Ctrl-C or SIGTERM ends the video in hand, whose
+    outputs are written, and the run."""
     if out is not None:
         check_outputs(out, [src.name for src in sources], overwrite)
     predictions, failed = [], []
@@ -206,7 +210,9 @@ def run_online(
             if stop.requested:
                 break
             try:
-                prediction = predict_online(probe, model, src, emit, stream, decoding, follow_s, stop)
+                prediction = predict_online(
+                    probe, model, src, emit, stream, decoding, follow_s, stop, on_frame
+                )
             except DecodeError as exc:
                 failed.append(VideoFailure(src.name, src.shown, str(exc)))
                 continue

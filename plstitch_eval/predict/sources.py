@@ -5,7 +5,7 @@ videos of a `--root` folder, or a dataset's videos with their annotations; optio
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +17,7 @@ from plstitch_eval.data.media import VIDEO_EXTENSIONS, is_video_file
 from plstitch_eval.data.video import probe as probe_video
 from plstitch_eval.errors import ConfigError, DecodeError
 from plstitch_eval.extract import select_videos
+from plstitch_eval.predict.live import LiveSource, is_live, live_name
 
 STDIN = "-"  # the VIDEO argument that reads the stream piped into stdin
 STDIN_NAME = "stdin"  # its name in outputs and the summary
@@ -33,10 +34,13 @@ class VideoSource:
     labels: np.ndarray | None = None
     label_fps: float | None = None
     folder_fps: float | None = None
+    live: LiveSource | None = None  # a stream or capture device (`--online` only); `source` is then None
 
     @property
     def shown(self) -> str:
         """How messages name the input."""
+        if self.live is not None:
+            return self.live.address
         return STDIN_NAME if self.source is None else str(self.source)
 
     def ground_truth(self, frame_times: np.ndarray) -> np.ndarray | None:
@@ -77,8 +81,10 @@ def sources_from_paths(
     class_names: Sequence[str],
     labels: Sequence[str | Path] = (),
     label_fps: float | None = None,
+    live: LiveSource | None = None,
 ) -> list[VideoSource]:
-    """Inputs named on the command line (`-` = stdin), each with its `--labels` file when given (in order).
+    """Inputs named on the command line (`-` = stdin; a URL or /dev/videoN: a live source opened as `live`
+    says), each with its `--labels` file when given (in order).
 
     Labels are one per frame at `label_fps`, default the video's own frame rate (as Cholec80's files are).
     """
@@ -91,12 +97,15 @@ def sources_from_paths(
         raise ConfigError(f"--labels-fps must be > 0, got {label_fps}.")
     sources = []
     for i, video in enumerate(videos):
+        labels_file = labels[i] if labels else None
+        if is_live(str(video), None if live is None else live.input_format):
+            sources.append(live_source(str(video), class_names, labels_file, label_fps, live))
+            continue
         if str(video) == STDIN:
             path = None
         else:
             path = Path(video).expanduser()
             check_video(path)
-        labels_file = labels[i] if labels else None
         if labels_file is None:
             sources.append(VideoSource(STDIN_NAME if path is None else path.stem, path))
             continue
@@ -107,6 +116,23 @@ def sources_from_paths(
         sources.append(VideoSource(STDIN_NAME if path is None else path.stem, path, ids, rate))
     check_unique_names(sources)
     return sources
+
+
+def live_source(
+    address: str,
+    class_names: Sequence[str],
+    labels_file: str | Path | None,
+    label_fps: float | None,
+    live: LiveSource | None,
+) -> VideoSource:
+    """A live source (named after its address) opened with `live`'s format, options and timeouts."""
+    settings = replace(live, address=address) if live is not None else LiveSource(address)
+    if labels_file is None:
+        return VideoSource(live_name(address), None, live=settings)
+    if label_fps is None:
+        raise ConfigError(f"--labels for {address} needs --labels-fps (the rate of the label rows).")
+    ids = read_labels(labels_file, class_names)
+    return VideoSource(live_name(address), None, ids, label_fps, live=settings)
 
 
 def sources_from_dataset(

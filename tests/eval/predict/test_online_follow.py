@@ -390,7 +390,7 @@ def test_sigterm_on_a_followed_recording_writes_what_was_seen_and_exits_143(data
 )
 def test_a_second_signal_stops_at_once_with_its_exit_code(data, tmp_path, monkeypatch, signum, code, verb):
     """A second Ctrl-C or SIGTERM (`StopNow`) leaves predict where it is: one line, 128 + the signal."""
-    import plstitch_eval.predict as predict_package
+    import plstitch_eval.predict.session as predict_package
 
     def stopped_twice(*_args, **_kwargs):
         raise StopNow(signum)

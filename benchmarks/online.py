@@ -1,0 +1,183 @@
+"""Live prediction latency: a sender streams a synthetic procedural video (H.264 in MPEG-TS, a keyframe per
+second) at real-time pace over loopback UDP or TCP while `plstitch predict --online URL --jsonl` runs.
+
+For each model, transport and probe rate it reports, from the JSON lines and the summary:
+- capture-to-prediction latency p50/p95/p99 (frame decoded -> its probabilities written; `latency_s`);
+- end-to-end p50/p99 (the frame's due send time -> prediction; the send clock is taken as the earliest
+  arrival, so it is a lower bound by the loopback delay);
+- keep-up (samples predicted / samples due), dropped samples, and lag growth (the end-to-end delay's least
+  squares slope, ms per minute; the first and last minute's mean).
+
+    python benchmarks/online.py --seconds 300                      # tiny model, UDP+TCP, 1 fps, 5 min
+    python benchmarks/online.py --model vit-b16 --seconds 60 --fps 1  # pl-stitch-lemon's ViT-B/16, random
+    python benchmarks/online.py --fps 1,5,10,25 --seconds 30         # the highest rate that keeps up
+
+Probes are random linear heads on the model's features (timing only: the classes do not matter).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import av
+import numpy as np
+import torch
+
+from plstitch_eval.data.datasets import get_dataset
+from plstitch_eval.data.synthetic import generate_synthetic
+from plstitch_eval.extract import ExtractOptions, extract_features
+from plstitch_eval.features import FeatureStore
+from plstitch_eval.probes import LinearProbeHead, save_probe
+from plstitch_eval.utils.sender import free_port, wait_udp_listener
+
+HOST = "127.0.0.1"
+VIT_B = "vit-b16"  # --model: a random ViT-B/16 (the pl-stitch-lemon architecture) saved as a timm folder
+
+
+def random_vit_b(folder: Path) -> str:
+    """A timm-format folder holding a ViT-B/16 with random weights (timing needs no weights, nor network)."""
+    import timm
+
+    from plstitch_eval.hub.timm_format import save_timm_dir
+    from plstitch_eval.preprocess import DataConfig
+
+    torch.manual_seed(0)
+    model = timm.create_model("vit_base_patch16_224", pretrained=False, num_classes=0)
+    return str(save_timm_dir(model, folder / "vit-b16", DataConfig()))
+
+
+def stream_video(folder: Path, seconds: float, size: int) -> tuple[Path, Path]:
+    """One synthetic procedural video re-encoded with a keyframe per second (the sender loops it), and the
+    synthetic dataset root (for a probe's manifest)."""
+    root = generate_synthetic(
+        folder / "synthetic",
+        n_videos=1,
+        size=size,
+        seed=0,
+        min_seconds=seconds,
+        max_seconds=seconds,
+        workers=1,
+    )
+    source = root / "videos" / "video01.mp4"
+    target = folder / "stream.mp4"
+    with av.open(str(source)) as src, av.open(str(target), "w") as dst:
+        stream = dst.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = size, size, "yuv420p"
+        stream.options = {
+            "preset": "ultrafast",
+            "crf": "18",
+            "g": "25",
+            "keyint_min": "25",
+            "tune": "zerolatency",
+        }
+        for frame in src.decode(video=0):
+            dst.mux(stream.encode(frame.reformat(format="yuv420p")))
+        dst.mux(stream.encode(None))
+    return target, root
+
+
+def make_probe(folder: Path, synthetic: dict, model: str, fps: float) -> Path:
+    """A random linear probe on `model`'s features at `fps` (its manifest from extracting a 2 s video)."""
+    adapter = get_dataset("synthetic", **synthetic)
+    store = folder / f"store-{fps:g}"
+    options = ExtractOptions(fps=fps, num_workers=0, device="cpu", progress=False)
+    if not (store / "manifest.json").exists():
+        assert extract_features(adapter, model, store, options).ok
+    features = FeatureStore(store)
+    dim = int(features.manifest["feature_dim"])
+    torch.manual_seed(0)
+    head = LinearProbeHead(
+        torch.zeros(dim),
+        torch.ones(dim),
+        torch.randn(dim, len(features.class_names)),
+        torch.zeros(len(features.class_names)),
+    )
+    return save_probe(
+        folder / f"probe-{fps:g}", "linear", head, features.manifest, features.class_names, {}, {}
+    )
+
+
+def run_one(probe: Path, video: Path, transport: str, seconds: float, loops: int, folder: Path) -> dict:
+    """Stream `video` (`loops` times) over `transport` while predict runs; the measured figures."""
+    kind = socket.SOCK_DGRAM if transport == "udp" else socket.SOCK_STREAM
+    port = free_port(kind)
+    address = f"{transport}://{HOST}:{port}"
+    lines, summary = folder / f"{transport}.jsonl", folder / f"{transport}.json"
+    for path in (lines, summary):
+        path.unlink(missing_ok=True)
+    predict = [
+        "plstitch", "--quiet", "predict", "--probe", str(probe), "--online", address, "--jsonl", str(lines),
+        "--json", str(summary), "--connect-timeout", "60" if transport == "tcp" else "3", "--device", "cpu",
+    ]  # fmt: skip
+    send_to = f"{address}?listen=1" if transport == "tcp" else address
+    send = [sys.executable, "-m", "plstitch_eval.utils.sender", str(video), send_to, "--loops", str(loops)]
+    if transport == "tcp":
+        sender = subprocess.Popen(send, stdout=subprocess.DEVNULL)
+        receiver = subprocess.Popen(predict, stdout=subprocess.DEVNULL)
+    else:
+        receiver = subprocess.Popen(predict, stdout=subprocess.DEVNULL)
+        wait_udp_listener(port)
+        sender = subprocess.Popen(send, stdout=subprocess.DEVNULL)
+    sender.wait()
+    receiver.wait()
+    rows = [json.loads(line) for line in lines.read_text().splitlines()]
+    live = json.loads(summary.read_text())["videos"][0]["live"]
+    latency = np.array([r["latency_s"] for r in rows]) * 1000
+    done = np.array([r["captured_at"] + r["latency_s"] for r in rows])
+    times = np.array([r["time_s"] for r in rows])
+    send_clock = np.min(np.array([r["captured_at"] for r in rows]) - times)
+    e2e = (done - send_clock - times) * 1000
+    minutes = times / 60
+    slope = float(np.polyfit(minutes, e2e, 1)[0]) if len(rows) > 2 else float("nan")
+    first, last = e2e[times < times[0] + 60], e2e[times > times[-1] - 60]
+    return {
+        "transport": transport,
+        "samples": len(rows),
+        "due": live["due"],
+        "dropped": live["dropped"],
+        "kept_up": live["kept_up"],
+        "latency_ms": {q: round(float(np.percentile(latency, int(q[1:]))), 1) for q in ("p50", "p95", "p99")},
+        "e2e_ms": {q: round(float(np.percentile(e2e, int(q[1:]))), 1) for q in ("p50", "p99")},
+        "lag_growth_ms_per_min": round(slope, 2),
+        "e2e_first_last_min_ms": [round(float(first.mean()), 1), round(float(last.mean()), 1)],
+        "seconds": round(float(times[-1] - times[0]), 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="plstitch-tiny-synthetic")
+    parser.add_argument("--fps", default="1", help="probe rates, comma-separated")
+    parser.add_argument("--transports", default="udp,tcp")
+    parser.add_argument("--seconds", type=float, default=300.0, help="stream length")
+    parser.add_argument("--size", type=int, default=224, help="frame side of the synthetic stream")
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    clip_s = 30.0
+    loops = max(1, int(np.ceil(args.seconds / clip_s)))
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        video, _ = stream_video(folder, clip_s, args.size)
+        short = {"n_videos": 1, "size": args.size, "seed": 1, "min_seconds": 2.0, "max_seconds": 2.0}
+        short["root"] = generate_synthetic(folder / "short", workers=1, **short)
+        model = random_vit_b(folder) if args.model == VIT_B else args.model
+        for fps in [float(f) for f in args.fps.split(",")]:
+            probe = make_probe(folder, short, model, fps)
+            for transport in args.transports.split(","):
+                result = run_one(probe, video, transport, args.seconds, loops, folder)
+                result.update(model=args.model, fps=fps, cpu_threads=torch.get_num_threads(), frame=args.size)
+                print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
