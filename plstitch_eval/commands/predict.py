@@ -126,6 +126,14 @@ ProgressionOpt = Annotated[
         help="Progression column from the encoder's PL-Stitch temporal head (default: when it has one).",
     ),
 ]
+RuntimeOpt = Annotated[
+    str,
+    typer.Option(
+        "--runtime",
+        help="torch (default), or onnx: the probe's encoder and head run by onnxruntime from an export "
+        "folder (plstitch export-onnx PROBE --out DIR; --probe DIR).",
+    ),
+]
 OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace existing output files.")]
 SummaryJsonOpt = Annotated[
     Path | None,
@@ -165,6 +173,7 @@ def predict(
     precision: PrecisionOpt = None,
     which: WhichOpt = None,
     trust_pickle: TrustPickleOpt = False,
+    runtime: RuntimeOpt = "torch",
     overwrite: OverwriteOpt = False,
     json_path: SummaryJsonOpt = None,
 ) -> None:
@@ -190,10 +199,8 @@ def predict(
             decode_device=decode_device,
         ),
         **given(which=which, follow_timeout=follow_timeout),
-        overwrite=overwrite,
-        progression=progression,
-        trust_pickle=trust_pickle,
-    )
+        overwrite=overwrite, progression=progression, trust_pickle=trust_pickle, runtime=runtime,
+    )  # fmt: skip
     live, live_flags = live_settings(input_format, input_options, connect_timeout, reconnect_timeout)
     request = PredictRequest(
         videos=list(videos or []), root=root, dataset=dataset, split=split, split_scheme=split_scheme,
@@ -210,6 +217,21 @@ def predict(
         raise typer.Exit(code=code)
 
 
+def export_onnx(
+    probe_dir: Annotated[Path, typer.Argument(help="Probe folder (plstitch linear/temporal --save DIR).")],
+    out: Annotated[Path, typer.Option("--out", help="Export folder: the probe plus its ONNX graphs.")],
+    opset: Annotated[int, typer.Option("--opset", help="ONNX opset of the graphs.")] = 17,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier export.")] = False,
+) -> None:
+    """Export a probe and its encoder to ONNX (recognizer.onnx: frames -> features and probabilities;
+    head.onnx: features -> logits) for onnxruntime, TensorRT or `predict --probe OUT --runtime onnx`."""
+    from plstitch_eval.predict.onnx import export_onnx as export
+    from plstitch_eval.utils.io import write_json_output
+
+    write_json_output("-", {"out": str(out), **export(probe_dir, out, overwrite=overwrite, opset=opset)})
+
+
 def register(app: typer.Typer) -> None:
-    """Add `plstitch predict` to the app."""
+    """Add `plstitch predict` and `plstitch export-onnx` to the app."""
     app.command("predict")(predict)
+    app.command("export-onnx")(export_onnx)

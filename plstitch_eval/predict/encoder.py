@@ -38,6 +38,7 @@ class ProbeEncoder:
     device: torch.device
     precision: str
     progression_head: Any = None
+    runtime: str = "torch"  # what runs the encoder and the probe: torch, or onnxruntime (`predict.onnx`)
 
     @property
     def spec(self) -> str:
@@ -150,4 +151,5 @@ def describe(probe: Probe, model: ProbeEncoder) -> str:
     return (
         f"{probe.kind} probe {probe.folder} ({probe.num_classes} classes) on {model.spec} features, "
         f"{probe.fps:g} fps, {model.device.type} {model.precision}"
+        + ("" if model.runtime == "torch" else f", {model.runtime}")
     )

@@ -105,6 +105,7 @@ class PredictSummary:
             "probe": str(self.probe.folder),
             "kind": self.probe.kind,
             "encoder": self.model.spec,
+            "runtime": self.model.runtime,
             "fps": self.probe.fps,
             "class_names": list(names),
             "progression": self.model.progression_head is not None,

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from plstitch_eval.predict.encoder import describe, load_probe_encoder
 from plstitch_eval.predict.online import OnlineUpdate
+from plstitch_eval.predict.onnx import load_onnx_runtime
 from plstitch_eval.predict.options import PredictOptions
 from plstitch_eval.predict.outputs import JsonLines, check_outputs
 from plstitch_eval.predict.request import PredictRequest, stopped_twice_line, stopped_verb
@@ -35,7 +36,10 @@ def predict_session(
     if request.out is not None:
         check_outputs(request.out, [s.name for s in sources], options.overwrite)  # before the model loads
     lines = JsonLines(request.jsonl, options.overwrite) if request.jsonl is not None else None
-    model = load_probe_encoder(probe, options)
+    if options.runtime == "onnx":
+        probe, model = load_onnx_runtime(probe, options)
+    else:
+        model = load_probe_encoder(probe, options)
     say(describe(probe, model))
     if request.online:
         decoding = predict_decoding(probe, model, sources, options)

@@ -273,7 +273,7 @@ def test_a_model_slower_than_the_stream_drops_frames_with_flat_latency(model, li
 
 def test_a_device_input_format_lavfi(data, tmp_path):
     """Any FFmpeg input format (here lavfi's test source, as v4l2 for a capture card) with its clock."""
-    address = "testsrc2=size=64x64:rate=10:duration=3"
+    address = "testsrc2=size=64x64:rate=10:duration=3,realtime"  # paced as a camera is
     assert is_live(address, "lavfi") and not is_live(address)
     result = invoke(
         "predict", "--probe", data["probe"], "--online", address, "--input-format", "lavfi",

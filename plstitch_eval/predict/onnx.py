@@ -1,0 +1,220 @@
+"""A probe and its encoder as ONNX graphs, for deployment outside PyTorch (`plstitch export-onnx`), and run by
+onnxruntime in `plstitch predict --runtime onnx` with the same decoding and preprocessing.
+
+An export folder is the probe folder (`probe.json`, its weights: it still loads as a probe) plus:
+- `recognizer.onnx`: prepared frames (uint8 [N, 3, H, W], resized and cropped as the probe's preprocessing
+  says) -> `features` [N, D] and, for a linear probe, `probabilities` [N, C]: normalisation, encoder and head
+  in one graph with a dynamic batch;
+- `head.onnx`: one video's `features` [T, D] -> `logits` [T, C] (a temporal probe's causal head, T dynamic);
+- `onnx.json`: what the graphs expect (frame plan, class names, fps, opset, the versions that wrote them),
+  also stored in `recognizer.onnx`'s metadata, so the graph alone says how to feed it.
+Needs the `onnx` extra (`pip install 'plstitch[onnx]'`: onnx, onnxruntime).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from dataclasses import replace
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from plstitch_eval.errors import ConfigError
+from plstitch_eval.predict.encoder import ProbeEncoder, load_probe_encoder
+from plstitch_eval.predict.options import PredictOptions
+from plstitch_eval.preprocess import FramePlan, normalize_crops
+from plstitch_eval.probes import Probe, load_probe
+from plstitch_eval.utils.io import temp_dir_beside, write_json_atomic
+
+RECOGNIZER, HEAD, ONNX_JSON = "recognizer.onnx", "head.onnx", "onnx.json"
+OPSET = 17
+ONNX_SCHEMA = "plstitch-onnx/1"
+EXTRA_HINT = "install the onnx extra: pip install 'plstitch[onnx]'"
+PLAN_FIELDS = ("fps", "resize", "crop", "interpolation", "mean", "std", "resize_on_decode", "squash")
+
+
+def require_onnxruntime():
+    """The onnxruntime module, or one line saying which extra to install."""
+    try:
+        import onnxruntime
+    except ImportError:
+        raise ConfigError(f"--runtime onnx and export-onnx need onnxruntime; {EXTRA_HINT}.") from None
+    return onnxruntime
+
+
+class _Recognizer(nn.Module):
+    """uint8 frames -> features (and a linear head's probabilities): the graph `recognizer.onnx` holds."""
+
+    def __init__(self, encoder: nn.Module, plan: FramePlan, head: nn.Module | None) -> None:
+        super().__init__()
+        self.encoder, self.plan, self.head = encoder, plan, head
+
+    def forward(self, frames: torch.Tensor):
+        features = self.encoder(normalize_crops(frames, self.plan)).float()
+        if self.head is None:
+            return features
+        return features, torch.softmax(self.head(features), dim=-1)
+
+
+def export_onnx(
+    probe_folder: str | Path, out: str | Path, overwrite: bool = False, opset: int = OPSET
+) -> dict:
+    """Write the export folder `out` for the probe at `probe_folder` (see the module docstring); returns
+    its `onnx.json` record. The encoder is exported on the CPU in fp32; the folder appears whole or not at
+    all (written beside it, then renamed)."""
+    require_onnxruntime()
+    out = Path(out).expanduser()
+    if out.exists() and not overwrite:
+        raise ConfigError(f"{out} exists; pass --overwrite to replace it, or choose another --out.")
+    if out.exists() and not (out / ONNX_JSON).is_file():
+        raise ConfigError(f"{out} is not an ONNX export folder (no {ONNX_JSON}); choose another --out.")
+    probe = load_probe(probe_folder)
+    options = PredictOptions(device="cpu", precision="fp32", num_workers=0, progression=False)
+    model = load_probe_encoder(probe, options)
+    if model.plan.clip is not None:
+        raise ConfigError(f"{model.spec} is a clip encoder; export-onnx takes single-frame encoders only.")
+    encoder = model.encoder.eval()
+    linear = probe.kind == "linear"
+    height, width = model.plan.crop
+    frames = torch.zeros(2, 3, height, width, dtype=torch.uint8)
+    dim = int(probe.encoder["feature_dim"])
+    tmp = temp_dir_beside(out)
+    try:
+        for name in (n for n in ("probe.json", "probe.safetensors") if (probe.folder / n).is_file()):
+            shutil.copy2(probe.folder / name, tmp / name)
+        recognizer = _Recognizer(encoder, model.plan, probe.head if linear else None).eval()
+        outputs = ["features", "probabilities"] if linear else ["features"]
+        _export(recognizer, frames, tmp / RECOGNIZER, ["frames"], outputs, {"frames": {0: "batch"}}, opset)
+        _export(
+            probe.head,
+            torch.zeros(3, dim),
+            tmp / HEAD,
+            ["features"],
+            ["logits"],
+            {"features": {0: "frames"}},
+            opset,
+        )
+        record = {
+            "schema": ONNX_SCHEMA,
+            "kind": probe.kind,
+            "class_names": list(probe.class_names),
+            "fps": probe.fps,
+            "causal": probe.causal,
+            "encoder": dict(probe.encoder),
+            "plan": {key: _jsonable(getattr(model.plan, key)) for key in PLAN_FIELDS},
+            "crop_black_margin": model.plan.crop_black_margin,
+            "inputs": {
+                "frames": f"uint8 [N, 3, {height}, {width}] RGB, resized and cropped (not normalised)"
+            },
+            "outputs": outputs,
+            "opset": opset,
+            "versions": {name: version(name) for name in ("torch", "onnx", "onnxruntime")},
+        }
+        _set_metadata(tmp / RECOGNIZER, record)
+        write_json_atomic(tmp / ONNX_JSON, record)
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.replace(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return record
+
+
+def _export(module: nn.Module, example: torch.Tensor, path: Path, inputs, outputs, axes, opset: int) -> None:
+    """torch.onnx.export by tracing (the TorchScript exporter: no onnxscript needed), dynamic first axis.
+
+    The tracer's warnings are silenced: they flag Python values frozen into the graph (the normalisation
+    constants, shape checks), which the parity tests check at other batch sizes and lengths.
+    """
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message="Constant folding", category=UserWarning)
+        torch.onnx.export(
+            module, (example,), str(path), input_names=inputs, output_names=outputs, dynamic_axes=axes,
+            opset_version=opset, dynamo=False,
+        )  # fmt: skip
+
+
+def _set_metadata(path: Path, record: dict) -> None:
+    """Store the export record in the graph's metadata (key `plstitch`)."""
+    import onnx
+
+    model = onnx.load(str(path))
+    entry = model.metadata_props.add()
+    entry.key, entry.value = "plstitch", json.dumps(record)
+    onnx.save(model, str(path))
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def read_export(folder: str | Path) -> dict:
+    """An export folder's `onnx.json` (one line when the folder is a probe that was not exported)."""
+    path = Path(folder).expanduser() / ONNX_JSON
+    if not path.is_file():
+        raise ConfigError(
+            f"{folder} holds no ONNX export ({ONNX_JSON}); make one with plstitch export-onnx {folder} "
+            "--out DIR, then predict --probe DIR --runtime onnx."
+        )
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if record.get("schema") != ONNX_SCHEMA:
+        raise ConfigError(f"{path}: schema {record.get('schema')!r}, expected {ONNX_SCHEMA!r}; export again.")
+    return record
+
+
+class OnnxHead(nn.Module):
+    """A probe head run by onnxruntime (`head.onnx`): features [T, D] -> logits [T, C]."""
+
+    def __init__(self, session: Any) -> None:
+        super().__init__()
+        self.session = session
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        x = np.ascontiguousarray(features.detach().cpu().numpy(), dtype=np.float32)
+        return torch.from_numpy(self.session.run(["logits"], {"features": x})[0])
+
+
+class OnnxProbeEncoder(ProbeEncoder):
+    """The probe's encoder as `recognizer.onnx` in onnxruntime: prepared uint8 crops -> features."""
+
+    def __init__(self, session: Any, plan: FramePlan, spec: str) -> None:
+        device = torch.device("cpu")
+        super().__init__(encoder=session, plan=plan, device=device, precision="fp32", runtime="onnxruntime")
+        self._spec = spec
+
+    @property
+    def spec(self) -> str:
+        return self._spec
+
+    def encode(self, crops: torch.Tensor) -> torch.Tensor:
+        frames = np.ascontiguousarray(crops.cpu().numpy(), dtype=np.uint8)
+        return torch.from_numpy(self.encoder.run(["features"], {"frames": frames})[0])
+
+
+def load_onnx_runtime(probe: Probe, options: PredictOptions) -> tuple[Probe, OnnxProbeEncoder]:
+    """The probe with its head and encoder run by onnxruntime from its export folder (the CUDA provider on a
+    CUDA device when onnxruntime has it, else the CPU)."""
+    ort = require_onnxruntime()
+    record = read_export(probe.folder)
+    providers = ["CPUExecutionProvider"]
+    if (
+        str(options.device or "").startswith("cuda")
+        and "CUDAExecutionProvider" in ort.get_available_providers()
+    ):
+        providers.insert(0, "CUDAExecutionProvider")
+    session = ort.InferenceSession(str(probe.folder / RECOGNIZER), providers=providers)
+    head = ort.InferenceSession(str(probe.folder / HEAD), providers=providers)
+    values = dict(record["plan"])
+    values["crop"] = tuple(values["crop"])
+    values["mean"], values["std"] = tuple(values["mean"]), tuple(values["std"])
+    plan = FramePlan(**values, crop_black_margin=bool(record.get("crop_black_margin")))
+    model = OnnxProbeEncoder(session, plan, str(probe.encoder.get("spec")))
+    return replace(probe, head=OnnxHead(head)), model
