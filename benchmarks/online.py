@@ -123,7 +123,7 @@ def run_one(probe: Path, video: Path, transport: str, seconds: float, loops: int
         receiver = subprocess.Popen(predict, stdout=subprocess.DEVNULL)
     else:
         receiver = subprocess.Popen(predict, stdout=subprocess.DEVNULL)
-        wait_udp_listener(port)
+        wait_udp_listener(port, timeout=300)  # predict starts (loads its model) first
         sender = subprocess.Popen(send, stdout=subprocess.DEVNULL)
     sender.wait()
     receiver.wait()

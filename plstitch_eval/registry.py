@@ -3,9 +3,11 @@
 A `Registry` maps a name to an entry. Entries register where they are defined (timm's `@register_model`);
 the shipped ones are imported on the registry's first use (`builtins`), then the modules that installed
 packages name under the registry's entry-point group (`plstitch.protocols`, ...; pytest's `pytest11` is the
-model), never at CLI start-up. A duplicate name is refused naming both packages; a plugin that fails to load
-is one warning line naming it, and the rest works (`--debug` shows the traceback). Listing order is stable:
-by `place` (the shipped ones' sections), then in registration order. Unknown names get close matches.
+model), never at CLI start-up. A duplicate name is refused naming both packages (one definition registered
+again from the same file and line - a plugin module run as `python -m` - is one registration); a plugin that
+fails to load is one warning line naming it, never wrapped, and the rest works (`--debug` shows the
+traceback). Listing order is stable: by `place` (the shipped ones' sections), then in registration order.
+Unknown names get close matches.
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ import contextvars
 import difflib
 import importlib
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from importlib import metadata
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Generic, TypeVar
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.utils.console import logger
+from plstitch_eval.utils.console import ONE_LINE, logger
 
 __all__ = ["SHIPPED_PACKAGE", "Registry", "import_modules", "package_of", "plugin_entry_points"]
 
@@ -55,12 +58,32 @@ _PLUMBING = {
 }
 
 
-def _registering_module() -> str | None:
-    """The module whose code asked to register: the first caller outside the registries' plumbing."""
+def _registering_frame() -> FrameType | None:
+    """The frame whose code asked to register: the first caller outside the registries' plumbing."""
     frame = sys._getframe(1)
     while frame is not None and frame.f_globals.get("__name__") in _PLUMBING:
         frame = frame.f_back
+    return frame
+
+
+def _registering_module() -> str | None:
+    """The module whose code asked to register."""
+    frame = _registering_frame()
     return frame.f_globals.get("__name__") if frame is not None else None
+
+
+def _source(frame: FrameType | None) -> tuple[str, str, int] | None:
+    """Where a registration was made: (module, resolved source file, line); None when the code is not from
+    a file (`exec` of a string, an interactive session)."""
+    if frame is None or not os.path.isfile(frame.f_code.co_filename):
+        return None
+    return frame.f_globals.get("__name__", ""), os.path.realpath(frame.f_code.co_filename), frame.f_lineno
+
+
+def _defined_name(entry: object) -> str:
+    """An entry's own name (a class's or function's qualified name; else its type's), to tell two copies of
+    one definition from two definitions."""
+    return getattr(entry, "__qualname__", None) or type(entry).__qualname__
 
 
 def plugin_entry_points(group: str) -> list[metadata.EntryPoint]:
@@ -93,6 +116,7 @@ class Registry(MutableMapping[str, T], Generic[T]):
         self._entries: dict[str, T] = {}
         self._places: dict[str, float] = {}
         self._packages: dict[str, str] = {}
+        self._sources: dict[str, tuple[str, str, int]] = {}  # where each entry was registered
         self._deleted: dict[str, tuple[float, str]] = {}  # place and package of entries deleted as items
         self._state = "new"  # new -> loading -> loaded
         self.failed: dict[str, str] = {}  # entry point -> why it did not load (one line each)
@@ -124,7 +148,9 @@ class Registry(MutableMapping[str, T], Generic[T]):
             why = " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
             where = f"{self.kind} plugin {ep.name!r} of package {package!r} ({self.group}: {ep.value})"
             self.failed[ep.name] = why
-            logger.warning("%s did not load and is skipped: %s (--debug shows the traceback)", where, why)
+            logger.warning(
+                "%s did not load and is skipped: %s (--debug shows the traceback)", where, why, extra=ONE_LINE
+            )
             logger.debug("traceback of %s", where, exc_info=True)
         finally:
             _loading_package.reset(token)
@@ -132,14 +158,22 @@ class Registry(MutableMapping[str, T], Generic[T]):
     # --- registering --------------------------------------------------------------------------------------
     def register(self, name: str, entry: T, *, place: float = math.inf, package: str | None = None) -> T:
         """Add `entry` as `name` (at listing `place`); a name already taken by another entry is refused,
-        naming both packages. Returns `entry`, so a module can keep it as a constant. Another package's
+        naming both packages, unless it is the same definition run twice (`python -m` of a plugin module:
+        `_same_registration`). Returns `entry`, so a module can keep it as a constant. Another package's
         entry loads the shipped ones first (so a clash names them); a shipped one loads nothing (it registers
         while the other shipped modules may still be importing)."""
-        package = package or _loading_package.get() or package_of(_registering_module())
+        frame = _registering_frame()
+        source = _source(frame)
+        module = frame.f_globals.get("__name__") if frame is not None else None
+        package = package or _loading_package.get() or package_of(module)
         if package != SHIPPED_PACKAGE:
             self.load()
         known = self._entries.get(name)
         if known is entry:  # the same entry again (a module imported twice): nothing changes
+            return entry
+        if known is not None and source is not None and self._same_registration(name, known, entry, source):
+            if source[0] != "__main__":  # the later copy, unless it runs as a script: the module's real name
+                self._entries[name], self._packages[name], self._sources[name] = entry, package, source
             return entry
         if known is not None:
             raise ConfigError(
@@ -149,13 +183,23 @@ class Registry(MutableMapping[str, T], Generic[T]):
         self._entries[name] = entry
         self._places[name] = place
         self._packages[name] = package
+        if source is not None:
+            self._sources[name] = source
         return entry
+
+    def _same_registration(self, name: str, known: T, entry: T, source: tuple[str, str, int]) -> bool:
+        """Whether `entry` is `known` registered again by the same statement of the same source file: a
+        plugin module run as `python -m` executes twice, as `__main__` and under its own name (which its entry
+        point imports), making two copies of one definition (a reloaded module likewise)."""
+        first = self._sources.get(name)
+        return first is not None and first[1:] == source[1:] and _defined_name(known) == _defined_name(entry)
 
     def unregister(self, name: str) -> None:
         """Remove `name` (a test's toy, a session's own entry); a name not registered is ignored."""
         self._entries.pop(name, None)
         self._places.pop(name, None)
         self._packages.pop(name, None)
+        self._sources.pop(name, None)
 
     @contextmanager
     def registered(self, name: str, entry: T, *, place: float = math.inf) -> Iterator[T]:

@@ -2,7 +2,9 @@
 
 Why: the rules (--resume or settings, never both with --overwrite; --out needed without --resume; a rerun
 resumes, keeps a finished run or is refused) belong to the trainer package, so the `train` command only parses
-arguments and every entry point (`plstitch train`, torchrun, the Python API) decides alike.
+arguments and every entry point (`plstitch train`, torchrun, the Python API) decides alike. What a command
+line asks for is a `TrainRequest` (its flags' settings, `--set` items, preset or config file, run folder);
+`train_session` carries it out and returns the exit code (0, 130/143 when stopped, 3 on collapse).
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from plstitch_eval.data.decoders import check_decoder_options
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.utils.console import logger
-from plstitch_train.config import TrainConfig, setting_name
+from plstitch_eval.hub.run_folder import backbone_dir
+from plstitch_eval.utils.console import console, logger, print_error
+from plstitch_train.config import LOSS_KEYS, TrainConfig, setting_name
 from plstitch_train.data import with_data_fps
+from plstitch_train.monitors.collapse import CollapseStop
+from plstitch_train.monitors.knn import read_knn_best
 from plstitch_train.presets import get_preset
 from plstitch_train.run import plan
-from plstitch_train.trainer import RUNTIME_FIELDS, TrainResult, train
+from plstitch_train.trainer import RUNTIME_FIELDS, TrainingInterrupted, TrainResult, train
 
 ACTIONS = plan.PLANS  # "new", "resume", "finished", "overwrite"
 
@@ -87,3 +93,112 @@ def run_launch(launch: Launch) -> TrainResult:
     if launch.resume is not None:
         return train(out_dir=launch.out_dir, resume=launch.resume, runtime=launch.runtime)
     return train(launch.config, launch.out_dir, plan=launch.action)
+
+
+@dataclass
+class TrainRequest:
+    """What a `plstitch train` command line asks for: the settings its flags give (flat names; None, or False
+    for a switch left off: not given), `--set NAME=VALUE` items, where the settings start (`preset`, or
+    `config_file`: a train_config.json) and the run folder (`out`, `resume`, `overwrite`)."""
+
+    settings: dict[str, Any] = field(default_factory=dict)
+    set_values: list[str] = field(default_factory=list)
+    preset: str = "paper-vitb16"
+    config_file: Path | None = None
+    out: Path | None = None
+    resume: Path | None = None
+    overwrite: bool = False
+
+    def given(self) -> dict[str, Any]:
+        """The flags' settings that were given, paths as text; a `--context-seconds` range missing an end is
+        not given."""
+        given: dict[str, Any] = {}
+        for name, value in self.settings.items():
+            if name == "context_seconds" and value is not None and None in value:
+                value = None
+            if value is not None and value is not False:
+                given[name] = str(value) if isinstance(value, Path) else value
+        return given
+
+    def config(self) -> tuple[TrainConfig, list[str]]:
+        """The training config (the preset or config file, then `--set`, then the flags) and the names of the
+        settings given, for `plan_launch`; a setting given twice is refused."""
+        flags = self.given()
+        overrides = set_overrides(self.set_values, list(flags))
+        config = base_config(self.preset, self.config_file).with_changes(**overrides).replace(**flags)
+        return config, [*flags, *overrides]
+
+    def launch(self) -> Launch:
+        """The decision this request makes (`plan_launch`), a decoder that cannot load refused first."""
+        decoder = self.settings.get("decoder")
+        if decoder is not None:
+            check_decoder_options(decoder)  # a missing TorchCodec is one line before anything starts
+        config, given = self.config()
+        return plan_launch(config, self.out, resume=self.resume, overwrite=self.overwrite, given=given)
+
+
+def set_overrides(items: list[str], flags: list[str]) -> dict[str, object]:
+    """`--set NAME=VALUE` items as {flat name: value} (VALUE read as JSON when it parses, else as text); a
+    setting given twice, by two items or by an item and a flag in `flags`, is refused."""
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected NAME=VALUE, e.g. --set optim.base_lr=0.001.")
+        name = setting_name(key.strip())
+        if name in out or name in flags:
+            raise ConfigError(f"--set {item!r}: {name} is given twice; give each setting once.")
+        try:
+            out[name] = json.loads(text)
+        except json.JSONDecodeError:
+            out[name] = text
+    return out
+
+
+def train_session(request: TrainRequest) -> int:
+    """Decide and run `request`; print how a stopped run resumes, or the summary; the exit code: 0, 128 + the
+    signal that stopped it (130, 143; its checkpoint saved), or 3 when `--stop-on-collapse` stopped it."""
+    launch = request.launch()
+    try:
+        result = run_launch(launch)
+    except TrainingInterrupted as stop:
+        if is_rank_zero():
+            print_error(stop.message(), label="interrupted", style="yellow")
+        return stop.exit_code
+    except CollapseStop as stop:
+        if is_rank_zero():
+            print_error(stop.message(), label="collapsed", style="yellow")
+        return stop.exit_code
+    print_summary(result)
+    return 0
+
+
+def print_summary(result: TrainResult) -> None:
+    """Rank 0: a finished run's one-line notice on stderr; the JSON summary on stdout (out_dir, steps, the
+    last logged losses, and the best k-NN accuracy when one was recorded - never used to choose weights)."""
+    if not is_rank_zero():
+        return
+    if result.already_finished:
+        console.print(
+            f"{result.out_dir} already finished ({result.step} steps; backbone in "
+            f"{backbone_dir(result.out_dir)}): nothing to do. Use --overwrite to train it again.",
+            highlight=False,
+            soft_wrap=True,
+        )
+    last = result.history[-1] if result.history else {}
+    summary: dict[str, Any] = {
+        "out_dir": str(result.out_dir),
+        "step": result.step,
+        "total_steps": result.total_steps,
+    }
+    summary["final"] = {k: v for k, v in last.items() if k in LOSS_KEYS}
+    summary["already_finished"] = result.already_finished
+    knn_best = read_knn_best(result.out_dir)
+    if knn_best is not None:  # recorded, not used to choose weights (knn_eval.json)
+        summary["knn_best"] = knn_best
+    print(json.dumps(summary), flush=True)
+
+
+def is_rank_zero() -> bool:
+    """Whether this process prints (under torchrun every rank runs the command)."""
+    return int(os.environ.get("RANK", "0")) == 0

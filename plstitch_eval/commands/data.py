@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import textwrap
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -35,11 +33,8 @@ from plstitch_eval.commands.options import (
     given,
     out_opt,
 )
-from plstitch_eval.errors import ConfigError
-from plstitch_eval.utils.console import console, print_error, result_console
-from plstitch_eval.utils.io import write_json_output
+from plstitch_eval.utils.console import result_console
 
-SYNTHETIC_DEFAULT_MODEL = "plstitch-tiny-synthetic"
 StoreOutOpt = out_opt(
     "Feature store folder (created or resumed); with several --model, the folder of their stores "
     "(one per model: <out>/<model name>)."
@@ -51,6 +46,27 @@ ModelsOpt = Annotated[
         "-m",
         help="Registry name, hf-hub:ORG/NAME, folder or checkpoint file. Repeat it to extract several "
         "encoders in one pass: each video is decoded once, each model gets its own store under --out.",
+    ),
+]
+VideosOpt = Annotated[str | None, typer.Option("--videos", help="Only these videos (comma-separated names).")]
+OverwriteStoreOpt = Annotated[
+    bool, typer.Option("--overwrite", help="Replace a store made with another model/preprocessing/fps.")
+]
+FailFastOpt = Annotated[
+    bool, typer.Option("--fail-fast", help="Stop at the first video that cannot be decoded.")
+]
+FramesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--frames",
+        help="Read the frames from this frame cache (`plstitch write-lmdb --dataset D --eval-frames`) "
+        "instead of decoding the videos; labels still come from the dataset.",
+    ),
+]
+SummaryJsonOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--json", help="Write the run summary JSON to this file; - prints it on stdout.", dir_okay=False
     ),
 ]
 MstcnOutOpt = out_opt("Output folder in MS-TCN layout.")
@@ -84,19 +100,6 @@ def datasets() -> None:
                 out.print(Text(f"  {line}", style=style))
 
 
-def default_model(dataset: str) -> str:
-    """The model used when `--model` is omitted: the shipped tiny model for `synthetic`, if registered."""
-    if dataset == "synthetic":
-        from plstitch_eval.hub.registry import MODELS
-
-        if SYNTHETIC_DEFAULT_MODEL in MODELS:
-            return SYNTHETIC_DEFAULT_MODEL
-    raise ConfigError(
-        f"--model is required for dataset {dataset!r}: pass a registry name (see `plstitch models`), "
-        "hf-hub:ORG/NAME, a timm-format folder or a checkpoint file."
-    )
-
-
 def extract(
     dataset: DatasetOpt,
     out: StoreOutOpt,
@@ -111,35 +114,17 @@ def extract(
     precision: PrecisionOpt = None,
     split: SplitOpt = None,
     split_scheme: DatasetSchemeOpt = None,
-    videos: Annotated[
-        str | None, typer.Option("--videos", help="Only these videos (comma-separated names).")
-    ] = None,
+    videos: VideosOpt = None,
     resize_on_decode: ResizeOnDecodeOpt = False,
     crop_black_margin: CropMarginOpt = False,
     decoder: DecoderOpt = None,
     decode_device: DecodeDeviceOpt = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace a store made with another model/preprocessing/fps.")
-    ] = False,
-    fail_fast: Annotated[
-        bool, typer.Option("--fail-fast", help="Stop at the first video that cannot be decoded.")
-    ] = False,
+    overwrite: OverwriteStoreOpt = False,
+    fail_fast: FailFastOpt = False,
     which: WhichOpt = None,
     transform: TransformOpt = None,
-    frames: Annotated[
-        Path | None,
-        typer.Option(
-            "--frames",
-            help="Read the frames from this frame cache (`plstitch write-lmdb --dataset D --eval-frames`) "
-            "instead of decoding the videos; labels still come from the dataset.",
-        ),
-    ] = None,
-    json_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--json", help="Write the run summary JSON to this file; - prints it on stdout.", dir_okay=False
-        ),
-    ] = None,
+    frames: FramesOpt = None,
+    json_path: SummaryJsonOpt = None,
 ) -> None:
     """Extract frozen per-frame CLS features of a dataset into a resumable feature store.
 
@@ -151,19 +136,7 @@ def extract(
     """
     # imported when run: the extraction and hub packages pull in torchvision, torchcodec and timm (measured
     # +10 s or more on a 6 to 7 s start-up of `plstitch --help`, 2 busy cores)
-    from plstitch_eval.data.datasets.registry import get_dataset
-    from plstitch_eval.extract import (
-        ExtractOptions,
-        ExtractTarget,
-        check_out_folder,
-        check_stores_folder,
-        extract_many,
-        open_frame_cache,
-        print_summary,
-        select_videos,
-        store_targets,
-    )
-    from plstitch_eval.hub import load_encoder
+    from plstitch_eval.extract import ExtractOptions, ExtractRequest, extract_session, video_names
 
     options = ExtractOptions(
         **encode_settings(
@@ -177,61 +150,18 @@ def extract(
         **given(fps=fps),
         overwrite=overwrite,
         fail_fast=fail_fast,
-        videos=[v.strip() for v in videos.split(",") if v.strip()] if videos else None,
+        videos=video_names(videos),
         split=split,
         split_scheme=split_scheme,
         resize_on_decode=resize_on_decode,
         crop_black_margin=crop_black_margin,
         frames=frames,
     )
-    specs = list(dict.fromkeys(model)) if model else [default_model(dataset)]
-    # the dataset's videos and annotations, the chosen videos and the --out folder are checked before the
-    # models load, so a wrong --root fails at once
-    adapter = get_dataset(dataset, root=root)
-    records = select_videos(adapter, options.split, options.videos, options.split_scheme)
-    open_frame_cache(options, adapter, records)
-    targets = store_targets(specs, out) if len(specs) > 1 else [ExtractTarget(specs[0], out, specs[0])]
-    if len(specs) > 1:
-        check_stores_folder(out)
-    for target in targets:
-        check_out_folder(target.out, options.overwrite)
-    if model is None and os.environ.get("RANK", "0") == "0":  # once under torchrun
-        console.print(
-            Text.assemble(
-                ("note:", "yellow"),
-                f" no --model given: using {specs[0]}, the shipped toy model for the {dataset} dataset",
-            ),
-            soft_wrap=True,
-            highlight=False,
-        )
     load = {"revision": revision, "trust_pickle": trust_pickle, "transform": transform, **given(which=which)}
-    targets = [replace(t, encoder=load_encoder(t.name, **load)) for t in targets]
-    where = f"{out}" if len(targets) == 1 else f"the stores under {out}"
-    try:
-        summary = extract_many(adapter, targets, options)
-    except KeyboardInterrupt:
-        print_error(
-            f"{where} hold(s) every video finished so far; rerun the same command to resume.",
-            label="interrupted",
-            style="yellow",
-        )
-        raise typer.Exit(code=130) from None
-    if summary.rank != 0:
-        raise typer.Exit(code=0 if summary.ok else 1)
-    for store in summary.stores:
-        print_summary(store)
-    if json_path is not None:
-        single = summary.stores[0].to_dict() if len(targets) == 1 else summary.to_dict()
-        write_json_output(json_path, single)
-    if not summary.ok:
-        failed = ", ".join(
-            r.video if len(targets) == 1 else f"{r.video} ({name})" for name, r in summary.failed
-        )
-        print_error(
-            f"{len(summary.failed)} video(s) failed: {failed}; the others are in {where}. "
-            "Fix or remove them and rerun the same command to resume."
-        )
-        raise typer.Exit(code=1)
+    request = ExtractRequest(dataset, out, root, model, load, json_path)
+    code = extract_session(request, options)
+    if code:
+        raise typer.Exit(code=code)
 
 
 def export_mstcn(

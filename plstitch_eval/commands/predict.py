@@ -217,9 +217,12 @@ def predict(
         raise typer.Exit(code=code)
 
 
+ExportOutOpt = out_opt("Export folder: the probe plus its ONNX graphs.")
+
+
 def export_onnx(
     probe_dir: Annotated[Path, typer.Argument(help="Probe folder (plstitch linear/temporal --save DIR).")],
-    out: Annotated[Path, typer.Option("--out", help="Export folder: the probe plus its ONNX graphs.")],
+    out: ExportOutOpt,
     opset: Annotated[int, typer.Option("--opset", help="ONNX opset of the graphs.")] = 17,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier export.")] = False,
 ) -> None:

@@ -7,8 +7,7 @@ Library imports sit inside the command for `plstitch --help`'s start-up (see com
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -25,47 +24,65 @@ from plstitch_eval.commands.probe_configs import temporal_config
 
 __all__ = ["register", "temporal", "temporal_config"]
 
+StagesOpt = Annotated[int | None, typer.Option(help="Stages S (MS-TCN 4; TeCNO 2).")]
+LayersOpt = Annotated[int | None, typer.Option(help="Dilated layers per stage L (MS-TCN 10).")]
+ChannelsOpt = Annotated[int | None, typer.Option(help="Feature maps F (MS-TCN 64; TeCNO 45).")]
+DropoutOpt = Annotated[float | None, typer.Option(help="Dropout in every layer (0.5).")]
+CausalConvOpt = Annotated[
+    bool | None,
+    typer.Option("--causal/--no-causal", help="TeCNO's causal convolutions: frame t sees frames <= t."),
+]
+LrOpt = Annotated[float | None, typer.Option("--lr", help="Adam learning rate (MS-TCN 5e-4).")]
+EpochsOpt = Annotated[int | None, typer.Option(help="Epochs (MS-TCN 50); the best on val is kept.")]
+BatchSizeOpt = Annotated[int | None, typer.Option(help="Videos per step (MS-TCN 1).")]
+SmoothWeightOpt = Annotated[
+    float | None, typer.Option(help="Weight of the truncated-MSE smoothing loss (0.15).")
+]
+TauOpt = Annotated[
+    float | None,
+    typer.Option(help="Smoothing loss truncation: squared differences clamped at tau^2 (4)."),
+]
+WeightDecayOpt = Annotated[float | None, typer.Option(help="Adam weight decay (0).")]
+EpochMetricOpt = Annotated[
+    str | None, typer.Option(help="Validation metric choosing the epoch: accuracy, macro_f1 or edit.")
+]
+SeedOpt = Annotated[int | None, typer.Option(help="Seed of init, dropout, video order and hold-out.")]
+SeedsOpt = Annotated[
+    int | None, typer.Option(help="Train seeds --seed .. --seed+N-1 on the same splits: mean ± std.")
+]
+FitDeviceOpt = Annotated[str | None, typer.Option(help="cpu (default), auto or cuda[:N].")]
+FitPrecisionOpt = Annotated[
+    str | None, typer.Option(help="fp32 (default), bf16, fp16 (autocast, CUDA) or auto.")
+]
+ThreadsOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="CPU threads: they change the float rounding, so the results (recorded as "
+        "protocol.threads). Default 1 on any machine; 0 = torch's default (physical cores or "
+        "OMP_NUM_THREADS)."
+    ),
+]
+
 
 def temporal(
     features: FeaturesOpt,
-    stages: Annotated[int | None, typer.Option(help="Stages S (MS-TCN 4; TeCNO 2).")] = None,
-    layers: Annotated[int | None, typer.Option(help="Dilated layers per stage L (MS-TCN 10).")] = None,
-    channels: Annotated[int | None, typer.Option(help="Feature maps F (MS-TCN 64; TeCNO 45).")] = None,
-    dropout: Annotated[float | None, typer.Option(help="Dropout in every layer (0.5).")] = None,
-    causal: Annotated[
-        bool | None,
-        typer.Option("--causal/--no-causal", help="TeCNO's causal convolutions: frame t sees frames <= t."),
-    ] = None,
-    lr: Annotated[float | None, typer.Option("--lr", help="Adam learning rate (MS-TCN 5e-4).")] = None,
-    epochs: Annotated[int | None, typer.Option(help="Epochs (MS-TCN 50); the best on val is kept.")] = None,
-    batch_size: Annotated[int | None, typer.Option(help="Videos per step (MS-TCN 1).")] = None,
-    smooth_weight: Annotated[
-        float | None, typer.Option(help="Weight of the truncated-MSE smoothing loss (0.15).")
-    ] = None,
-    tau: Annotated[
-        float | None,
-        typer.Option(help="Smoothing loss truncation: squared differences clamped at tau^2 (4)."),
-    ] = None,
-    weight_decay: Annotated[float | None, typer.Option(help="Adam weight decay (0).")] = None,
-    select_metric: Annotated[
-        str | None, typer.Option(help="Validation metric choosing the epoch: accuracy, macro_f1 or edit.")
-    ] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed of init, dropout, video order and hold-out.")] = None,
-    seeds: Annotated[
-        int | None, typer.Option(help="Train seeds --seed .. --seed+N-1 on the same splits: mean ± std.")
-    ] = None,
-    device: Annotated[str | None, typer.Option(help="cpu (default), auto or cuda[:N].")] = None,
-    precision: Annotated[
-        str | None, typer.Option(help="fp32 (default), bf16, fp16 (autocast, CUDA) or auto.")
-    ] = None,
-    threads: Annotated[
-        int | None,
-        typer.Option(
-            help="CPU threads: they change the float rounding, so the results (recorded as "
-            "protocol.threads). Default 1 on any machine; 0 = torch's default (physical cores or "
-            "OMP_NUM_THREADS)."
-        ),
-    ] = None,
+    stages: StagesOpt = None,
+    layers: LayersOpt = None,
+    channels: ChannelsOpt = None,
+    dropout: DropoutOpt = None,
+    causal: CausalConvOpt = None,
+    lr: LrOpt = None,
+    epochs: EpochsOpt = None,
+    batch_size: BatchSizeOpt = None,
+    smooth_weight: SmoothWeightOpt = None,
+    tau: TauOpt = None,
+    weight_decay: WeightDecayOpt = None,
+    select_metric: EpochMetricOpt = None,
+    seed: SeedOpt = None,
+    seeds: SeedsOpt = None,
+    device: FitDeviceOpt = None,
+    precision: FitPrecisionOpt = None,
+    threads: ThreadsOpt = None,
     val_fraction: ValFractionOpt = 0.2,
     split_scheme: SchemeOpt = None,
     relaxed: RelaxedOpt = False,
@@ -76,7 +93,7 @@ def temporal(
     """MS-TCN on the train videos' features, epoch chosen on val, every metric on test (docs/temporal.md)."""
     from plstitch_eval.commands.results import print_and_write_results
     from plstitch_eval.probes import check_probe_target
-    from plstitch_eval.protocols.temporal import run_temporal, run_temporal_seeds, save_temporal_probe
+    from plstitch_eval.protocols.temporal import save_temporal_probe, temporal_run, with_threads
     from plstitch_eval.utils.console import console
 
     if save is not None:
@@ -97,23 +114,13 @@ def temporal(
         seed=seed,
         device=device,
         precision=precision,
-        num_threads=threads or None,
     )
-    if threads == 0:
-        config = replace(config, num_threads=None)  # torch's setting: depends on the machine
-    options: dict[str, Any] = {"scheme": split_scheme, "val_fraction": val_fraction, "relaxed": relaxed}
-    if seeds is not None and seeds != 1:
-        results, fits = run_temporal_seeds(features, config, seeds, **options)
-        fit, over = fits[0], f", mean ± std over {seeds} seeds"
-    else:
-        results, fit = run_temporal(features, config, **options)
-        over = f", epoch {fit.best_epoch}"
-    over += f", {fit.device}, {fit.threads} thread{'' if fit.threads == 1 else 's'}"
-    kind = "causal " if config.causal else ""
-    shape = f"{config.stages}x{config.layers}x{config.channels}"
-    print_and_write_results(results, json_path, f"temporal ({kind}MS-TCN {shape}{over})")
+    config = with_threads(config, threads)  # 0: torch's default, which depends on the machine
+    options = {"scheme": split_scheme, "val_fraction": val_fraction, "relaxed": relaxed}
+    run = temporal_run(features, config, seeds, **options)
+    print_and_write_results(run.results, json_path, run.title)
     if save is not None:
-        save_temporal_probe(save, features, results, fit, config, overwrite=overwrite)
+        save_temporal_probe(save, features, run.results, run.fit, config, overwrite=overwrite)
         console.print(f"probe saved to {save}", highlight=False)
 
 

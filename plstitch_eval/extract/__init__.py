@@ -32,6 +32,7 @@ The modules, in the order a run uses them:
 - `encode`: batched forwards and the per-video writes;
 - `summary`: `VideoResult`, `ExtractSummary` and the end-of-run table;
 - `pipeline`: `extract_features`, the run end to end; `extract_many`, several encoders in one pass.
+- `request`: what a `plstitch extract` command line asks for, checked before a model loads, and its run.
 Every name other modules use is importable from `plstitch_eval.extract` itself.
 """
 
@@ -62,6 +63,7 @@ from plstitch_eval.extract.options import (
     store_targets,
 )
 from plstitch_eval.extract.pipeline import extract_features, extract_many, open_frame_cache
+from plstitch_eval.extract.request import ExtractRequest, extract_session, video_names
 from plstitch_eval.extract.shared import decode_key, iter_shared_chunks
 from plstitch_eval.extract.store import (
     EXTRA_COMPAT_FIELDS,
@@ -89,6 +91,7 @@ __all__ = [
     "EXTRA_COMPAT_FIELDS",
     "SUMMARY_ROWS",
     "ExtractOptions",
+    "ExtractRequest",
     "ExtractSummary",
     "ExtractTarget",
     "FrameChunk",
@@ -106,6 +109,7 @@ __all__ = [
     "default_workers",
     "extract_features",
     "extract_many",
+    "extract_session",
     "iter_clip_chunks",
     "iter_device_chunks",
     "iter_shared_chunks",
@@ -120,4 +124,5 @@ __all__ = [
     "store_name",
     "store_targets",
     "summary_table",
+    "video_names",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from plstitch_eval.errors import ConfigError
@@ -9,6 +10,7 @@ from plstitch_eval.hub import timm_format
 from plstitch_eval.hub.hub_files import HubFile, fetch_file, fetch_first, is_cached
 from plstitch_eval.hub.registry import MODELS, ModelEntry, did_you_mean
 from plstitch_eval.hub.spec import HF_HUB_FILE_FORM, parse_spec
+from plstitch_eval.registry import SHIPPED_PACKAGE
 
 _RETRY_HINT = "this download again"
 
@@ -55,12 +57,25 @@ def local_weights(spec: str) -> list[Path] | None:
     if local is None or (entry.repo_id is not None and not local.exists()):  # from the Hub then
         return None
     if not local.exists():
-        if entry.local_path:
-            where, fix = str(local), "reinstall plstitch (the folder ships with the package)"
-        else:
-            where, fix = f"{local} (${entry.path_env})", f"point ${entry.path_env} at the checkpoint"
+        where, fix = missing_weights_fix(spec, entry, local)
         raise ConfigError(f"Model {spec!r}: its weights should be at {where}, which does not exist; {fix}.")
     return [local]
+
+
+def missing_weights_fix(name: str, entry: ModelEntry, local: Path) -> tuple[str, str]:
+    """(where the weights were looked for, the fix) for a registry model whose local weights are missing: the
+    variable that named them, else the package whose folder holds them - plstitch's shipped models come with
+    plstitch, a plugin's encoder with its own package (`MODELS.package`), never plstitch."""
+    if (entry.path_env and os.environ.get(entry.path_env)) or not entry.local_path:
+        return f"{local} (${entry.path_env})", f"point ${entry.path_env} at the checkpoint"
+    package = MODELS.package(name)
+    if package == SHIPPED_PACKAGE:
+        return str(local), "reinstall plstitch (the folder ships with the package)"
+    also = f", or point ${entry.path_env} at them" if entry.path_env else ""
+    return str(local), (
+        f"the encoder comes from package {package!r}: make or install its weights as that package's "
+        f"documentation says (or reinstall {package}){also}"
+    )
 
 
 def _entry_files(entry: ModelEntry) -> list[str]:

@@ -174,6 +174,41 @@ def run_temporal_seeds(
     return _with_relaxed(results, data, preds), fits
 
 
+def with_threads(config: TemporalConfig, threads: int | None) -> TemporalConfig:
+    """`config` with `--threads` applied: None keeps its own (a fixed 1 by default), 0 is torch's default
+    (physical cores or OMP_NUM_THREADS, so the numbers follow the machine), N is N threads."""
+    if threads is None:
+        return config
+    return replace(config, num_threads=threads or None)
+
+
+@dataclass
+class TemporalRun:
+    """One `plstitch temporal` run: the results, the fit a probe is saved from (with seeds: the first
+    seed's) and the title of its metrics table (the model's shape, epoch or seeds, device and threads)."""
+
+    results: dict[str, Any]
+    fit: TemporalProbeResult
+    title: str
+
+
+def temporal_run(
+    features: str | Path, config: TemporalConfig, seeds: int | None = None, **options: Any
+) -> TemporalRun:
+    """`run_temporal`, or with `seeds` other than None and 1 `run_temporal_seeds` (mean ± std over seeds);
+    `options`: their scheme, val_fraction and relaxed."""
+    if seeds is not None and seeds != 1:
+        results, fits = run_temporal_seeds(features, config, seeds, **options)
+        fit, over = fits[0], f", mean ± std over {seeds} seeds"
+    else:
+        results, fit = run_temporal(features, config, **options)
+        over = f", epoch {fit.best_epoch}"
+    over += f", {fit.device}, {fit.threads} thread{'' if fit.threads == 1 else 's'}"
+    kind = "causal " if config.causal else ""
+    shape = f"{config.stages}x{config.layers}x{config.channels}"
+    return TemporalRun(results, fit, f"temporal ({kind}MS-TCN {shape}{over})")
+
+
 def save_temporal_probe(
     folder: str | os.PathLike,
     features: str | os.PathLike,

@@ -5,7 +5,8 @@ No message is ever read as rich markup: every console here has `markup=False`, s
 `--quiet` silences `console` (progress bars, informational lines and tables); warnings and errors still reach
 stderr through `error_console`. On a terminal `progress_bar` draws a live rich bar; when stderr is a file or a
 pipe it prints a plain progress line instead, at most every `PROGRESS_LINE_EVERY_S` seconds, so a log shows
-long work while it runs (`LineProgress`).
+long work while it runs (`LineProgress`). A record logged with `extra=ONE_LINE` prints as one line, `level:
+message`, however narrow the terminal (a plugin that did not load: `plstitch_eval/registry.py`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ console = Console(stderr=True, markup=False)  # informational output: silenced b
 error_console = Console(stderr=True, markup=False)  # warnings and errors: never silenced
 logger = logging.getLogger("plstitch")
 PROGRESS_LINE_EVERY_S = 5.0  # off a terminal: at most one progress line per task this often
+ONE_LINE = {"one_line": True}  # `logger.warning(..., extra=ONE_LINE)`: one line, never wrapped by rich
+LEVEL_STYLES = {"WARNING": "yellow", "ERROR": "bold red", "CRITICAL": "bold red"}
 
 
 def result_console(**kwargs) -> Console:
@@ -43,15 +46,32 @@ def result_console(**kwargs) -> Console:
     return Console(markup=False, **kwargs)
 
 
+class LogHandler(RichHandler):
+    """rich's log handler (time, level, message wrapped to the terminal), except for records marked
+    `ONE_LINE`: those print as `level: message` on a single line that rich never splits (soft wrap), so a
+    grep or a log file sees the whole message on one line even at 40 columns."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not getattr(record, "one_line", False):
+            super().emit(record)
+            return
+        try:
+            level = record.levelname
+            text = Text.assemble((f"{level.lower()}:", LEVEL_STYLES.get(level, "")), " ", record.getMessage())
+            self.console.print(text, soft_wrap=True, highlight=False)
+        except Exception:  # noqa: BLE001 - logging's own rule: a failing handler reports, never raises
+            self.handleError(record)
+
+
 def setup_logging(level: int = logging.INFO, quiet: bool = False) -> None:
     """Send the `plstitch` logger to stderr through rich (one handler, markup off); `quiet` mutes `console`.
 
     Why: called once per CLI invocation, so a later call without `--quiet` turns the output back on.
     """
     console.quiet = quiet
-    handler = next((h for h in logger.handlers if isinstance(h, RichHandler)), None)
+    handler = next((h for h in logger.handlers if isinstance(h, LogHandler)), None)
     if handler is None:
-        handler = RichHandler(console=console, show_path=False, rich_tracebacks=False, markup=False)
+        handler = LogHandler(console=console, show_path=False, rich_tracebacks=False, markup=False)
         logger.addHandler(handler)
     # a muted console would swallow warnings; while quiet there is no progress bar to draw around
     handler.console = error_console if quiet else console

@@ -1,10 +1,14 @@
 """The one registry shape (`plstitch_eval/registry.py`): lazy built-ins, entry points of installed packages
-(a real `*.dist-info` on sys.path, read by importlib.metadata), duplicates refused naming both packages, a
-broken plugin one warning line, a stable listing order and close matches."""
+(a real `*.dist-info` on sys.path, read by importlib.metadata), duplicates refused naming both packages (a
+plugin module run as `python -m` registers once), a broken plugin one warning line (one line at 40 columns
+too), a stable listing order and close matches."""
 
 from __future__ import annotations
 
 import logging
+import os
+import runpy
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -19,14 +23,14 @@ GROUP = "plstitch.test-things"
 
 
 def install_fake_package(
-    site: Path, dist: str, module: str, source: str, entry_points: dict[str, str]
+    site: Path, dist: str, module: str, source: str, entry_points: dict[str, str], group: str = GROUP
 ) -> None:
     """A package as pip leaves it: `module.py` and `<dist>-1.0.dist-info/` (METADATA, entry_points.txt)."""
     (site / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
     info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n", encoding="utf-8")
-    lines = [f"[{GROUP}]", *(f"{name} = {target}" for name, target in entry_points.items())]
+    lines = [f"[{group}]", *(f"{name} = {target}" for name, target in entry_points.items())]
     (info / "entry_points.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (info / "top_level.txt").write_text(module + "\n", encoding="utf-8")
 
@@ -149,3 +153,76 @@ def test_an_entry_deleted_and_set_again_keeps_its_place(monkeypatch: pytest.Monk
         assert things.names() == ["beta"] and things["beta"] == "B2"
     assert things.names() == ["alpha", "beta"] and things["beta"] == "B"
     assert things.package("alpha") == SHIPPED_PACKAGE
+
+
+def test_a_broken_plugins_warning_is_one_line_at_40_columns(site: Path) -> None:
+    """Rich wraps log lines to the terminal; the plugin warning is printed unwrapped, whole on one line."""
+    install_fake_package(
+        site,
+        "fake-plugin-narrow",
+        "fake_plugin_narrow",
+        "raise ImportError('this plugin needs a library that is not installed here')\n",
+        {"narrow": "fake_plugin_narrow"},
+        group="plstitch.datasets",
+    )
+    env = {**os.environ, "COLUMNS": "40", "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-m", "plstitch_eval", "datasets"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "narrow" in line]
+    assert len(warned) == 1, done.stderr
+    assert warned[0].startswith("warning: dataset plugin 'narrow' of package 'fake-plugin-narrow'")
+    assert warned[0].endswith("is not installed here (--debug shows the traceback)")
+    assert "cholec80" in done.stdout  # the rest works
+
+
+TWICE = """
+from tests.eval import test_registry
+
+
+class Twice:
+    \"\"\"One definition that registers itself where it is defined.\"\"\"
+
+
+test_registry.THINGS.register("twice", Twice)
+"""
+
+
+def test_a_plugin_module_run_as_a_script_registers_once(site: Path) -> None:
+    """`python -m module` runs the file as `__main__`, and the registry's entry point imports it under its own
+    name: the same definition twice from one file and line is one registration, the module's own."""
+    install_fake_package(
+        site, "fake-plugin-twice", "fake_plugin_twice", TWICE, {"twice": "fake_plugin_twice"}
+    )
+    things = make_registry()
+    script = runpy.run_module(
+        "fake_plugin_twice", run_name="__main__"
+    )  # loads the entry points while it runs
+    module = sys.modules["fake_plugin_twice"]
+    assert script["Twice"] is not module.Twice  # two copies of one definition
+    assert things.names() == ["alpha", "beta", "twice"] and things.failed == {}
+    assert things["twice"] is module.Twice and things.package("twice") == "fake-plugin-twice"
+
+
+def test_a_script_run_first_gives_way_to_the_module_itself(site: Path) -> None:
+    (site / "fake_plugin_solo.py").write_text(TWICE.replace("twice", "solo"), encoding="utf-8")
+    things = make_registry()
+    things.load()
+    runpy.run_module("fake_plugin_solo", run_name="__main__")
+    assert things.package("solo") == "__main__"
+    import fake_plugin_solo  # imported here: the test is the order of the two runs
+
+    assert things["solo"] is fake_plugin_solo.Twice and things.package("solo") == "fake_plugin_solo"
+
+
+def test_two_definitions_of_one_name_in_one_file_are_still_refused(site: Path) -> None:
+    double = TWICE + "\n\nclass Other:\n    pass\n\n\ntest_registry.THINGS.register('twice', Other)\n"
+    (site / "fake_plugin_double.py").write_text(double, encoding="utf-8")
+    make_registry()
+    with pytest.raises(ConfigError, match="'twice' is already registered, by package 'fake_plugin_double'"):
+        import fake_plugin_double  # noqa: F401

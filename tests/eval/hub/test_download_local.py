@@ -1,6 +1,6 @@
 """Issue 44: `plstitch download` of a model that is already usable without a download (the shipped tiny
 models, a checkpoint its environment variable names, a built-in encoder) says so and exits 0; a named path
-that is missing is one line naming it and the fix."""
+that is missing is one line naming it and the fix (for a plugin's encoder, its own package, issue 55)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
+from plstitch_eval.errors import ConfigError
 from plstitch_eval.hub.download import local_weights
+from plstitch_eval.hub.model_entry import ModelEntry
 from plstitch_eval.hub.registry import MODELS
+from plstitch_eval.registry import SHIPPED_PACKAGE
 
 runner = CliRunner()
 
@@ -69,3 +72,38 @@ def test_a_hub_model_whose_variable_names_a_missing_file_is_fetched_from_the_hub
     assert local_weights(name) is None  # the Hub has it: `download` fetches it as before
     (tmp_path / "absent.pth").write_bytes(b"weights")
     assert local_weights(name) == [tmp_path / "absent.pth"]
+
+
+@pytest.mark.parametrize(
+    ("package", "fix"),
+    [
+        (
+            "plstitch-fake-encoders",
+            "the encoder comes from package 'plstitch-fake-encoders': make or install",
+        ),
+        (SHIPPED_PACKAGE, "reinstall plstitch (the folder ships with the package)"),
+    ],
+)
+def test_missing_local_weights_name_the_package_the_encoder_comes_from(hf_cache, monkeypatch, package, fix):
+    """A plugin's encoder whose weights folder is missing: its own package is the fix, never plstitch."""
+    entry = ModelEntry(
+        "toy-missing-weights",
+        "vit_toy",
+        32,
+        "timm",
+        local_path="weights/toy-missing",
+        path_env="PLSTITCH_TOY_X",
+    )
+    monkeypatch.delenv("PLSTITCH_TOY_X", raising=False)
+    MODELS.register(entry.name, entry, package=package)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            local_weights(entry.name)
+        result = runner.invoke(app, ["download", entry.name])
+    finally:
+        MODELS.unregister(entry.name)
+    message = str(caught.value)
+    assert "weights/toy-missing" in message and fix in message and "\n" not in message
+    assert ("reinstall plstitch " in message) == (package == SHIPPED_PACKAGE)
+    assert ("$PLSTITCH_TOY_X" in message) == (package != SHIPPED_PACKAGE)
+    assert result.exit_code == 1 and fix in result.stderr and len(result.stderr.strip().splitlines()) == 1
