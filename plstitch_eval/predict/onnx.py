@@ -136,6 +136,8 @@ def _export(module: nn.Module, example: torch.Tensor, path: Path, inputs, output
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", message="Constant folding", category=UserWarning)
+        warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export")
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module="torch.onnx")
         torch.onnx.export(
             module, (example,), str(path), input_names=inputs, output_names=outputs, dynamic_axes=axes,
             opset_version=opset, dynamo=False,
