@@ -1,4 +1,5 @@
-"""CLI commands for the encoder hub: `plstitch models` (registry table) and `plstitch download NAME`.
+"""CLI commands for the hub: `plstitch models` (registry table), `plstitch download NAME` (an encoder, or a
+published probe with its pinned backbone) and `plstitch probes` (published probes in the cache).
 
 Library imports sit inside the commands, for start-up time (`plstitch_eval/commands/__init__.py`).
 """
@@ -120,20 +121,30 @@ def _license_notes(rows: list[dict]) -> list[str]:
 
 def download(
     name: Annotated[
-        str, typer.Argument(help="Registry name (see `plstitch models`) or hf-hub:ORG/NAME\\[/FILE].")
+        str,
+        typer.Argument(
+            help="Registry name (see `plstitch models`), hf-hub:ORG/NAME\\[/FILE], or a published probe "
+            "hf-hub:ORG/NAME (its head and pinned backbone)."
+        ),
     ],
     revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit.")] = None,
     cache_dir: Annotated[
         Path | None, typer.Option("--cache-dir", help="Hugging Face cache dir (default: HF_HUB_CACHE).")
     ] = None,
 ) -> None:
-    """Fetch a model's weights into the Hugging Face cache so it later loads offline.
+    """Fetch a model's weights, or a published probe and its pinned backbone, into the Hugging Face cache so
+    that it later loads offline (a probe's backbone is checked against its pinned sha256).
 
     A model whose weights are already on this machine (shipped with plstitch, or at the path its environment
     variable names) or that has none (built in) needs no download: the command says so and exits 0.
     """
     from plstitch_eval.hub.download import download_model, local_weights
+    from plstitch_eval.probes.hub import download_probe, is_hub_probe
 
+    probe_files = download_probe(name, revision=revision, cache_dir=cache_dir) if is_hub_probe(name) else None
+    if probe_files is not None:  # a published probe: its head, card and pinned backbone, verified
+        _print_downloaded(name, probe_files)
+        return
     local = local_weights(name)
     if local is not None:
         where = f"its weights are at {local[0]}" if local else "it is built in (no weights)"
@@ -143,23 +154,72 @@ def download(
         )
         typer.echo(json.dumps({"name": name, "files": [str(path) for path in local], "commit": None}))
         return
-    files = download_model(name, revision=revision, cache_dir=cache_dir)
+    _print_downloaded(name, download_model(name, revision=revision, cache_dir=cache_dir))
+
+
+def _print_downloaded(name: str, files: list) -> None:
+    """One stderr line per cached file, then the JSON record on stdout."""
     for hub_file in files:
         console.print(
             Text.assemble(("cached", "green"), f" {hub_file.repo_id}/{hub_file.filename} @ {hub_file.commit}")
         )
-    typer.echo(
-        json.dumps(
-            {
-                "name": name,
-                "files": [str(f.path) for f in files],
-                "commit": files[0].commit if files else None,
-            }
+    record = {
+        "name": name,
+        "files": [str(f.path) for f in files],
+        "commit": files[0].commit if files else None,
+    }
+    typer.echo(json.dumps(record))
+
+
+def probes(
+    json_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--json",
+            help="Write the list as JSON to this file; - prints it on stdout instead of the table.",
+            dir_okay=False,
+        ),
+    ] = None,
+    cache_dir: Annotated[
+        Path | None,
+        typer.Option("--cache-dir", help="Hugging Face cache to list (default: HF_HUB_CACHE)."),
+    ] = None,
+) -> None:
+    """List the published probes in the Hugging Face cache: kind, classes, backbone, headline metrics.
+
+    Each runs offline with `plstitch predict --probe hf-hub:ORG/NAME`; a backbone marked not cached is
+    fetched (and verified) by `plstitch download hf-hub:ORG/NAME`.
+    """
+    from plstitch_eval.probes.hub import cached_probes
+
+    rows = cached_probes(cache_dir)
+    if json_path is not None:
+        write_json_output(json_path, rows)
+        if str(json_path) == "-":
+            return
+    table = Table(title="published probes in the Hugging Face cache")
+    for column in ("probe", "commit", "kind", "classes", "backbone", "cached?", "metrics"):
+        table.add_column(column, no_wrap=column == "probe", overflow="fold")
+    for row in rows:
+        table.add_row(
+            Text(row["probe"]),
+            Text(row["commit"][:12] + (f" ({', '.join(row['refs'])})" if row["refs"] else "")),
+            Text(f"{row['kind']}{'' if row['causal'] else ' (not causal)'}"),
+            Text(f"{len(row['classes'] or [])}: {', '.join(row['classes'] or [])}"),
+            Text(str(row["backbone"])),
+            Text("yes", style="green") if row["backbone_cached"] else "no",
+            Text(", ".join(f"{k} {v:.1f}" for k, v in row["metrics"].items()) or "-"),
         )
-    )
+    result_console(width=max(console.width, 140)).print(table)
+    if not rows:
+        console.print(
+            "No published probe is cached; fetch one with `plstitch download hf-hub:ORG/NAME`.",
+            soft_wrap=True,
+        )
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
     app.command("models")(models)
     app.command("download")(download)
+    app.command("probes")(probes)

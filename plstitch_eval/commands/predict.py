@@ -32,7 +32,11 @@ PredictDatasetOpt = dataset_opt(
 )
 PredictSplitOpt = split_opt("With --dataset: only this split.")
 ProbeOpt = Annotated[
-    Path, typer.Option("--probe", help="Probe folder (plstitch linear --save DIR).", file_okay=False)
+    str,
+    typer.Option(
+        "--probe",
+        help="Probe folder (plstitch linear --save DIR), or a published probe hf-hub:ORG/NAME\\[@REV].",
+    ),
 ]
 VideosArg = Annotated[
     list[str] | None,
@@ -187,7 +191,7 @@ def predict(
     # +10 s or more on a 6 to 7 s start-up of `plstitch --help`, 2 busy cores)
     from plstitch_eval.predict import PredictOptions, PredictRequest, live_settings, predict_session
     from plstitch_eval.predict.session import stopped_twice
-    from plstitch_eval.probes import load_probe
+    from plstitch_eval.probes.hub import resolve_probe
 
     options = PredictOptions(
         **encode_settings(
@@ -208,7 +212,7 @@ def predict(
         follow_timeout=follow_timeout, jsonl=jsonl, live=live, live_flags=live_flags, summary_json=json_path,
     )  # fmt: skip
     request.check()
-    probe = load_probe(probe_dir)
+    probe = resolve_probe(probe_dir)
     try:
         code = predict_session(request, probe, options, json_path)
     except KeyboardInterrupt as exc:  # a second Ctrl-C or SIGTERM: stopped at once

@@ -1,4 +1,4 @@
-"""CLI commands `export` (run -> timm folder + card) and `push-to-hub` (folder -> Hugging Face repo).
+"""CLI commands `export` (run -> timm folder + card) and `push-to-hub` (a model or probe folder -> Hub repo).
 
 Library imports sit inside the commands, for start-up time (`plstitch_eval/commands/__init__.py`).
 """
@@ -14,6 +14,9 @@ from plstitch_eval.commands.options import out_opt
 from plstitch_eval.utils.console import console
 
 ExportOutOpt = out_opt("Folder to create (timm format + README.md).")
+ProbeOutOpt = out_opt(
+    "A probe: keep the folder that is uploaded here (a new or empty folder).", kind=Path | None, short=False
+)
 
 
 def export(
@@ -67,7 +70,12 @@ def export(
 
 
 def push_to_hub(
-    folder: Annotated[Path, typer.Argument(help="Folder written by `plstitch export`.")],
+    folder: Annotated[
+        Path,
+        typer.Argument(
+            help="Folder written by `plstitch export`, or a probe folder (linear/temporal --save)."
+        ),
+    ],
     repo_id: Annotated[str, typer.Option("--repo-id", help="Target repository, ORG/NAME.")],
     private: Annotated[bool, typer.Option("--private", help="Create the repository as private.")] = False,
     revision: Annotated[str, typer.Option(help="Branch to upload to.")] = "main",
@@ -75,20 +83,51 @@ def push_to_hub(
         bool, typer.Option("--dry-run", help="Check and list the files; upload nothing.")
     ] = False,
     commit_message: Annotated[str | None, typer.Option(help="Commit message on the Hub.")] = None,
+    out: ProbeOutOpt = None,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            "--results",
+            help="A probe: the results JSON of the run that saved it (default: results.json in the folder), "
+            "for per-video confidence intervals on the card.",
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
-    """Upload an exported folder to the Hugging Face Hub (token from HF_TOKEN or `hf auth login`).
+    """Upload an exported model or a probe to the Hugging Face Hub (token from HF_TOKEN or `hf auth login`).
 
-    Refuses a folder whose recorded results no longer belong to its model.safetensors.
+    A model folder whose recorded results no longer belong to its model.safetensors is refused. A probe is
+    published as config.json (its backbone pinned to a commit and sha256), probe.safetensors and a card.
     """
-    from plstitch_train.publishing.publish import format_file_table
-    from plstitch_train.publishing.publish import push_to_hub as push
+    from plstitch_eval.errors import ConfigError
+    from plstitch_eval.hub.upload import format_file_table
+    from plstitch_eval.probes.publish import is_probe_folder, push_probe
 
-    result = push(
-        folder, repo_id, private=private, revision=revision, commit_message=commit_message, dry_run=dry_run
-    )
+    if is_probe_folder(folder):
+        result = push_probe(
+            folder, repo_id, private=private, revision=revision, commit_message=commit_message,
+            dry_run=dry_run, out=out, results=results,
+        )  # fmt: skip
+    else:
+        from plstitch_train.publishing.publish import push_to_hub as push
+
+        if out is not None or results is not None:
+            raise ConfigError(
+                f"--out and --results go with a probe folder; {folder} holds no probe.json (a model folder's "
+                "results come from `plstitch export --results`)."
+            )
+        result = push(
+            folder,
+            repo_id,
+            private=private,
+            revision=revision,
+            commit_message=commit_message,
+            dry_run=dry_run,
+        )
     typer.echo(format_file_table(result.files))
     if result.dry_run:
-        console.print(f"Dry run: nothing uploaded to {repo_id}@{revision}.")
+        kept = f"; the folder is {out}" if out is not None else ""
+        console.print(f"Dry run: nothing uploaded to {repo_id}@{revision}{kept}.")
     else:
         typer.echo(result.commit_url)
 

@@ -2,7 +2,10 @@
 
 `probe`: the loaded `Probe`, `ProbeError` and the folder's file names; `kinds`: the registry of probe kinds
 and the heads shipped (``linear``, ``temporal``); `folder`: saving and loading a probe folder (sha256-checked,
-strict); `matching`: `check_probe_matches`, the refusal of features made another way. docs/probes.md.
+strict); `matching`: `check_probe_matches`, the refusal of features made another way. Published probes
+(imported from their modules, which pull in `huggingface_hub`'s cards): `publish` (the Hub repo folder and its
+upload), `hub` (`resolve_probe` of a folder or ``hf-hub:ORG/NAME``, `download_probe`, `cached_probes`),
+`backbone` (the pin and its check), `card`, `licences`. docs/probes.md.
 """
 
 from plstitch_eval.probes.folder import check_probe_target, load_probe, save_linear_probe, save_probe

@@ -197,16 +197,17 @@ def _replace_dir(tmp: Path, folder: Path) -> None:
         os.replace(tmp, folder)
 
 
-def load_probe(folder: str | os.PathLike) -> Probe:
+def load_probe(folder: str | os.PathLike, record_name: str = PROBE_JSON) -> Probe:
     """Read a probe folder: the JSON checked field by field, the weights' sha256 verified, a strict load.
 
     Why: a probe silently applied with the wrong weights or to other features gives plausible nonsense.
+    `record_name`: the JSON's file name (a published probe's is config.json, `probes.publish`).
     """
     folder = Path(folder).expanduser()
-    path = folder / PROBE_JSON
+    path = folder / record_name
     if not path.is_file():
         raise ProbeError(
-            f"{folder} is not a probe folder (no {PROBE_JSON}); save one with plstitch linear --save DIR."
+            f"{folder} is not a probe folder (no {record_name}); save one with plstitch linear --save DIR."
         )
     record = _read_json(path)
     if record.get("schema") != PROBE_SCHEMA:
@@ -232,7 +233,7 @@ def load_probe(folder: str | os.PathLike) -> Probe:
     got_sha = sha256_file(weights_path)
     if got_sha != want_sha:
         raise ProbeError(
-            f"{weights_path} has sha256 {got_sha[:12]}… but {PROBE_JSON} records {want_sha[:12]}…; the "
+            f"{weights_path} has sha256 {got_sha[:12]}… but {record_name} records {want_sha[:12]}…; the "
             f"weights were changed after saving: {RESAVE_FIX}."
         )
     state = load_safetensors_file(weights_path, fix=RESAVE_FIX)

@@ -1,7 +1,7 @@
 """Mean and sample standard deviation over runs (seeds), the one rule every table of several runs uses.
 
 And the difference of two rows with its Student t interval: paired over the same seeds, or of two independent
-samples (Welch).
+samples (Welch); and a mean's own interval (`mean_interval`: a metric over test videos).
 """
 
 from __future__ import annotations
@@ -105,3 +105,13 @@ def welch_difference(a: Sequence[float], b: Sequence[float], confidence: float =
     df = (var_a + var_b) ** 2 / (var_a**2 / (len(x) - 1) + var_b**2 / (len(y) - 1))
     out.update({"sem": sem, "df": float(df), **_t_interval(mean, sem, df, confidence)})
     return out
+
+
+def mean_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
+    """Mean of `values` (e.g. one metric per test video) with its Student t interval (n - 1 degrees of
+    freedom): n, mean, std, sem, ci_low, ci_high, confidence; `paired_difference`'s rules against zero (one
+    value: the mean only)."""
+    if len(values) == 0:
+        raise ConfigError("A mean of no values: give at least one (e.g. one score per video).")
+    out = paired_difference(values, [0.0] * len(values), confidence)
+    return {key: out[key] for key in ("n", "mean", "std", "sem", "ci_low", "ci_high", "confidence")}

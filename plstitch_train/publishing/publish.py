@@ -1,5 +1,5 @@
 """Push an exported folder to the Hugging Face Hub: refuse pickles, check it loads and that its results belong
-to its weights, then create + upload.
+to its weights, then create + upload (`plstitch_eval.hub.upload`, which probes share).
 
 The token comes from `HF_TOKEN` or the login cache (`huggingface_hub.get_token()`) and is passed straight to
 `HfApi`; it is never printed or logged. Hub failures (no network, a wrong `HF_ENDPOINT`, offline mode, an HTTP
@@ -8,38 +8,35 @@ error) become one `PublishError` line naming the host and the fix.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import timm
 import torch
 import yaml
-from huggingface_hub import HfApi, ModelCard, get_token
-from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 
 from plstitch_eval.errors import PlstitchError, PublishError
 from plstitch_eval.hub.ranking_head import HEAD_WEIGHTS_FILE, load_temporal_head
 from plstitch_eval.hub.safe_load import sha256_file
 from plstitch_eval.hub.timm_format import CONFIG_NAME, WEIGHTS_NAME, is_timm_dir
-from plstitch_eval.utils.console import logger
+from plstitch_eval.hub.upload import (
+    PICKLE_SUFFIXES,
+    PushResult,
+    UploadFile,
+    check_repo_id,
+    format_file_table,
+    hub_failure,
+    list_upload_files,
+    refuse_pickles,
+    resolve_token,
+    upload_folder,
+)
 from plstitch_train.publishing.cards import eval_results_from_results
 from plstitch_train.publishing.export import CARD_NAME, METADATA_NAME
-
-try:  # huggingface_hub 2.x talks HTTP through httpx2 (1.x: httpx); its transport errors reach us unwrapped
-    from httpx2 import HTTPError as ClientHTTPError
-    from httpx2 import TransportError as ClientTransportError
-except ImportError:  # pragma: no cover - older huggingface_hub
-    try:
-        from httpx import HTTPError as ClientHTTPError
-        from httpx import TransportError as ClientTransportError
-    except ImportError:  # huggingface_hub 0.x: requests, whose errors are OSErrors
-        ClientHTTPError, ClientTransportError = OSError, ConnectionError
 
 __all__ = [
     "PICKLE_SUFFIXES",
@@ -53,50 +50,8 @@ __all__ = [
     "push_to_hub",
     "refuse_pickles",
     "resolve_token",
+    "upload_folder",
 ]
-
-PICKLE_SUFFIXES = (".pth", ".pt", ".bin", ".pkl", ".pickle", ".ckpt")
-
-
-@dataclass(frozen=True)
-class UploadFile:
-    """One file that would be uploaded: path inside the folder (POSIX) and size in bytes."""
-
-    path: str
-    size: int
-
-
-@dataclass(frozen=True)
-class PushResult:
-    """What `push_to_hub` did: the files, and the commit URL (None on a dry run)."""
-
-    repo_id: str
-    revision: str
-    files: list[UploadFile]
-    commit_url: str | None
-    dry_run: bool
-
-
-def list_upload_files(folder: str | os.PathLike) -> list[UploadFile]:
-    """Every regular file under `folder` (hidden files and folders skipped), sorted by path."""
-    folder = Path(folder)
-    files = []
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder)
-        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
-            continue
-        files.append(UploadFile(rel.as_posix(), path.stat().st_size))
-    return files
-
-
-def refuse_pickles(files: list[UploadFile], folder: Path) -> None:
-    """Raise `PublishError` naming the first pickle (.pth/.pt/.bin/.pkl/.ckpt): publish safetensors only."""
-    for item in files:
-        if item.path.lower().endswith(PICKLE_SUFFIXES):
-            raise PublishError(
-                f"Refusing to upload {folder / item.path}: pickle files can run code when loaded. Remove it "
-                "and publish safetensors only (`plstitch export` writes model.safetensors)."
-            )
 
 
 def check_folder_loads(folder: str | os.PathLike) -> None:
@@ -218,17 +173,6 @@ def _result_key(result: Any) -> tuple[str, str, float]:
     return (str(result.dataset_type), str(result.metric_type), round(float(result.metric_value), 4))
 
 
-def resolve_token(token: str | None = None) -> str:
-    """`token`, else `HF_TOKEN`, else the login cache; a clear error naming the fix when there is none."""
-    token = token or os.environ.get("HF_TOKEN") or get_token()
-    if not token:
-        raise PublishError(
-            "No Hugging Face token found. Run `hf auth login` (or `huggingface-cli login`), or set the "
-            "HF_TOKEN environment variable to a token with write access."
-        )
-    return token
-
-
 def push_to_hub(
     folder: str | os.PathLike,
     repo_id: str,
@@ -246,78 +190,15 @@ def push_to_hub(
     folder = Path(folder)
     if not folder.is_dir():
         raise PublishError(f"{folder} is not a folder; pass the output of `plstitch export`.")
-    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
-        raise PublishError(f"--repo-id {repo_id!r} must look like ORG/NAME.")
+    check_repo_id(repo_id)
     files = list_upload_files(folder)
     refuse_pickles(files, folder)
     check_folder_loads(folder)
     check_results_belong(folder)
     if dry_run:
         return PushResult(repo_id, revision, files, None, dry_run=True)
-    token = resolve_token(token)
-    api = HfApi(token=token)
-    try:
-        api.create_repo(repo_id=repo_id, repo_type="model", private=private, exist_ok=True)
-        if revision != "main":
-            api.create_branch(repo_id=repo_id, branch=revision, repo_type="model", exist_ok=True)
-        commit = api.upload_folder(
-            repo_id=repo_id,
-            folder_path=str(folder),
-            repo_type="model",
-            revision=revision,
-            commit_message=commit_message or f"Upload PL-Stitch model ({len(files)} files)",
-            allow_patterns=[item.path for item in files],
-        )
-    except (ClientHTTPError, OSError, ValueError) as exc:  # HfHubHTTPError, ConnectError, offline mode...
-        raise hub_failure(exc, api.endpoint, f"{folder} to {repo_id}@{revision}", token) from None
-    commit_url = getattr(commit, "commit_url", None) or str(commit)
-    logger.info("Uploaded %d files to %s@%s", len(files), repo_id, revision)
-    return PushResult(repo_id, revision, files, commit_url, dry_run=False)
-
-
-def hub_failure(exc: BaseException, endpoint: str, what: str, token: str) -> PublishError:
-    """One line for a failed Hub call: the host it tried, what happened (token masked), and the fix."""
-    host = urlparse(endpoint).hostname or endpoint
-    # the host actually tried (uploads may go to a storage host); httpx raises RuntimeError without a request
-    with contextlib.suppress(AttributeError, RuntimeError):
-        host = exc.request.url.host or host
-    detail = " ".join(str(exc).replace(token, "***").split()) or type(exc).__name__
-    if isinstance(exc, OfflineModeIsEnabled):
-        return PublishError(
-            f"Cannot upload {what}: offline mode is on (HF_HUB_OFFLINE=1), so {host} was not contacted; "
-            "unset HF_HUB_OFFLINE and retry."
-        )
-    if isinstance(exc, HfHubHTTPError):
-        return PublishError(
-            f"Upload of {what} failed: {host} answered {detail}. Check that the token (HF_TOKEN or `hf auth "
-            f"login`) has write access to the organisation, and that HF_ENDPOINT ({endpoint}) is the Hub "
-            "you mean."
-        )
-    if isinstance(exc, ClientTransportError | ConnectionError | TimeoutError):
-        return PublishError(
-            f"Cannot reach {host} to upload {what} ({type(exc).__name__}: {detail}). Check the network "
-            f"connection (and proxy), the HF_ENDPOINT setting (now {endpoint}), and that HF_TOKEN holds a "
-            "valid token."
-        )
-    return PublishError(
-        f"Upload of {what} via {host} failed ({type(exc).__name__}: {detail}). Check that the token has "
-        f"write access to the organisation and that {host} is reachable."
+    message = commit_message or f"Upload PL-Stitch model ({len(files)} files)"
+    commit_url = upload_folder(
+        folder, files, repo_id, private=private, revision=revision, commit_message=message, token=token
     )
-
-
-def format_file_table(files: list[UploadFile]) -> str:
-    """Plain-text table of paths and human-readable sizes, with a total line."""
-    width = max([len(item.path) for item in files] + [4])
-    lines = [f"{'file':<{width}}  {'size':>10}"]
-    lines += [f"{item.path:<{width}}  {_human(item.size):>10}" for item in files]
-    lines.append(f"{'total':<{width}}  {_human(sum(item.size for item in files)):>10}")
-    return "\n".join(lines)
-
-
-def _human(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"
+    return PushResult(repo_id, revision, files, commit_url, dry_run=False)

@@ -102,6 +102,9 @@ class DatasetAdapter:
     background_classes: list[str] = []
     tool_names: ClassVar[list[str]] = []  # instruments annotated per frame (multi-label), if any
     split_schemes: ClassVar[tuple[str, ...]] = ("default",)
+    # the data's terms of use (a published probe's card takes the strictest of these and its backbone's)
+    license: ClassVar[str] = "unknown"
+    license_source: ClassVar[str] = ""  # where the licence is stated
 
     def __init__(self, root: str | os.PathLike, fps: float | None = None) -> None:
         self.root = Path(root).expanduser()

@@ -38,6 +38,8 @@ class Cholec80(DatasetAdapter):
     native_fps = 25.0
     default_eval_fps = 1.0
     split_schemes = ("40-40", "32-8-40", "40-8-32")
+    license = "CC-BY-NC-SA-4.0"
+    license_source = "CAMMA's Cholec80 terms (camma.u-strasbg.fr/datasets): non-commercial, share-alike"
 
     def __init__(self, root: str | os.PathLike, fps: float | None = None, video_dir: str = "videos") -> None:
         super().__init__(root, fps)

@@ -105,7 +105,8 @@ def describe_datasets() -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class DatasetFacts:
-    """What scoring and cards need to know of a dataset key: its printed name, family and background classes.
+    """What scoring and cards need to know of a dataset key: its printed name, family, background classes and
+    licence.
 
     Why one home: the metric family (surgical -> accuracy + macro F1; cooking -> Edit + F1@k), the segment
     metrics' background and the card's dataset name all follow from the adapter, so they are read from it.
@@ -114,6 +115,8 @@ class DatasetFacts:
     display_name: str
     family: str  # "surgical" or "cooking"
     background_classes: tuple[str, ...] = ()
+    license: str = "unknown"  # the data's terms of use, and where they are stated
+    license_source: str = ""
 
 
 # datasets read through another adapter (50Salads comes in the MS-TCN layout, like GTEA and Breakfast)
@@ -138,4 +141,6 @@ def _adapter_facts(cls: type) -> DatasetFacts:
         getattr(cls, "display_name", "") or getattr(cls, "name", ""),
         getattr(cls, "family", "surgical"),
         tuple(getattr(cls, "background_classes", ())),
+        getattr(cls, "license", "unknown"),
+        getattr(cls, "license_source", ""),
     )

@@ -12,7 +12,13 @@ import statistics
 import pytest
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.utils.stats import mean_std, mean_std_by_key, paired_difference, welch_difference
+from plstitch_eval.utils.stats import (
+    mean_interval,
+    mean_std,
+    mean_std_by_key,
+    paired_difference,
+    welch_difference,
+)
 
 
 def test_mean_and_sample_std_match_statistics() -> None:
@@ -138,3 +144,16 @@ def test_welch_difference_small_samples_and_bad_input() -> None:
         welch_difference([1.0, 2.0], [0.0, 1.0], confidence=1.5)
     with pytest.raises(ConfigError, match="non-finite"):
         welch_difference([1.0, float("inf")], [0.0, 1.0])
+
+
+def test_mean_interval_matches_scipy_t_interval() -> None:
+    from scipy import stats
+
+    values = [60.0, 70.0, 55.0, 64.0]
+    out = mean_interval(values)
+    low, high = stats.t.interval(0.95, len(values) - 1, loc=statistics.mean(values), scale=stats.sem(values))
+    assert out["n"] == 4 and out["mean"] == pytest.approx(statistics.mean(values))
+    assert (out["ci_low"], out["ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    assert mean_interval([42.0])["ci_low"] is None  # one video: the mean only
+    with pytest.raises(ConfigError, match="no values"):
+        mean_interval([])
