@@ -20,44 +20,14 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import torch
+from online import make_probe, random_vit_b  # benchmarks/online.py, beside this script
 
-from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.data.synthetic import generate_synthetic
-from plstitch_eval.extract import ExtractOptions, extract_features
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.predict import PredictOptions, load_probe_encoder
 from plstitch_eval.predict.onnx import RECOGNIZER, export_onnx
-from plstitch_eval.probes import LinearProbeHead, load_probe, save_probe
+from plstitch_eval.probes import load_probe
 
 MODELS = {"tiny": "plstitch-tiny-synthetic", "vit-b16": None}  # None: a random ViT-B/16 timm folder
-
-
-def random_vit_b(folder: Path) -> str:
-    """A ViT-B/16 with random weights (pl-stitch-lemon's architecture) as a timm-format folder."""
-    import timm
-
-    from plstitch_eval.hub.timm_format import save_timm_dir
-    from plstitch_eval.preprocess import DataConfig
-
-    torch.manual_seed(0)
-    model = timm.create_model("vit_base_patch16_224", pretrained=False, num_classes=0)
-    return str(save_timm_dir(model, folder / "vit-b16", DataConfig()))
-
-
-def make_probe(folder: Path, model: str) -> Path:
-    """A random linear probe on `model`'s features (its manifest from extracting a 2 s synthetic video)."""
-    synthetic = {"n_videos": 1, "size": 64, "seed": 1, "min_seconds": 2.0, "max_seconds": 2.0}
-    root = generate_synthetic(folder / "synthetic", workers=1, **synthetic)
-    store = folder / f"store-{Path(model).name}"
-    options = ExtractOptions(fps=1.0, num_workers=0, device="cpu", progress=False)
-    assert extract_features(get_dataset("synthetic", root=root, **synthetic), model, store, options).ok
-    features = FeatureStore(store)
-    dim, classes = int(features.manifest["feature_dim"]), len(features.class_names)
-    torch.manual_seed(0)
-    head = LinearProbeHead(torch.zeros(dim), torch.ones(dim), torch.randn(dim, classes), torch.zeros(classes))
-    return save_probe(
-        folder / f"probe-{Path(model).name}", "linear", head, features.manifest, features.class_names, {}, {}
-    )
 
 
 def measure(model, probe, session, frames: torch.Tensor, repeats: int) -> dict:
@@ -97,9 +67,12 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        short = {"n_videos": 1, "size": 64, "seed": 1, "min_seconds": 2.0, "max_seconds": 2.0}
+        short["root"] = generate_synthetic(folder / "synthetic", workers=1, **short)
         for name in args.models.split(","):
             spec = MODELS[name] or random_vit_b(folder)
-            probe_dir = make_probe(folder, spec)
+            (folder / name).mkdir()
+            probe_dir = make_probe(folder / name, short, spec, fps=1.0)  # a folder per model: its own store
             export_onnx(probe_dir, folder / f"onnx-{name}")
             probe = load_probe(probe_dir)
             model = load_probe_encoder(probe, PredictOptions(device="cpu", num_workers=0, progression=False))

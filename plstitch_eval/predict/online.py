@@ -444,12 +444,16 @@ def live_margin(
 
 
 def frame_row(
-    video: str, probe: Probe, sample: Captured, probabilities: np.ndarray, latency_s: float
+    video: str,
+    probe: Probe,
+    sample: Captured,
+    probabilities: np.ndarray,
+    predicted: int,
+    latency_s: float,
 ) -> dict[str, Any]:
     """One `--jsonl` line: the CSV's fields (time_s, frame_index, predicted, a probability per class) plus
     `video`, `captured_at` (Unix time the frame was decoded), `latency_s` (decoded to predicted) and
     `dropped` (frames dropped so far)."""
-    predicted = int(np.argmax(probabilities))
     row: dict[str, Any] = {
         "video": video,
         "time_s": round(sample.frame.time, 6),
@@ -486,7 +490,8 @@ def _follow(
             state.push(feature, frame.time, frame.index)
             latency = time.perf_counter() - sample.captured
             if on_frame is not None:
-                on_frame(frame_row(video, probe, sample, state.probabilities[-1], latency))
+                row = frame_row(video, probe, sample, state.probabilities[-1], state.predicted[-1], latency)
+                on_frame(row)
             second = int(np.floor(frame.time + 1e-6))
             if last_second is None or second > last_second:
                 last_second = second

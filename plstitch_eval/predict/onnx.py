@@ -69,6 +69,10 @@ def export_onnx(
     its `onnx.json` record. The encoder is exported on the CPU in fp32; the folder appears whole or not at
     all (written beside it, then renamed)."""
     require_onnxruntime()
+    try:
+        import onnx  # noqa: F401 - _set_metadata writes the record into the graph with it
+    except ImportError:
+        raise ConfigError(f"export-onnx needs onnx; {EXTRA_HINT}.") from None
     out = Path(out).expanduser()
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} exists; pass --overwrite to replace it, or choose another --out.")

@@ -81,10 +81,9 @@ class PredictRequest:
             raise ConfigError(
                 "--follow-timeout goes with --online (it follows a recording as it is written)."
             )
-        for flag in ("--jsonl", *self.live_flags):
-            if flag == "--jsonl" and self.jsonl is None:
-                continue
-            raise ConfigError(f"{flag} goes with --online (predictions made as the video arrives).")
+        online_only = (["--jsonl"] if self.jsonl is not None else []) + list(self.live_flags)
+        if online_only:
+            raise ConfigError(f"{online_only[0]} goes with --online (predictions made as the video arrives).")
 
     def sources(self, class_names: list[str]) -> list[VideoSource]:
         """The inputs, each with its labels (a dataset's classes must be the probe's)."""
