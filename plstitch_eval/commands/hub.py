@@ -204,7 +204,7 @@ def probes(
         table.add_row(
             Text(row["probe"]),
             Text(row["commit"][:12] + (f" ({', '.join(row['refs'])})" if row["refs"] else "")),
-            Text(f"{row['kind']}{'' if row['causal'] else ' (not causal)'}"),
+            Text(f"{row['kind']}{'' if row['causal'] else ' (not causal)'}{', onnx' if row['onnx'] else ''}"),
             Text(f"{len(row['classes'] or [])}: {', '.join(row['classes'] or [])}"),
             Text(str(row["backbone"])),
             Text("yes", style="green") if row["backbone_cached"] else "no",

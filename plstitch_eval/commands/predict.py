@@ -225,13 +225,16 @@ ExportOutOpt = out_opt("Export folder: the probe plus its ONNX graphs.")
 
 
 def export_onnx(
-    probe_dir: Annotated[Path, typer.Argument(help="Probe folder (plstitch linear/temporal --save DIR).")],
+    probe_dir: Annotated[
+        str, typer.Argument(help="Probe folder (linear/temporal --save DIR) or hf-hub:ORG/NAME[@REV].")
+    ],
     out: ExportOutOpt,
     opset: Annotated[int, typer.Option("--opset", help="ONNX opset of the graphs.")] = 17,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier export.")] = False,
 ) -> None:
     """Export a probe and its encoder to ONNX (recognizer.onnx: frames -> features and probabilities;
-    head.onnx: features -> logits) for onnxruntime, TensorRT or `predict --probe OUT --runtime onnx`."""
+    head.onnx: features -> logits) for onnxruntime, TensorRT or `predict --probe OUT --runtime onnx`;
+    push-to-hub OUT publishes the graphs with the probe."""
     from plstitch_eval.predict.onnx import export_onnx as export
     from plstitch_eval.utils.io import write_json_output
 

@@ -149,7 +149,7 @@ def _progression_head(spec: str, feature_dim: int, device: torch.device, options
 def describe(probe: Probe, model: ProbeEncoder) -> str:
     """One line naming the probe, its classes, the encoder and the sampling."""
     return (
-        f"{probe.kind} probe {probe.folder} ({probe.num_classes} classes) on {model.spec} features, "
+        f"{probe.kind} probe {probe.name} ({probe.num_classes} classes) on {model.spec} features, "
         f"{probe.fps:g} fps, {model.device.type} {model.precision}"
         + ("" if model.runtime == "torch" else f", {model.runtime}")
     )

@@ -7,7 +7,9 @@ An export folder is the probe folder (`probe.json`, its weights: it still loads 
   in one graph with a dynamic batch;
 - `head.onnx`: one video's `features` [T, D] -> `logits` [T, C] (a temporal probe's causal head, T dynamic);
 - `onnx.json`: what the graphs expect (frame plan, class names, fps, opset, the versions that wrote them),
-  also stored in `recognizer.onnx`'s metadata, so the graph alone says how to feed it.
+  also stored in `recognizer.onnx`'s metadata, so the graph alone says how to feed it; plus the head it was
+  made from and each graph's sha256, checked before a run (`probes.onnx_files.check_export`).
+The probe may be a published one (``hf-hub:ORG/NAME``); a published export runs from the cache by name.
 Needs the `onnx` extra (`pip install 'plstitch[onnx]'`: onnx, onnxruntime).
 """
 
@@ -26,15 +28,25 @@ import torch
 from torch import nn
 
 from plstitch_eval.errors import ConfigError
+from plstitch_eval.hub.safe_load import sha256_file
 from plstitch_eval.predict.encoder import ProbeEncoder, load_probe_encoder
 from plstitch_eval.predict.options import PredictOptions
 from plstitch_eval.preprocess import FramePlan, normalize_crops
 from plstitch_eval.probes import Probe, load_probe
+from plstitch_eval.probes.hub import fetch_hub_export, resolve_probe
+from plstitch_eval.probes.onnx_files import (
+    HEAD,
+    ONNX_JSON,
+    ONNX_SCHEMA,
+    RECOGNIZER,
+    check_export,
+    graph_digests,
+    read_onnx_record,
+)
+from plstitch_eval.probes.probe import PROBE_JSON, PROBE_WEIGHTS
 from plstitch_eval.utils.io import temp_dir_beside, write_json_atomic
 
-RECOGNIZER, HEAD, ONNX_JSON = "recognizer.onnx", "head.onnx", "onnx.json"
 OPSET = 17
-ONNX_SCHEMA = "plstitch-onnx/1"
 EXTRA_HINT = "install the onnx extra: pip install 'plstitch[onnx]'"
 PLAN_FIELDS = ("fps", "resize", "crop", "interpolation", "mean", "std", "resize_on_decode", "squash")
 
@@ -62,12 +74,10 @@ class _Recognizer(nn.Module):
         return features, torch.softmax(self.head(features), dim=-1)
 
 
-def export_onnx(
-    probe_folder: str | Path, out: str | Path, overwrite: bool = False, opset: int = OPSET
-) -> dict:
-    """Write the export folder `out` for the probe at `probe_folder` (see the module docstring); returns
-    its `onnx.json` record. The encoder is exported on the CPU in fp32; the folder appears whole or not at
-    all (written beside it, then renamed)."""
+def export_onnx(probe_spec: str | Path, out: str | Path, overwrite: bool = False, opset: int = OPSET) -> dict:
+    """Write the export folder `out` for the probe `probe_spec` (a folder, or ``hf-hub:ORG/NAME[@REV]`` with
+    its backbone verified; see the module docstring); returns its `onnx.json` record. The encoder is
+    exported on the CPU in fp32; the folder appears whole or not at all (written beside it, then renamed)."""
     require_onnxruntime()
     try:
         import onnx  # noqa: F401 - _set_metadata writes the record into the graph with it
@@ -78,7 +88,7 @@ def export_onnx(
         raise ConfigError(f"{out} exists; pass --overwrite to replace it, or choose another --out.")
     if out.exists() and not (out / ONNX_JSON).is_file():
         raise ConfigError(f"{out} is not an ONNX export folder (no {ONNX_JSON}); choose another --out.")
-    probe = load_probe(probe_folder)
+    probe = resolve_probe(probe_spec)
     options = PredictOptions(device="cpu", precision="fp32", num_workers=0, progression=False)
     model = load_probe_encoder(probe, options)
     if model.plan.clip is not None:
@@ -90,8 +100,7 @@ def export_onnx(
     dim = int(probe.encoder["feature_dim"])
     tmp = temp_dir_beside(out)
     try:
-        for name in (n for n in ("probe.json", "probe.safetensors") if (probe.folder / n).is_file()):
-            shutil.copy2(probe.folder / name, tmp / name)
+        _copy_probe(probe, tmp)
         recognizer = _Recognizer(encoder, model.plan, probe.head if linear else None).eval()
         outputs = ["features", "probabilities"] if linear else ["features"]
         _export(recognizer, frames, tmp / RECOGNIZER, ["frames"], outputs, {"frames": {0: "batch"}}, opset)
@@ -119,9 +128,13 @@ def export_onnx(
             "outputs": outputs,
             "opset": opset,
             "versions": {name: version(name) for name in ("torch", "onnx", "onnxruntime")},
+            "probe": probe.name,
+            "probe_sha256": sha256_file(tmp / PROBE_WEIGHTS),  # the head the graphs were made from
         }
         _set_metadata(tmp / RECOGNIZER, record)
+        record["sha256"] = graph_digests(tmp)  # after the metadata: it is part of the graph's bytes
         write_json_atomic(tmp / ONNX_JSON, record)
+        load_probe(tmp)  # the export folder is still a probe folder
         if out.exists():
             shutil.rmtree(out)
         tmp.replace(out)
@@ -129,6 +142,20 @@ def export_onnx(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return record
+
+
+def _copy_probe(probe: Probe, folder: Path) -> None:
+    """The probe's head and record into `folder` as a probe folder (a published probe's config.json becomes
+    probe.json, with the ``hf-hub:ORG/NAME@COMMIT`` it came from in ``source.hub``)."""
+    shutil.copy2(probe.folder / PROBE_WEIGHTS, folder / PROBE_WEIGHTS)
+    if (probe.folder / PROBE_JSON).is_file():
+        shutil.copy2(probe.folder / PROBE_JSON, folder / PROBE_JSON)
+        return
+    from plstitch_eval.probes.publish import CONFIG_NAME
+
+    record = json.loads((probe.folder / CONFIG_NAME).read_text(encoding="utf-8"))
+    record["source"] = {**(record.get("source") or {}), "hub": probe.name}
+    write_json_atomic(folder / PROBE_JSON, record)
 
 
 def _export(module: nn.Module, example: torch.Tensor, path: Path, inputs, outputs, axes, opset: int) -> None:
@@ -164,16 +191,7 @@ def _jsonable(value: Any) -> Any:
 
 def read_export(folder: str | Path) -> dict:
     """An export folder's `onnx.json` (one line when the folder is a probe that was not exported)."""
-    path = Path(folder).expanduser() / ONNX_JSON
-    if not path.is_file():
-        raise ConfigError(
-            f"{folder} holds no ONNX export ({ONNX_JSON}); make one with plstitch export-onnx {folder} "
-            "--out DIR, then predict --probe DIR --runtime onnx."
-        )
-    record = json.loads(path.read_text(encoding="utf-8"))
-    if record.get("schema") != ONNX_SCHEMA:
-        raise ConfigError(f"{path}: schema {record.get('schema')!r}, expected {ONNX_SCHEMA!r}; export again.")
-    return record
+    return read_onnx_record(folder)
 
 
 class OnnxHead(nn.Module):
@@ -209,7 +227,9 @@ def load_onnx_runtime(probe: Probe, options: PredictOptions) -> tuple[Probe, Onn
     """The probe with its head and encoder run by onnxruntime from its export folder (the CUDA provider on a
     CUDA device when onnxruntime has it, else the CPU)."""
     ort = require_onnxruntime()
-    record = read_export(probe.folder)
+    if probe.source.get("hub") and not (probe.folder / ONNX_JSON).is_file():
+        fetch_hub_export(probe)  # a published export: its graphs from the same commit
+    record = check_export(probe.folder, sha256_file(probe.folder / PROBE_WEIGHTS), probe.name)
     providers = ["CPUExecutionProvider"]
     if (
         str(options.device or "").startswith("cuda")

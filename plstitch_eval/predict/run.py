@@ -102,7 +102,8 @@ class PredictSummary:
         """JSON-ready summary (printed on stdout, or written by --json)."""
         names = self.probe.class_names
         return {
-            "probe": str(self.probe.folder),
+            "probe": self.probe.name,
+            "probe_folder": str(self.probe.folder),
             "kind": self.probe.kind,
             "encoder": self.model.spec,
             "runtime": self.model.runtime,

@@ -26,6 +26,7 @@ from plstitch_eval.hub.ranking_head import HEAD_CONFIG_FILE, HEAD_WEIGHTS_FILE
 from plstitch_eval.hub.spec import HF_HUB_FORM, HF_HUB_PREFIX, parse_hf_spec
 from plstitch_eval.probes.backbone import HF_HUB, Backbone, verify_backbone
 from plstitch_eval.probes.folder import load_probe
+from plstitch_eval.probes.onnx_files import ONNX_FILES, export_hint
 from plstitch_eval.probes.probe import PROBE_SCHEMA, PROBE_WEIGHTS, Probe, ProbeError
 from plstitch_eval.probes.publish import CARD_NAME, CONFIG_NAME
 
@@ -59,6 +60,24 @@ def resolve_probe(text: str | os.PathLike, cache_dir: str | os.PathLike | None =
     probe = load_probe(found.folder, CONFIG_NAME)
     probe.source = {**probe.source, "hub": f"{HF_HUB_PREFIX}{found.repo_id}@{found.commit}"}
     return probe
+
+
+def fetch_hub_export(probe: Probe, cache_dir: str | os.PathLike | None = None) -> list[HubFile]:
+    """The ONNX files of a published probe, from the commit its head came from (fetched when online); one
+    line when it was published without an export, or they are not cached offline."""
+    spec = str(probe.source.get("hub"))
+    repo_id, commit = _parse(spec, None)
+    record = _probe_config(probe.folder / CONFIG_NAME) or {}
+    if not record.get("onnx"):
+        unpinned = spec.rsplit("@", 1)[0]
+        raise ProbeError(
+            f"{spec} was published without an ONNX export; {export_hint(unpinned)} (or publish an export "
+            "folder: plstitch push-to-hub DIR)."
+        )
+    hint = f"`plstitch download {spec}`"
+    return [
+        fetch_file(repo_id, name, revision=commit, cache_dir=cache_dir, fix_hint=hint) for name in ONNX_FILES
+    ]
 
 
 def fetch_hub_probe(
@@ -109,6 +128,8 @@ def download_probe(
     files = [config, fetch_file(repo_id, PROBE_WEIGHTS, revision=config.commit, cache_dir=cache_dir)]
     with contextlib.suppress(ModelNotFoundError):  # the card is for people; the probe works without it
         files.append(fetch_file(repo_id, CARD_NAME, revision=config.commit, cache_dir=cache_dir))
+    if (_probe_config(config.path) or {}).get("onnx"):  # published with its ONNX export
+        files += [fetch_file(repo_id, n, revision=config.commit, cache_dir=cache_dir) for n in ONNX_FILES]
     backbone = found.backbone
     if local_weights(backbone.spec) is None and backbone.sha256 is not None:
         # an hf-hub backbone at its pinned commit; a registry one as `load_encoder` will read it (main)
@@ -152,6 +173,7 @@ def _row(
         "commit": commit,
         "refs": refs,
         "kind": record.get("kind"),
+        "onnx": bool(record.get("onnx")),
         "classes": record.get("class_names"),
         "dataset": record.get("dataset"),
         "fps": record.get("fps"),

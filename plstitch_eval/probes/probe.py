@@ -49,6 +49,11 @@ class Probe:
     folder: Path | None = field(default=None)
 
     @property
+    def name(self) -> str:
+        """How a user names this probe: ``hf-hub:ORG/NAME@COMMIT`` for a published one, else its folder."""
+        return str(self.source.get("hub") or self.folder or self.kind)
+
+    @property
     def num_classes(self) -> int:
         return len(self.class_names)
 

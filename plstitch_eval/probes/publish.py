@@ -16,11 +16,13 @@ from typing import Any
 
 from plstitch_eval.data.datasets import dataset_facts
 from plstitch_eval.errors import PublishError
+from plstitch_eval.hub.safe_load import sha256_file
 from plstitch_eval.hub.upload import PushResult, check_repo_id, list_upload_files, upload_folder
 from plstitch_eval.probes.backbone import Backbone, pin_backbone
 from plstitch_eval.probes.card import read_probe_results, render_probe_card, results_of
 from plstitch_eval.probes.folder import load_probe
 from plstitch_eval.probes.licences import CardLicence, LicenceSource, strictest_licence
+from plstitch_eval.probes.onnx_files import ONNX_FILES, ONNX_JSON, check_export
 from plstitch_eval.probes.probe import PROBE_JSON, PROBE_WEIGHTS, Probe
 from plstitch_eval.utils.io import temp_dir_beside, write_json_atomic, write_text_atomic
 
@@ -57,6 +59,9 @@ def hub_config(probe_dir: Path, backbone: Backbone, licence: CardLicence) -> dic
     record["library_name"] = LIBRARY_NAME
     source = record.get("source") or {}
     record["source"] = {k: v for k, v in source.items() if k != "store"}  # a path on the publisher's disk
+    if (probe_dir / ONNX_JSON).is_file():  # an export folder: its graphs go along (`predict --runtime onnx`)
+        onnx = json.loads((probe_dir / ONNX_JSON).read_text(encoding="utf-8"))
+        record["onnx"] = {"files": list(ONNX_FILES), "opset": onnx.get("opset"), "sha256": onnx.get("sha256")}
     return record
 
 
@@ -80,6 +85,9 @@ def write_probe_repo(
             f"--out {out} exists and is not an empty folder; choose a new folder or delete it."
         )
     probe = load_probe(probe_dir)
+    exported = (probe_dir / ONNX_JSON).is_file()
+    if exported:  # graphs of another head, or changed since, are refused before anything is written
+        check_export(probe_dir, sha256_file(probe_dir / PROBE_WEIGHTS))
     backbone = pin_backbone(probe, cache_dir)
     licence = probe_licence(probe, backbone)
     results_path = results_of(probe_dir, None if results is None else Path(results))
@@ -88,6 +96,8 @@ def write_probe_repo(
     tmp = temp_dir_beside(out)
     try:
         shutil.copyfile(probe_dir / PROBE_WEIGHTS, tmp / PROBE_WEIGHTS)
+        for name in ONNX_FILES if exported else ():
+            shutil.copyfile(probe_dir / name, tmp / name)
         write_json_atomic(tmp / CONFIG_NAME, hub_config(probe_dir, backbone, licence))
         write_text_atomic(tmp / CARD_NAME, str(card))
         load_probe(tmp, CONFIG_NAME)  # what a user's `predict --probe hf-hub:...` will read

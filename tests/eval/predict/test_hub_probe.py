@@ -14,7 +14,7 @@ from plstitch_eval.hub.safe_load import sha256_file
 from tests.eval.hub.conftest import hf_cache  # noqa: F401 (a fixture: an offline cache as HF_HUB_CACHE)
 from tests.eval.predict.conftest import CPU, MODEL, VIDEO, edited_probe, invoke, one_error_line, video_file
 
-VARYING = {"probe", "out", "files", "wall_seconds"}  # where the run wrote, and how long it took
+VARYING = {"probe", "probe_folder", "out", "files", "wall_seconds"}  # which folder, where it wrote, how long
 
 
 def publish(add, probe: Path, out: Path, repo_id: str, *extra: Any) -> str:

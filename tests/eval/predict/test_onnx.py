@@ -5,6 +5,7 @@ graph alone carries what it needs; refusals are one line. Skipped without the `o
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -14,8 +15,10 @@ ort = pytest.importorskip("onnxruntime", reason="the onnx extra (pip install 'pl
 onnx = pytest.importorskip("onnx", reason="the onnx extra (pip install 'plstitch[onnx]') is missing")
 
 from plstitch_eval.features import FeatureStore  # noqa: E402
+from plstitch_eval.hub.safe_load import sha256_file  # noqa: E402
 from plstitch_eval.predict.onnx import HEAD, ONNX_JSON, RECOGNIZER  # noqa: E402
 from plstitch_eval.probes import load_probe  # noqa: E402
+from tests.eval.hub.conftest import hf_cache  # noqa: E402, F401 (a fixture: an offline cache as HF_HUB_CACHE)
 from tests.eval.predict.conftest import CPU, invoke, one_error_line, read_csv  # noqa: E402
 from tests.eval.predict.test_online import _temporal_probe  # noqa: E402
 
@@ -74,7 +77,9 @@ def test_the_recognizer_graph_alone_gives_features_and_probabilities(data, expor
         assert np.abs(probabilities - probe.probabilities(expected)).max() < 1e-4
     meta = {p.key: p.value for p in onnx.load(str(exported / RECOGNIZER)).metadata_props}
     record = json.loads(meta["plstitch"])
-    assert record == json.loads((exported / ONNX_JSON).read_text())
+    written = json.loads((exported / ONNX_JSON).read_text())
+    assert set(written.pop("sha256")) == {RECOGNIZER, HEAD}  # the graphs' digests: not in their own bytes
+    assert record == written and record["probe_sha256"] == sha256_file(exported / "probe.safetensors")
     assert record["class_names"] == probe.class_names and record["fps"] == probe.fps
     assert record["plan"]["crop"] == list(model.plan.crop)
 
@@ -109,3 +114,66 @@ def test_refusals_are_one_line(data, exported, tmp_path):
     assert "is not an ONNX export folder" in line  # --overwrite never replaces a folder it did not write
     line = one_error_line(invoke("predict", "--probe", exported, video, "--out", tmp_path, "--runtime", "tf"))
     assert "--runtime must be one of torch, onnx" in line
+
+
+def test_a_changed_graph_or_another_head_is_refused(data, exported, tmp_path):
+    """The graphs are tied to the head they were exported from and to their recorded digests."""
+    video = data["root"] / "videos" / "video05.mp4"
+    copy = tmp_path / "copy"
+    shutil.copytree(exported, copy)
+    graph = copy / HEAD
+    pinned = sha256_file(graph)
+    graph.write_bytes(graph.read_bytes() + b"\0")
+    line = one_error_line(
+        invoke("predict", "--probe", copy, video, "--out", tmp_path / "a", "--runtime", "onnx")
+    )
+    assert pinned in line and sha256_file(graph) in line and "plstitch export-onnx" in line
+
+    shutil.copytree(exported, tmp_path / "other")
+    temporal = _temporal_probe(data, tmp_path / "temporal", causal=True)
+    for name in ("probe.json", "probe.safetensors"):  # a valid probe folder, but not the exported head
+        shutil.copyfile(temporal / name, tmp_path / "other" / name)
+    line = one_error_line(
+        invoke("predict", "--probe", tmp_path / "other", video, "--out", tmp_path / "b", "--runtime", "onnx")
+    )
+    assert "was exported from a head with sha256" in line
+
+
+def _published(hf_cache, folder, repo, repo_id):  # noqa: F811
+    """`push-to-hub --dry-run --out repo`, laid out as a cache entry: the files published."""
+    result = invoke("push-to-hub", folder, "--repo-id", repo_id, "--dry-run", "--out", repo)
+    assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in repo.iterdir())
+    hf_cache(repo_id, {n: (lambda target, src=repo / n: shutil.copyfile(src, target)) for n in names})
+    return names
+
+
+def test_a_published_export_runs_by_name_and_a_published_probe_exports(data, exported, tmp_path, hf_cache):  # noqa: F811
+    class_names = load_probe(data["probe"]).class_names
+    _, folder_rows = _predict(data, exported, tmp_path / "folder", "--runtime", "onnx")
+
+    names = _published(hf_cache, exported, tmp_path / "repo", "me/c80-onnx")
+    assert {HEAD, RECOGNIZER, ONNX_JSON} < set(names)
+    assert json.loads((tmp_path / "repo" / "config.json").read_text())["onnx"]["opset"] == 17
+    summary, hub_rows = _predict(data, "hf-hub:me/c80-onnx", tmp_path / "hub", "--runtime", "onnx")
+    assert summary["probe"].startswith("hf-hub:me/c80-onnx@") and summary["runtime"] == "onnxruntime"
+    _check_parity(folder_rows, hub_rows, class_names)
+    listed = json.loads(invoke("probes", "--json", "-").stdout)
+    assert [row["onnx"] for row in listed] == [True]
+
+    # a probe published without graphs: --runtime onnx says how to export it; export-onnx takes its name
+    assert ONNX_JSON not in _published(hf_cache, data["probe"], tmp_path / "plain", "me/c80-plain")
+    video = data["root"] / "videos" / "video05.mp4"
+    line = one_error_line(
+        invoke(
+            "predict", "--probe", "hf-hub:me/c80-plain", video, "--out", tmp_path / "x", "--runtime", "onnx"
+        )
+    )
+    assert "published without an ONNX export" in line and "export-onnx hf-hub:me/c80-plain --out" in line
+    result = invoke("export-onnx", "hf-hub:me/c80-plain", "--out", tmp_path / "from-hub")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["probe"].startswith("hf-hub:me/c80-plain@")
+    assert load_probe(tmp_path / "from-hub").source["hub"] == record["probe"]
+    _, exported_rows = _predict(data, tmp_path / "from-hub", tmp_path / "from-hub-run", "--runtime", "onnx")
+    _check_parity(folder_rows, exported_rows, class_names)
