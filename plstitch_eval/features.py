@@ -3,7 +3,9 @@
 Layout of a store folder::
 
     manifest.json            dataset, splits, class names, model spec + provenance, preprocessing, fps, ...,
-                             and `video_frames`: the frame count of every video written so far
+                             `video_frames`: the frame count of every video written so far, `sha256`: the
+                             checksum of each video's file as written (`store_repair`; readers and a resumed
+                             extraction verify it; stores made before it record none and read unverified)
                              (`black_margins`: each video's picture box, with `--crop-black-margin`)
     <video>.safetensors      features [T, D] float32, labels [T] int64, frame_times [T] float64 (seconds)
     .locks/                  lock files of concurrent writers (see below); not part of the features
@@ -14,44 +16,50 @@ A store is tied to one (model, preprocessing, fps, dataset) combination - its *c
 features made another way into an existing store is refused unless the caller overwrites it.
 
 Several processes may write one store at once: the manifest's read-modify-write happens under the store's
-lock (`store_lock`), and an extraction claims each video it encodes (`claim_video`). Both are `flock` locks on
-files in `.locks/`, so a killed process releases them with its open files; no stale lock is left behind.
+lock (`store_lock`), and an extraction claims each video it encodes (`claim_video`): `store_locks`.
+`--overwrite` deletes only what a store writes (`STORE_FILES`) and refuses a folder holding anything else.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
-import stat
 import struct
-import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load, save_file
 
 from plstitch_eval.errors import FeatureStoreError
-from plstitch_eval.utils.console import logger
+from plstitch_eval.store_locks import (  # noqa: F401 - the lock names are this module's API too
+    LOCK_DIR,
+    STORE_LOCK,
+    VideoClaim,
+    claim_video,
+    store_lock,
+)
+from plstitch_eval.store_repair import (
+    CHECKSUMS,
+    file_sha256,
+    mismatch,
+    missing_message,
+    note_unverified,
+    recorded_sha256,
+    redo_command,
+    sha256_hex,
+)
 from plstitch_eval.utils.io import atomic_path, write_json_atomic
-
-try:
-    import fcntl
-except ImportError:  # Windows: no flock; concurrent writers of one store are then not coordinated
-    fcntl = None  # type: ignore[assignment]
+from plstitch_eval.utils.outputs import OwnedFiles
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
 COMPAT_FIELDS = ("dataset", "model_spec", "weights_sha256", "preprocessing", "fps")
 VIDEO_FRAMES = "video_frames"  # manifest key: {video: frames written}, kept by the store itself
 BLACK_MARGINS = "black_margins"  # manifest key: {video: picture box} of a `--crop-black-margin` extraction
-PER_VIDEO_KEYS = (VIDEO_FRAMES, BLACK_MARGINS)  # {video: ...} records a resumed store keeps
-LOCK_DIR = ".locks"
-STORE_LOCK = "store.lock"
+PER_VIDEO_KEYS = (VIDEO_FRAMES, BLACK_MARGINS, CHECKSUMS)  # {video: ...} records a resumed store keeps
 TENSORS = {"features": ("F32", 2), "labels": ("I64", 1), "frame_times": ("F64", 1)}  # name: (dtype, ndim)
 OPTIONAL_TENSORS = {"tools": ("I8", 2)}  # tool presence, in stores of datasets with tool annotations
 DTYPE_BYTES = {"F32": 4, "I64": 8, "F64": 8, "I8": 1}
@@ -130,120 +138,18 @@ def _shown(value: Any) -> str:
     return " ".join(text.splitlines())
 
 
+STORE_FILES = OwnedFiles(  # what a store writes: all `--overwrite` deletes (`utils.outputs`)
+    "a feature store",
+    (MANIFEST, "[!.]*.safetensors", LOCK_DIR, f".{MANIFEST}.*.tmp", ".*.safetensors.*.tmp"),
+    nested=True,  # videos named with folders
+)
+
+
 def store_owned(path: Path) -> bool:
-    """Whether `path`, an entry of a store folder, is one a store writes: the lock folder, a feature file, a
-    manifest or feature file being written (`.NAME.XXXX.tmp`), a folder of such files (videos named with
-    folders). Why: a store that lost its manifest holds only these; anything else is not ours to delete."""
-    name = path.name
-    if name.startswith(".") and name.endswith(".tmp"):
-        return name.startswith(f".{MANIFEST}.") or ".safetensors." in name
-    try:
-        mode = path.lstat().st_mode
-        if stat.S_ISDIR(mode):
-            return name == LOCK_DIR or (not name.startswith(".") and all(map(store_owned, path.iterdir())))
-    except FileNotFoundError:  # removed meanwhile (a run starting the store again): judged by its name
-        return name.endswith(".safetensors")
-    return stat.S_ISREG(mode) and name.endswith(".safetensors") and not name.startswith(".")
-
-
-# ------------------------------------------------------------------------------------------------- locks
-
-
-def _lock_path(root: Path, name: str) -> Path:
-    path = root / LOCK_DIR / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-class _HeldLock:
-    """This process's hold of one store lock: threads take turns, nested holds of one thread stack."""
-
-    def __init__(self) -> None:
-        self.turn = threading.RLock()
-        self.fd: int | None = None
-        self.depth = 0
-
-
-_held_locks: dict[str, _HeldLock] = {}
-_held_locks_guard = threading.Lock()
-
-
-@contextlib.contextmanager
-def store_lock(root: str | os.PathLike) -> Iterator[None]:
-    """Hold the store's lock (`.locks/store.lock`, created with the folder) for a read-modify-write of its
-    manifest. Reentrant within a process; another process waits (a note on stderr says for what)."""
-    path = _lock_path(Path(root), STORE_LOCK)
-    with _held_locks_guard:
-        held = _held_locks.setdefault(str(path.resolve()), _HeldLock())
-    with held.turn:
-        if held.depth == 0:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                if not _flock(fd, blocking=False):
-                    logger.info("%s: another process is updating this feature store; waiting for it", root)
-                    _flock(fd, blocking=True)
-            except BaseException:
-                os.close(fd)
-                raise
-            held.fd = fd
-        held.depth += 1
-        try:
-            yield
-        finally:
-            held.depth -= 1
-            if held.depth == 0 and held.fd is not None:
-                os.close(held.fd)  # closing the file drops the flock
-                held.fd = None
-
-
-_unlocked_noted = False
-
-
-def _flock(fd: int, blocking: bool) -> bool:
-    """Take an exclusive flock on `fd`; False when `blocking` is off and another process holds it. On a
-    filesystem without locks (some network or FUSE mounts) it goes on unlocked, noted once on stderr."""
-    global _unlocked_noted
-    if fcntl is None:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-    except BlockingIOError:
-        return False
-    except OSError as exc:
-        if not _unlocked_noted:
-            _unlocked_noted = True
-            logger.warning(
-                "this filesystem refuses file locks (%s): runs writing one feature store at the same time "
-                "are not coordinated; run one at a time",
-                exc.strerror or exc,
-            )
-    return True
-
-
-class VideoClaim:
-    """This process's exclusive claim of one video of a store (an flock on `.locks/<video>.lock`).
-
-    Why: two extraction runs into one store then never encode the same video; the claim dies with the
-    process that holds it, so a killed run leaves nothing to clean up.
-    """
-
-    def __init__(self, fd: int | None) -> None:
-        self.fd = fd
-
-    def release(self) -> None:
-        """Give the video back (idempotent)."""
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-
-def claim_video(root: str | os.PathLike, video: str) -> VideoClaim | None:
-    """Claim `video` of the store at `root` without waiting; None while another process holds it."""
-    fd = os.open(_lock_path(Path(root), f"{video}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
-    if not _flock(fd, blocking=False):
-        os.close(fd)
-        return None
-    return VideoClaim(fd)
+    """Whether `path`, an entry of a store folder, is one a store writes (`STORE_FILES`): the lock folder, a
+    feature file, a manifest or feature file being written, a folder of such files. Why: a store that lost
+    its manifest holds only these; anything else is not ours to delete."""
+    return STORE_FILES.owns(path)
 
 
 # ---------------------------------------------------------------------------------------- file headers
@@ -328,16 +234,16 @@ class FeatureStore:
     ) -> FeatureStore:
         """Open `root` for writing with `manifest`; refuse to mix with an incompatible existing store (the
         compatibility key and the top-level fields `also_compare` must agree) unless `overwrite`, which
-        deletes its features (also those of a store whose manifest was lost: its `store_owned` entries,
-        nothing else). Resuming keeps the creation time and the records of the videos written
-        (`PER_VIDEO_KEYS`)."""
+        deletes its features (also those of a store whose manifest was lost or is damaged: its `STORE_FILES`
+        entries; a folder holding anything else is refused first). Resuming keeps the creation time and the
+        records of the videos written (`PER_VIDEO_KEYS`)."""
         store = cls(root)
         store.root.mkdir(parents=True, exist_ok=True)
         with store_lock(store.root):
             manifest = {k: v for k, v in manifest.items() if k not in ("format_version", *PER_VIDEO_KEYS)}
-            recorded: dict[str, Any] = {VIDEO_FRAMES: {}}
-            if (store.root / MANIFEST).exists():
-                old = store.manifest
+            recorded: dict[str, Any] = {VIDEO_FRAMES: {}, CHECKSUMS: {}}
+            old = store._old_manifest(overwrite)
+            if old is not None:
                 differences = manifest_differences(old, manifest, also_compare)
                 if differences and not overwrite:
                     raise FeatureStoreError(
@@ -351,21 +257,27 @@ class FeatureStore:
                     recorded.update({key: dict(old[key] or {}) for key in PER_VIDEO_KEYS if key in old})
                     if "created" in old:
                         manifest["created"] = old["created"]
-            elif overwrite:  # features without a manifest: nobody knows how they were made
-                store._clear(only_owned=True)
+            elif overwrite:  # features without a (readable) manifest: nobody knows how they were made
+                store._clear()
             store.write_manifest({**manifest, **recorded})
         return store
 
-    def _clear(self, only_owned: bool = False) -> None:
-        """Delete everything in the store but its lock files (other processes may hold them); `only_owned`:
-        only what `store_owned` calls a store's."""
-        for entry in self.root.iterdir():
-            if entry.name == LOCK_DIR or (only_owned and not store_owned(entry)):
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+    def _old_manifest(self, overwrite: bool) -> dict[str, Any] | None:
+        """The manifest there is, None when there is none, or when it is damaged and `overwrite` starts the
+        store again."""
+        if not (self.root / MANIFEST).exists():
+            return None
+        try:
+            return self.manifest
+        except FeatureStoreError:
+            if overwrite:
+                return None
+            raise
+
+    def _clear(self) -> None:
+        """Delete the store's own files (`STORE_FILES`) but its lock files (other processes may hold them);
+        a folder holding anything else is refused first, deleting nothing."""
+        STORE_FILES.remove(self.root, keep=(LOCK_DIR,))
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -376,27 +288,41 @@ class FeatureStore:
                 f"{self.root} is not a feature store (no {MANIFEST}); create one with `plstitch extract`."
             )
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise FeatureStoreError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}.") from exc
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            where = f" at line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else ""
+            raise FeatureStoreError(
+                f"{path} is damaged (invalid JSON{where}): a write was cut short or the file was edited, "
+                "so how these features were made is unknown; extract the store again: rerun the `plstitch "
+                f"extract` command that made it with --overwrite (it deletes only the store's own files)."
+            ) from exc
+        if not isinstance(manifest, dict):
+            raise FeatureStoreError(
+                f"{path} is not a store manifest (a JSON object); rerun the `plstitch extract` command that "
+                "made the store with --overwrite."
+            )
+        return manifest
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Write the manifest atomically."""
         write_json_atomic(self.root / MANIFEST, {"format_version": FORMAT_VERSION, **manifest})
 
-    def record_frames(self, frames: dict[str, int]) -> None:
-        """Add `{video: frames}` to the manifest's `video_frames` (see `record_per_video`)."""
-        self.record_per_video(VIDEO_FRAMES, {k: int(v) for k, v in frames.items()})
+    def record_frames(self, frames: dict[str, int], checksums: Mapping[str, str] | None = None) -> None:
+        """Add `{video: frames}` to the manifest's `video_frames` and `{video: sha256}` to its `sha256`."""
+        self.record_per_video(VIDEO_FRAMES, {k: int(v) for k, v in frames.items()}, {CHECKSUMS: checksums})
 
-    def record_per_video(self, key: str, values: Mapping[str, Any]) -> None:
-        """Merge `{video: value}` into the manifest's `key` under the store lock, so that concurrent writers
-        keep each other's entries (a store without a manifest records nothing)."""
-        if not values or not (self.root / MANIFEST).exists():
+    def record_per_video(
+        self, key: str, values: Mapping[str, Any], more: Mapping[str, Mapping[str, Any] | None] | None = None
+    ) -> None:
+        """Merge `{video: value}` into the manifest's `key` (and each of `more`'s) under the store lock, so
+        that concurrent writers keep each other's entries (a store without a manifest records nothing)."""
+        updates = {k: v for k, v in {key: values, **(more or {})}.items() if v}
+        if not updates or not (self.root / MANIFEST).exists():
             return
         with store_lock(self.root):
             manifest = self.manifest
-            recorded = {**(manifest.get(key) or {}), **values}
-            manifest[key] = dict(sorted(recorded.items()))
+            for name, new in updates.items():
+                manifest[name] = dict(sorted({**(manifest.get(name) or {}), **new}.items()))
             self.write_manifest(manifest)
 
     @property
@@ -417,9 +343,9 @@ class FeatureStore:
         return self.path(video).exists()
 
     def check(self, video: str, manifest: dict[str, Any] | None = None) -> str | None:
-        """Why `video`'s file cannot be used, or None when it can. Cheap: reads the safetensors header only
-        (tensors, dtypes, shapes, file length) and compares the feature dim and the frame count with what the
-        manifest (`manifest`, else this store's) recorded."""
+        """Why `video`'s file cannot be used, or None when it can: its safetensors header (tensors, dtypes,
+        shapes, file length), the feature dim and frame count, and its sha256 against what the manifest
+        (`manifest`, else this store's) recorded."""
         manifest = self.manifest if manifest is None else manifest
         try:
             frames, dim = read_shapes(self.path(video))
@@ -433,7 +359,9 @@ class FeatureStore:
         want_frames = (manifest.get(VIDEO_FRAMES) or {}).get(video)
         if want_frames is not None and frames != want_frames:
             return f"{frames} frames, the manifest recorded {want_frames}"
-        return None
+        want_sha = recorded_sha256(manifest, video)
+        got_sha = None if want_sha is None else file_sha256(self.path(video))
+        return None if got_sha == want_sha else f"its bytes {mismatch(str(got_sha), str(want_sha))}"
 
     def videos(self) -> list[str]:
         """Names of all videos with a feature file, sorted."""
@@ -454,32 +382,51 @@ class FeatureStore:
             tensors["tools"] = np.ascontiguousarray(item.tools, dtype=np.int8)
         with atomic_path(self.path(item.video)) as tmp:
             save_file(tensors, str(tmp), metadata={"video": item.video})
-        self.record_frames({item.video: len(item.features)})
+            checksum = file_sha256(tmp)
+        self.record_frames({item.video: len(item.features)}, {item.video: checksum})
 
-    def read(self, video: str) -> VideoFeatures:
-        """Read one video's features; a missing video names the store and the fix."""
+    def redo(self, videos: Sequence[str], manifest: Mapping[str, Any] | None = None) -> str:
+        """The `plstitch extract` command that extracts `videos` of this store again (`store_repair`)."""
+        return redo_command(self.root, self.manifest if manifest is None else manifest, videos)
+
+    def read(self, video: str, manifest: dict[str, Any] | None = None) -> VideoFeatures:
+        """Read one video's features, its bytes checked against the sha256 the manifest (`manifest`, else
+        this store's) recorded; a missing or damaged file names the store and the command that mends it."""
         path = self.path(video)
+        manifest = self._recorded() if manifest is None else manifest
         if not path.exists():
-            raise FeatureStoreError(f"{path} not found: video {video!r} has no features in {self.root}.")
+            raise FeatureStoreError(f"{path} not found; {missing_message(self.root, manifest, [video])}")
+        data = path.read_bytes()
+        want, problem = recorded_sha256(manifest, video), None
+        if want is None:
+            note_unverified(self.root, video)
         try:
-            tensors = load_file(str(path))
+            tensors = load(data)
         except Exception as exc:  # safetensors raises its own error types
-            raise FeatureStoreError(
-                f"{path} is not a readable safetensors file ({exc}); rerun the `plstitch extract` command "
-                f"that made this store (--videos {video} for this video alone) to extract it again."
-            ) from exc
+            tensors, problem = {}, f"is not a readable safetensors file ({exc})"
         missing = {"features", "labels", "frame_times"} - set(tensors)
-        if missing:
+        if not problem and want is not None and (got := sha256_hex(data)) != want:
+            problem = mismatch(got, want)  # same size, same header: only the checksum tells
+        if problem or missing:
             raise FeatureStoreError(
-                f"{path} lacks tensors {sorted(missing)}; rerun the `plstitch extract` command that made "
-                f"this store (--videos {video} for this video alone) to extract it again."
+                f"{path} {problem or f'lacks tensors {sorted(missing)}'}; extract it again: "
+                f"{self.redo([video], manifest)}"
             )
         tools = tensors.get("tools")
         return VideoFeatures(video, tensors["features"], tensors["labels"], tensors["frame_times"], tools)
 
+    def _recorded(self) -> dict[str, Any]:
+        """The manifest, or {} for a folder of feature files without one (read, but nothing verified)."""
+        return self.manifest if (self.root / MANIFEST).exists() else {}
+
     def read_many(self, videos: Iterable[str]) -> list[VideoFeatures]:
-        """Read several videos in the given order."""
-        return [self.read(v) for v in videos]
+        """Read several videos in the given order (the manifest read once); videos without a file are named
+        together, with the command that adds them."""
+        manifest, videos = self._recorded(), list(videos)
+        missing = [v for v in videos if not self.path(v).exists()]
+        if missing:
+            raise FeatureStoreError(missing_message(self.root, manifest, missing))
+        return [self.read(v, manifest) for v in videos]
 
     def read_split(self, split: str) -> list[VideoFeatures]:
         """Read every video of a recorded split."""

@@ -13,6 +13,7 @@ from plstitch_eval.benchmark.datasets_file import DatasetSpec
 from plstitch_eval.benchmark.models import model_dirs, sha256_text
 from plstitch_eval.errors import PlstitchError
 from plstitch_eval.features import FeatureStore, compat_key
+from plstitch_eval.protocols.fractions import fraction_label
 
 CELL_SCHEMA = "plstitch.benchmark-cell/v1"
 FEATURES_DIR, RESULTS_DIR = "features", "results"
@@ -34,6 +35,7 @@ class Cell:
     seconds: float = 0.0
     metrics: dict[str, float | None] = field(default_factory=dict)
     metrics_std: dict[str, float | None] = field(default_factory=dict)
+    fraction: float = 1.0  # the share of the training videos it trains on (`--fractions`)
 
     @property
     def store(self) -> Path:
@@ -42,23 +44,28 @@ class Cell:
 
     @property
     def results_path(self) -> Path:
-        """This cell's results JSON."""
-        return self.out / RESULTS_DIR / self.model_dir / self.dataset.name / f"{self.protocol}.json"
+        """This cell's results JSON (a cell below fraction 1: in the folder `fraction-<F>` beside)."""
+        folder = self.out / RESULTS_DIR / self.model_dir / self.dataset.name
+        if self.fraction < 1:
+            folder = folder / f"fraction-{self.fraction:g}"
+        return folder / f"{self.protocol}.json"
 
     @property
     def name(self) -> str:
-        """`model | dataset | protocol`, for status lines and errors."""
-        return f"{self.model} | {self.dataset.name} | {self.protocol}"
+        """`model | dataset | protocol` (`| 1/8 of train` below fraction 1), for status lines and errors."""
+        share = f" | {fraction_label(self.fraction)} of train" if self.fraction < 1 else ""
+        return f"{self.model} | {self.dataset.name} | {self.protocol}{share}"
 
 
 def plan_cells(config: BenchmarkConfig) -> list[Cell]:
-    """Every cell, model-major (then dataset, then protocol): the order they run and appear in."""
+    """Every cell, model-major (then dataset, protocol, fraction): the order they run and appear in."""
     dirs = model_dirs(config.models)
     return [
-        Cell(model, dirs[model], dataset, protocol, config.out)
+        Cell(model, dirs[model], dataset, protocol, config.out, fraction=fraction)
         for model in config.models
         for dataset in config.datasets
         for protocol in config.protocols
+        for fraction in config.fractions
     ]
 
 

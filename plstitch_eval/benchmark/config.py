@@ -3,6 +3,7 @@ and the settings a cell's numbers depend on (what a rerun must match)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,13 @@ from plstitch_eval.protocols import (
     get_protocol,
     protocol_names,
     registered_protocols,
+)
+from plstitch_eval.protocols.fractions import (
+    DEFAULT_SEEDS,
+    SEEDS_FLAG,
+    TrainFraction,
+    parse_fraction_seeds,
+    parse_fractions,
 )
 from plstitch_eval.protocols.registry import CV_TASK, cv_task
 from plstitch_eval.protocols.settings import protocol_config
@@ -53,9 +61,14 @@ class BenchmarkConfig:
     cv_protocol: str = "knn"  # the protocol cross-validated by `cv`
     cv_seed: int = 0
     metrics: str | Sequence[str] | None = None  # table columns; None: each dataset's headline metrics
+    # label efficiency: every cell at each share of the training videos (1: all), `fraction_seeds` subsets
+    fractions: str | float | Sequence[float] = (1.0,)
+    fraction_seeds: str | int | Sequence[int] = DEFAULT_SEEDS
     overwrite: bool = False  # recompute cells made with other settings, replace stores made differently
     trust_pickle: bool = False
     progress: bool = True
+    # the fraction one cell runs at (`at_fraction`; its protocol reads it): not set by hand
+    train_fraction: TrainFraction | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.models = expand_models(self.models)
@@ -83,6 +96,20 @@ class BenchmarkConfig:
             raise ConfigError(f"--folds must be >= 2, got {self.cv_folds}.")
         if not 0 < self.val_fraction < 1:
             raise ConfigError(f"--val-fraction must be between 0 and 1, got {self.val_fraction}.")
+        self.fractions = parse_fractions(self.fractions)
+        self.fraction_seeds = parse_fraction_seeds(self.fraction_seeds, SEEDS_FLAG)
+
+    @property
+    def label_efficiency(self) -> bool:
+        """True when some cells run on a fraction of the training videos (`--fractions`)."""
+        return any(f < 1 for f in self.fractions)
+
+    def at_fraction(self, fraction: float) -> BenchmarkConfig:
+        """This config as a cell at `fraction` of the training videos hands its protocol
+        (`train_fraction` set; None at 1, so a full cell runs exactly as without `--fractions`)."""
+        view = copy.copy(self)
+        view.train_fraction = TrainFraction(fraction, self.fraction_seeds) if fraction < 1 else None
+        return view
 
     def task(self, protocol: str) -> str:
         """The table's name of a protocol: `cv` becomes `cv-knn` / `cv-linear`."""
@@ -95,9 +122,12 @@ class BenchmarkConfig:
         known = get_protocol(protocol) if protocol in protocol_names() else None
         return phase if known is None or known.table_metrics is None else known.table_metrics(phase)
 
-    def settings(self, model: str, dataset: DatasetSpec, protocol: str) -> dict[str, Any]:
+    def settings(
+        self, model: str, dataset: DatasetSpec, protocol: str, fraction: float = 1.0
+    ) -> dict[str, Any]:
         """What a cell's numbers depend on (recorded in its results JSON; a rerun must match it): the
-        protocol's own part is `Protocol.settings`."""
+        protocol's own part is `Protocol.settings`; a cell below fraction 1 adds `train_fraction` (the
+        fraction and the subset seeds), so it is never taken for a full cell, nor for another fraction's."""
         proto = get_protocol(protocol, "protocols").settings(self)
         extract = {
             "fps": self.extract.fps,
@@ -118,4 +148,6 @@ class BenchmarkConfig:
             "extract": extract,
             **proto,
         }
+        if fraction < 1:  # full cells keep the settings they had before `--fractions` existed
+            settings["train_fraction"] = {"fraction": fraction, "seeds": list(self.fraction_seeds)}
         return json.loads(json.dumps(settings, sort_keys=True, default=str))  # as it reads back from JSON

@@ -28,6 +28,7 @@ from plstitch_eval.benchmark.cells import (
 )
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.datasets_file import DatasetSpec
+from plstitch_eval.benchmark.label_efficiency import write_label_efficiency
 from plstitch_eval.benchmark.table import TABLE_JSON, TABLE_MD, benchmark_table, format_value, table_markdown
 from plstitch_eval.errors import ConfigError, PlstitchError
 from plstitch_eval.extract import ExtractSummary, ExtractTarget, extract_many, select_videos
@@ -53,6 +54,8 @@ class BenchmarkResult:
     table_md: Path | None = None
     table_json: Path | None = None
     rank: int = 0
+    label_efficiency: str | None = None  # `--fractions`: the label-efficiency tables (markdown)
+    label_figure: Path | None = None  # and their figure (`<out>/label_efficiency.png`)
 
     @property
     def failed(self) -> list[Cell]:
@@ -77,7 +80,9 @@ def run_benchmark(
     """
     _check_out_dir(config.out)
     cells = plan_cells(config)
-    states = {id(c): cell_state(c, config.settings(c.model, c.dataset, c.protocol)) for c in cells}
+    states = {
+        id(c): cell_state(c, config.settings(c.model, c.dataset, c.protocol, c.fraction)) for c in cells
+    }
     conflicts = [(c, why) for c in cells for state, why in [states[id(c)]] if state == "conflict"]
     if conflicts and not config.overwrite:
         cell, why = conflicts[0]
@@ -103,9 +108,12 @@ def run_benchmark(
     markdown = table_markdown(table)
     write_json_atomic(config.out / TABLE_JSON, table)
     write_text_atomic(config.out / TABLE_MD, markdown)
-    return BenchmarkResult(
+    result = BenchmarkResult(
         config.out, cells, table, markdown, config.out / TABLE_MD, config.out / TABLE_JSON, info.rank
     )
+    if config.label_efficiency:  # --fractions: the curves' tables and figure
+        result.label_efficiency, result.label_figure = write_label_efficiency(config, cells, config.out)
+    return result
 
 
 def _check_out_dir(out: Path) -> None:
@@ -310,7 +318,7 @@ class _Runner:
                 "model": cell.model,
                 "dataset": cell.dataset.name,
                 "protocol": cell.protocol,
-                "settings": self.config.settings(cell.model, cell.dataset, cell.protocol),
+                "settings": self.config.settings(cell.model, cell.dataset, cell.protocol, cell.fraction),
                 "store_sha256": store_digest(FeatureStore(cell.store).manifest),
             }
             write_results(cell.results_path, results)
@@ -325,8 +333,16 @@ class _Runner:
         self._report(cell)
 
     def _protocol(self, cell: Cell) -> dict[str, Any]:
-        """The cell's results dict: its registered protocol run on its store (`Protocol.run`)."""
-        return get_protocol(cell.protocol).run(cell.store, self.config, cell.dataset.split_scheme)
+        """The cell's results dict: its registered protocol run on its store (`Protocol.run`), at the cell's
+        fraction of the training videos (a protocol that draws no subset there fails the cell)."""
+        config = self.config.at_fraction(cell.fraction)
+        results = get_protocol(cell.protocol).run(cell.store, config, cell.dataset.split_scheme)
+        if cell.fraction < 1 and "train_fraction" not in results:
+            raise ConfigError(
+                f"protocol {cell.protocol!r} does not train on a fraction of the videos "
+                "(protocols/fractions.py); leave it out of --protocols or out of --fractions."
+            )
+        return results
 
     def _fail(self, cell: Cell, error: str) -> None:
         cell.status, cell.error = "failed", error

@@ -75,10 +75,16 @@ def benchmark_session(config: BenchmarkConfig, json_path: Path | None) -> int:
     if result.table is None:  # a torchrun rank other than 0: it extracted its share, rank 0 reports
         return 0
     to_stdout = json_path is not None and str(json_path) == "-"
-    (console if to_stdout else result_console(soft_wrap=True)).print(result.markdown, highlight=False)
+    shown = console if to_stdout else result_console(soft_wrap=True)
+    shown.print(result.markdown, highlight=False)
+    if result.label_efficiency is not None:  # --fractions: the curves' tables under the table
+        shown.print(result.label_efficiency, highlight=False)
     if json_path is not None:
         write_json_output(json_path, result.table)
     console.print(f"table: {result.table_md}, {result.table_json}", highlight=False)
+    if result.label_figure is not None:
+        line = f"label efficiency: {result.label_figure} (and .md, .json beside it)"
+        console.print(line, highlight=False, soft_wrap=True)
     if not result.ok:
         print_error(failed_cells_line(result))
         return 1

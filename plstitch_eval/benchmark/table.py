@@ -45,6 +45,7 @@ def benchmark_table(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str,
                 "adapter": cell.dataset.adapter,
                 "protocol": cell.protocol,
                 "task": config.task(cell.protocol),
+                "fraction": cell.fraction,
                 "status": cell.status,
                 "resumed": cell.resumed,
                 "error": cell.error,
@@ -66,6 +67,8 @@ def benchmark_table(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str,
         "models": list(config.models),
         "datasets": [{**d.settings(), "root": str(d.root) if d.root else None} for d in config.datasets],
         "protocols": list(config.protocols),
+        "fractions": list(config.fractions),  # the share of the training videos of each cell (1: all)
+        "fraction_seeds": list(config.fraction_seeds),
         "columns": columns,
         "cells": records,
         "ok": not failed,
@@ -78,15 +81,21 @@ def benchmark_table(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str,
 
 
 def table_markdown(table: dict[str, Any]) -> str:
-    """The table in markdown: ours with the paper's number in parentheses; failed cells listed with errors."""
+    """The table in markdown: ours with the paper's number in parentheses; failed cells listed with errors.
+
+    With `--fractions`, the cells at the largest fraction (the whole training split when 1 is among them);
+    the label-efficiency tables show every fraction (`label_efficiency.py`).
+    """
     columns, by_key = table["columns"], {}
-    for record in table["cells"]:
+    main = max(table.get("fractions") or [1.0])
+    shown = [r for r in table["cells"] if r.get("fraction", 1.0) == main]
+    for record in shown:
         by_key[(record["model"], record["dataset"], record["protocol"])] = record
     best = {}
     for i, col in enumerate(columns):
         values = [
             r["metrics"].get(col["metric"])
-            for r in table["cells"]
+            for r in shown
             if (r["dataset"], r["protocol"]) == (col["dataset"], col["protocol"]) and r["status"] == "done"
         ]
         values = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
@@ -119,6 +128,11 @@ def table_markdown(table: dict[str, Any]) -> str:
             cells.append(text)
         lines.append(f"| {_md(model)} | " + " | ".join(cells) + " |")
     notes = ["", "Ours in % on each dataset's test split; the best of a column in bold."]
+    if main < 1:
+        notes.append(
+            f"Trained on {main:g} of the training videos: mean ± std over the subset seeds "
+            f"{', '.join(str(s) for s in table.get('fraction_seeds') or [])}."
+        )
     if any_paper:
         notes.append(
             "(x) = reported by the PL-Stitch paper (CVPR 2026, Tables 1-2) for this checkpoint on this "

@@ -8,15 +8,27 @@ from typing import Annotated
 
 import typer
 
-from plstitch_eval.commands.options import DeviceOpt, dataset_opt, given, out_opt, root_opt, split_opt
+from plstitch_eval.commands.options import (
+    DeviceOpt,
+    checked_output,
+    dataset_opt,
+    given,
+    out_opt,
+    root_opt,
+    split_opt,
+)
 from plstitch_eval.errors import ConfigError
+from plstitch_eval.utils.outputs import FILE
 
 # the defaults in these signatures are the analysis configs' (tests/eval/commands/test_signature_defaults.py
 # holds them equal): reading them here would import the analysis modules (matplotlib, timm) at every
 # start-up, measured +7 s or more on a 6 to 7 s start-up of `plstitch --help` (2 busy cores)
 OutOpt = out_opt("Output folder for NAME.png and NAME.json.")
 RunCurvesOutOpt = out_opt(
-    "PNG to write (JSON beside it) or a folder; default RUN_DIR/curves.png.", kind=Path | None, short=False
+    "PNG to write (JSON beside it) or a folder; default RUN_DIR/curves.png.",
+    kind=Path | None,
+    short=False,
+    file_or_folder=True,
 )
 DatasetRootOpt = root_opt("Dataset root folder.", kind=str | None)
 SplitOrAllOpt = split_opt("train, val, test or all.", kind=str)
@@ -184,7 +196,8 @@ def order(
     ] = None,
     device: DeviceOpt = "auto",
     json_out: Annotated[
-        str | None, typer.Option("--json", help="Write the results as JSON (- = stdout).")
+        str | None,
+        typer.Option("--json", help="Write the results as JSON (- = stdout).", callback=checked_output(FILE)),
     ] = None,
 ) -> None:
     """Procedural order measured directly: temporal-head Kendall tau vs time and a linear time probe."""

@@ -19,6 +19,7 @@ from plstitch_eval.commands.options import (
     EncodeBatchOpt,
     EncodeDeviceOpt,
     FpsOpt,
+    FractionSeedsOpt,
     KnnKOpt,
     LrGridOpt,
     NumWorkersOpt,
@@ -29,10 +30,12 @@ from plstitch_eval.commands.options import (
     TrustPickleOpt,
     WdGridOpt,
     WeightingOpt,
+    checked_output,
     encode_settings,
     given,
 )
 from plstitch_eval.commands.probe_configs import knn_config, linear_config, temporal_config
+from plstitch_eval.utils.outputs import FILE
 
 ModelsOpt = Annotated[
     str,
@@ -53,7 +56,13 @@ DatasetsOpt = Annotated[
     ),
 ]
 BenchmarkOutOpt = Annotated[
-    Path, typer.Option("--out", "-o", help="Output folder: features/, results/, table.md, table.json.")
+    Path,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Output folder: features/, results/, table.md, table.json.",
+        callback=checked_output(),
+    ),
 ]
 ProtocolsOpt = Annotated[
     str,
@@ -91,10 +100,21 @@ OverwriteCellsOpt = Annotated[
         "--overwrite", help="Recompute results made with other settings; replace stores made differently."
     ),
 ]
+FractionsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--fractions",
+        help="Label efficiency: every cell at each share of the training videos, e.g. 0.125,0.25,0.5,1 "
+        "(default 1: all; nested subsets, the same for every model); OUT/label_efficiency.md, .json, .png.",
+    ),
+]
 TableJsonOpt = Annotated[
     Path | None,
     typer.Option(
-        "--json", help="Also write the table JSON to this file; - prints it on stdout.", dir_okay=False
+        "--json",
+        help="Also write the table JSON to this file; - prints it on stdout.",
+        dir_okay=False,
+        callback=checked_output(FILE),
     ),
 ]
 
@@ -120,6 +140,8 @@ def benchmark(
     cv_protocol: CvProtocolOpt = "knn",
     temporal_epochs: TemporalEpochsOpt = None,
     causal: CausalOpt = False,
+    fractions: FractionsOpt = None,
+    fraction_seeds: FractionSeedsOpt = None,
     fps: FpsOpt = None,
     batch_size: EncodeBatchOpt = None,
     num_workers: NumWorkersOpt = None,
@@ -169,7 +191,7 @@ def benchmark(
         protocol_configs=settings.unsectioned,
         cv_folds=folds,
         cv_protocol=cv_protocol,
-        **given(cv_seed=seed),
+        **given(cv_seed=seed, fractions=fractions, fraction_seeds=fraction_seeds),
         overwrite=overwrite,
         trust_pickle=trust_pickle,
     )

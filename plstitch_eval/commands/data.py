@@ -29,11 +29,13 @@ from plstitch_eval.commands.options import (
     TransformOpt,
     TrustPickleOpt,
     WhichOpt,
+    checked_output,
     encode_settings,
     given,
     out_opt,
 )
 from plstitch_eval.utils.console import result_console
+from plstitch_eval.utils.outputs import FILE
 
 StoreOutOpt = out_opt(
     "Feature store folder (created or resumed); with several --model, the folder of their stores "
@@ -49,6 +51,14 @@ ModelsOpt = Annotated[
     ),
 ]
 VideosOpt = Annotated[str | None, typer.Option("--videos", help="Only these videos (comma-separated names).")]
+RedoOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--redo",
+        help="Extract these videos again (comma-separated names) even when their stored files check out; "
+        "the others resume as usual.",
+    ),
+]
 OverwriteStoreOpt = Annotated[
     bool, typer.Option("--overwrite", help="Replace a store made with another model/preprocessing/fps.")
 ]
@@ -66,7 +76,10 @@ FramesOpt = Annotated[
 SummaryJsonOpt = Annotated[
     Path | None,
     typer.Option(
-        "--json", help="Write the run summary JSON to this file; - prints it on stdout.", dir_okay=False
+        "--json",
+        help="Write the run summary JSON to this file; - prints it on stdout.",
+        dir_okay=False,
+        callback=checked_output(FILE),
     ),
 ]
 MstcnOutOpt = out_opt("Output folder in MS-TCN layout.")
@@ -115,6 +128,7 @@ def extract(
     split: SplitOpt = None,
     split_scheme: DatasetSchemeOpt = None,
     videos: VideosOpt = None,
+    redo: RedoOpt = None,
     resize_on_decode: ResizeOnDecodeOpt = False,
     crop_black_margin: CropMarginOpt = False,
     decoder: DecoderOpt = None,
@@ -151,6 +165,7 @@ def extract(
         overwrite=overwrite,
         fail_fast=fail_fast,
         videos=video_names(videos),
+        redo=video_names(redo),
         split=split,
         split_scheme=split_scheme,
         resize_on_decode=resize_on_decode,

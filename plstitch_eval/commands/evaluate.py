@@ -17,6 +17,7 @@ from plstitch_eval.commands.options import (
     CvSetOpt,
     DeviceOpt,
     FeaturesOpt,
+    FractionSeedsOpt,
     JsonOpt,
     KnnKOpt,
     LrGridOpt,
@@ -27,13 +28,16 @@ from plstitch_eval.commands.options import (
     SchemeOpt,
     SelectMetricOpt,
     TemperatureOpt,
+    TrainFractionOpt,
     ValFractionOpt,
     WdGridOpt,
     WeightingOpt,
+    checked_output,
 )
 from plstitch_eval.commands.probe_configs import knn_config, linear_config, temporal_config
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import is_quiet
+from plstitch_eval.utils.outputs import FILE
 
 _knn_config, _linear_config = knn_config, linear_config  # their names before commands/probe_configs.py
 
@@ -53,21 +57,25 @@ def knn(
     chunk_size: Annotated[int | None, typer.Option(help="Queries per search chunk (default 4096).")] = None,
     threads: Annotated[int | None, typer.Option(help="FAISS threads (default: all cores).")] = None,
     relaxed: RelaxedOpt = False,
+    train_fraction: TrainFractionOpt = None,
+    fraction_seeds: FractionSeedsOpt = None,
     json_path: JsonOpt = None,
 ) -> None:
     """Weighted k-NN on frozen features (DINO protocol): train split votes, test split is scored."""
     from plstitch_eval.commands.results import print_and_write_results
     from plstitch_eval.protocols import run_knn
+    from plstitch_eval.protocols.fractions import fraction_config, fraction_title
 
     train_on = train_on or ["train"]
     config = knn_config(k[0] if k else None, temperature, weighting, device, chunk_size, threads)
     k = k or [config.k]
-    results = run_knn(
-        features, config, extra_ks=k[1:], scheme=split_scheme, train_on=train_on, relaxed=relaxed
-    )
+    fraction = fraction_config(train_fraction, fraction_seeds)
+    options = {"scheme": split_scheme, "train_on": train_on, "relaxed": relaxed, "train_fraction": fraction}
+    results = run_knn(features, config, extra_ks=k[1:], **options)
     ks = results["protocol"]["ks"]  # the k used: a k above the training frames is clamped (and warned)
     setting = f"k={ks[0]}, " if len(ks) == 1 else ""
-    print_and_write_results(results, json_path, f"k-NN ({setting}{config.weighting}) on {features}")
+    title = f"k-NN ({setting}{config.weighting}{fraction_title(fraction)}) on {features}"
+    print_and_write_results(results, json_path, title)
 
 
 def linear(
@@ -98,39 +106,50 @@ def linear(
     split_scheme: SchemeOpt = None,
     device: DeviceOpt = "auto",
     relaxed: RelaxedOpt = False,
+    train_fraction: TrainFractionOpt = None,
+    fraction_seeds: FractionSeedsOpt = None,
     json_path: JsonOpt = None,
     save: SaveProbeOpt = None,
     overwrite: OverwriteProbeOpt = False,
 ) -> None:
     """Linear probe: a grid of heads trained in one pass, best on validation, reported on test."""
+    from plstitch_eval.protocols.fractions import fraction_config
+
     if task not in LINEAR_TASKS:
         raise ConfigError(f"--task must be one of {', '.join(LINEAR_TASKS)}, got {task!r}.")
+    fraction = fraction_config(train_fraction, fraction_seeds)
     LINEAR_TASKS[task](
         features, lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed,
-        device, split_scheme, val_fraction, relaxed, json_path, save, overwrite,
+        device, split_scheme, val_fraction, relaxed, json_path, save, overwrite, fraction,
     )  # fmt: skip
 
 
 def _phase_linear(
     features, lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed, device,
-    split_scheme, val_fraction, relaxed, json_path, save, overwrite,
+    split_scheme, val_fraction, relaxed, json_path, save, overwrite, fraction,
 ) -> None:  # fmt: skip
     """`linear --task phases`: the phase probe (the `linear` protocol); `--save` keeps its chosen head."""
     from plstitch_eval.commands.results import print_and_write_results
     from plstitch_eval.probes import check_probe_target, save_linear_probe
-    from plstitch_eval.protocols import fit_linear_protocol
+    from plstitch_eval.protocols import fit_linear_protocol, run_linear
+    from plstitch_eval.protocols.fractions import fraction_title, refuse_save
     from plstitch_eval.utils.console import console
 
     if save is not None:
+        refuse_save(fraction, "probe")
         check_probe_target(save, overwrite)  # refuse before training, not after
     config = linear_config(
         lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed, device
     )
-    results, fitted = fit_linear_protocol(
-        features, config, scheme=split_scheme, val_fraction=val_fraction, relaxed=relaxed, progress=True
-    )  # the grid's bar on stderr (plain lines off a terminal; -q mutes it)
+    options = {"scheme": split_scheme, "val_fraction": val_fraction, "relaxed": relaxed, "progress": True}
+    # the grid's bar on stderr (plain lines off a terminal; -q mutes it)
+    if fraction is None or fraction.full:
+        results, fitted = fit_linear_protocol(features, config, **options)
+    else:
+        results, fitted = run_linear(features, config, **options, train_fraction=fraction), None
     proto = results["protocol"]
-    title = f"linear (lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g})"
+    chosen = f"lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g}{fraction_title(fraction)}"
+    title = f"linear ({chosen})"
     print_and_write_results(results, json_path, title)
     if save is not None:
         save_linear_probe(save, features, results, fitted, overwrite=overwrite)
@@ -170,11 +189,14 @@ def cv(
         ),
     ] = None,
     set_items: CvSetOpt = None,
+    train_fraction: TrainFractionOpt = None,
+    fraction_seeds: FractionSeedsOpt = None,
 ) -> None:
     """k-fold cross-validation by video; prints mean ± std over folds."""
     from plstitch_eval.benchmark.config_file import read_config_file
     from plstitch_eval.commands.results import print_and_write_results
     from plstitch_eval.protocols import run_cv
+    from plstitch_eval.protocols.fractions import fraction_config, fraction_title
     from plstitch_eval.protocols.settings import (
         cv_config,
         merge_tables,
@@ -207,8 +229,11 @@ def cv(
         ),
         progress=not is_quiet(),
         config=cv_config(protocol, tables, fold_seed),
+        train_fraction=(fraction := fraction_config(train_fraction, fraction_seeds)),
     )
-    print_and_write_results(results, json_path, f"{folds}-fold CV by video ({protocol})")
+    print_and_write_results(
+        results, json_path, f"{folds}-fold CV by video ({protocol}{fraction_title(fraction)})"
+    )
 
 
 def score(
@@ -244,7 +269,10 @@ def table(
     metric: Annotated[
         list[str] | None, typer.Option("--metric", help="Metrics to show (default: per dataset).")
     ] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Also write the table to this file.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Also write the table to this file.", callback=checked_output(FILE)),
+    ] = None,
 ) -> None:
     """Paper-style table: rows = models, columns = dataset / protocol / metric."""
     from plstitch_eval.tables import build_table, load_results, to_latex, to_markdown, to_rich
@@ -269,11 +297,12 @@ def table(
 
 def _tool_linear(
     features, lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed, device,
-    split_scheme, val_fraction, relaxed, json_path, save, overwrite,
+    split_scheme, val_fraction, relaxed, json_path, save, overwrite, fraction,
 ) -> None:  # fmt: skip
     """`linear --task tools`: the multi-label probe (balanced unless --no-balance), AP per tool and mAP."""
     from plstitch_eval.commands.results import print_and_write_results
     from plstitch_eval.protocols import run_tool_linear
+    from plstitch_eval.protocols.fractions import fraction_title
 
     refused = {"save": save is not None, "relaxed": relaxed, "select-metric": select_metric is not None}
     named = [f"--{option}" for option, used in refused.items() if used]
@@ -284,9 +313,11 @@ def _tool_linear(
         )
     balance = True if balance is None else balance
     config = linear_config(lr, wd, optimizer, epochs, batch_size, standardize, balance, None, seed, device)
-    results = run_tool_linear(features, config, scheme=split_scheme, val_fraction=val_fraction, progress=True)
+    options = {"scheme": split_scheme, "val_fraction": val_fraction, "progress": True}
+    results = run_tool_linear(features, config, **options, train_fraction=fraction)
     proto = results["protocol"]
-    title = f"tool presence (linear, lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g})"
+    chosen = f"lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g}{fraction_title(fraction)}"
+    title = f"tool presence (linear, {chosen})"
     print_and_write_results(results, json_path, title)
 
 

@@ -17,7 +17,7 @@ import typer
 from plstitch_eval.commands.options import TrainDecoderOpt, dataset_opt, out_opt, root_opt, split_opt
 from plstitch_eval.utils.io import write_json_output
 
-LmdbOutOpt = out_opt("LMDB folder to write (resumes <out>.partial).")
+LmdbOutOpt = out_opt("LMDB folder to write (resumes <out>.partial).", replaced=True)
 FramesDatasetOpt = dataset_opt("Dataset adapter name.", kind=str | None)
 FramesRootOpt = root_opt("Dataset folder.")
 FramesSplitOpt = split_opt("Dataset split (default: every video).")

@@ -14,9 +14,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from plstitch_eval.commands.options import checked_output
 from plstitch_eval.registry import SHIPPED_PACKAGE
 from plstitch_eval.utils.console import console, result_console
 from plstitch_eval.utils.io import write_json_output
+from plstitch_eval.utils.outputs import FILE
 
 
 def models(
@@ -26,6 +28,7 @@ def models(
             "--json",
             help="Write the registry as JSON to this file; - prints it on stdout instead of the table.",
             dir_okay=False,
+            callback=checked_output(FILE),
         ),
     ] = None,
     cache_dir: Annotated[
@@ -178,6 +181,7 @@ def probes(
             "--json",
             help="Write the list as JSON to this file; - prints it on stdout instead of the table.",
             dir_okay=False,
+            callback=checked_output(FILE),
         ),
     ] = None,
     cache_dir: Annotated[

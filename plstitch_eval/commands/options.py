@@ -18,6 +18,7 @@ import typer
 from plstitch_eval.encode_options import EncodeOptions
 from plstitch_eval.knn import KnnConfig
 from plstitch_eval.linear import LinearConfig
+from plstitch_eval.utils.outputs import EITHER, FILE, FOLDER, REPLACED_FOLDER, check_output_path
 
 
 def default_of(config: type, name: str) -> Any:
@@ -50,9 +51,27 @@ ROOT_HELP = "Dataset folder (not needed for synthetic)."
 DEVICE_CHOICES = "auto, cpu or cuda[:N]"
 
 
-def out_opt(help: str, *, kind: Any = Path, short: bool = True) -> Any:
-    """`--out` (`-o`) with the command's own help: what a command writes there differs per command."""
-    return _option(kind, "--out", *(["-o"] if short else []), help=help)
+def checked_output(kind: str = FOLDER) -> Any:
+    """A Typer callback refusing, in one line as the options are parsed (before any work starts), an output
+    path that cannot be written (`utils.outputs.check_output_path` with the option's own flag)."""
+
+    def callback(param: typer.CallbackParam, value: Any) -> Any:
+        if value is not None:
+            check_output_path(value, param.opts[0] if param.opts else "--out", kind)
+        return value
+
+    return callback
+
+
+def out_opt(
+    help: str, *, kind: Any = Path, short: bool = True, replaced: bool = False, file_or_folder: bool = False
+) -> Any:
+    """`--out` (`-o`) with the command's own help: what a command writes there differs per command;
+    `replaced`: the folder is written beside its path and renamed onto it (so `.` cannot be it);
+    `file_or_folder`: a file or a folder, as the command decides. Checked as it is parsed
+    (`checked_output`)."""
+    checked = checked_output(EITHER if file_or_folder else REPLACED_FOLDER if replaced else FOLDER)
+    return _option(kind, "--out", *(["-o"] if short else []), help=help, callback=checked)
 
 
 def dataset_opt(help: str = DATASET_HELP, *, kind: Any = str, short: bool = True) -> Any:
@@ -110,6 +129,7 @@ JsonOpt = Annotated[
         "--json",
         help="Write the results JSON to this file (atomically); - prints it on stdout.",
         dir_okay=False,
+        callback=checked_output(FILE),
     ),
 ]
 # device_opt() spelled out: tests/eval/commands/test_options.py finds its help in this file alone
@@ -134,6 +154,7 @@ SaveProbeOpt = Annotated[
         "--save",
         help="Save the trained head as a probe folder (probe.json + probe.safetensors; docs/probes.md).",
         file_okay=False,
+        callback=checked_output(REPLACED_FOLDER),
     ),
 ]
 OverwriteProbeOpt = Annotated[
@@ -192,6 +213,23 @@ SelectMetricOpt = Annotated[
     ),
 ]
 CausalOpt = Annotated[bool, typer.Option("--causal", help="temporal: causal convolutions (online).")]
+# label efficiency (knn, linear, temporal, cv): `protocols.fractions.fraction_config` builds the TrainFraction
+TrainFractionOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--train-fraction",
+        help="Train on this share of the training videos (0 < F <= 1, whole videos, nested across F for a "
+        "seed); val and test unchanged; 1 = all, as without it.",
+    ),
+]
+FractionSeedsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--fraction-seeds",
+        help="Subsets drawn per fraction below 1: a count (3 = seeds 0,1,2, the default) or seeds (0,4,9); "
+        "mean ± std over them.",
+    ),
+]
 
 # loading an encoder (extract, benchmark, predict): None = load_encoder's own default
 RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).")]

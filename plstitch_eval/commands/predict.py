@@ -17,6 +17,7 @@ from plstitch_eval.commands.options import (
     ProbeDecoderOpt,
     TrustPickleOpt,
     WhichOpt,
+    checked_output,
     dataset_opt,
     encode_settings,
     given,
@@ -24,6 +25,7 @@ from plstitch_eval.commands.options import (
     root_opt,
     split_opt,
 )
+from plstitch_eval.utils.outputs import FILE
 
 VideosRootOpt = root_opt("Every video in this folder; with --dataset, the dataset's folder instead.")
 PredictOutOpt = out_opt("Folder for <video>.csv and <video>.png (optional with --online).", kind=Path | None)
@@ -86,6 +88,7 @@ JsonlOpt = Annotated[
         metavar="PATH",
         help="With --online: one JSON line per sampled frame, flushed as it is made (time_s, frame_index, "
         "predicted, a probability per class, captured_at, latency_s, dropped); - = stdout.",
+        callback=checked_output(FILE),
     ),
 ]
 InputFormatOpt = Annotated[
@@ -146,6 +149,7 @@ SummaryJsonOpt = Annotated[
         help="Write the summary JSON to this file (atomically); - = stdout. Default: stdout, except with "
         "--online, whose stdout carries the per-second lines.",
         dir_okay=False,
+        callback=checked_output(FILE),
     ),
 ]
 
@@ -221,7 +225,7 @@ def predict(
         raise typer.Exit(code=code)
 
 
-ExportOutOpt = out_opt("Export folder: the probe plus its ONNX graphs.")
+ExportOutOpt = out_opt("Export folder: the probe plus its ONNX graphs.", replaced=True)
 
 
 def export_onnx(

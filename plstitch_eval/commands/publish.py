@@ -13,9 +13,12 @@ import typer
 from plstitch_eval.commands.options import out_opt
 from plstitch_eval.utils.console import console
 
-ExportOutOpt = out_opt("Folder to create (timm format + README.md).")
+ExportOutOpt = out_opt("Folder to create (timm format + README.md).", replaced=True)
 ProbeOutOpt = out_opt(
-    "A probe: keep the folder that is uploaded here (a new or empty folder).", kind=Path | None, short=False
+    "A probe: keep the folder that is uploaded here (a new or empty folder).",
+    kind=Path | None,
+    short=False,
+    replaced=True,
 )
 
 

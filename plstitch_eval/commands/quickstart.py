@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from plstitch_eval.commands.options import DeviceOpt, out_opt
+from plstitch_eval.commands.options import DeviceOpt, checked_output, out_opt
+from plstitch_eval.utils.outputs import FILE
 
 QuickstartOutOpt = out_opt("Output folder (features/, results/, figures/).")
 
@@ -45,6 +46,7 @@ def quickstart(
             "--json",
             help="Write every row of the table as JSON to this file; - prints it on stdout (table: stderr).",
             dir_okay=False,
+            callback=checked_output(FILE),
         ),
     ] = None,
     overwrite: Annotated[

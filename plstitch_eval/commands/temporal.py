@@ -13,11 +13,13 @@ import typer
 
 from plstitch_eval.commands.options import (
     FeaturesOpt,
+    FractionSeedsOpt,
     JsonOpt,
     OverwriteProbeOpt,
     RelaxedOpt,
     SaveProbeOpt,
     SchemeOpt,
+    TrainFractionOpt,
     ValFractionOpt,
 )
 from plstitch_eval.commands.probe_configs import temporal_config
@@ -86,6 +88,8 @@ def temporal(
     val_fraction: ValFractionOpt = 0.2,
     split_scheme: SchemeOpt = None,
     relaxed: RelaxedOpt = False,
+    train_fraction: TrainFractionOpt = None,
+    fraction_seeds: FractionSeedsOpt = None,
     json_path: JsonOpt = None,
     save: SaveProbeOpt = None,  # with --seeds: the first seed's model
     overwrite: OverwriteProbeOpt = False,
@@ -93,10 +97,13 @@ def temporal(
     """MS-TCN on the train videos' features, epoch chosen on val, every metric on test (docs/temporal.md)."""
     from plstitch_eval.commands.results import print_and_write_results
     from plstitch_eval.probes import check_probe_target
+    from plstitch_eval.protocols.fractions import fraction_config, refuse_save
     from plstitch_eval.protocols.temporal import save_temporal_probe, temporal_run, with_threads
     from plstitch_eval.utils.console import console
 
+    fraction = fraction_config(train_fraction, fraction_seeds)
     if save is not None:
+        refuse_save(fraction, "model")
         check_probe_target(save, overwrite)  # refuse before training, not after
     config = temporal_config(
         stages=stages,
@@ -117,7 +124,7 @@ def temporal(
     )
     config = with_threads(config, threads)  # 0: torch's default, which depends on the machine
     options = {"scheme": split_scheme, "val_fraction": val_fraction, "relaxed": relaxed}
-    run = temporal_run(features, config, seeds, **options)
+    run = temporal_run(features, config, seeds, fraction, **options)
     print_and_write_results(run.results, json_path, run.title)
     if save is not None:
         save_temporal_probe(save, features, run.results, run.fit, config, overwrite=overwrite)

@@ -34,6 +34,7 @@ class ExtractOptions(EncodeOptions):
     progress: bool = True
     decoder: str = "pyav"  # pyav | torchcodec | auto (plstitch_eval.data.decoders)
     frames: str | Path | None = None  # a frame cache (`write-lmdb --eval-frames`) read instead of the videos
+    redo: Sequence[str] | None = None  # videos extracted again even when their stored files check out
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -49,8 +50,9 @@ class ExtractOptions(EncodeOptions):
                     )
         if self.fps is not None and not self.fps > 0:
             raise ConfigError(f"Extraction fps (--fps) must be > 0, got {self.fps}.")
-        if isinstance(self.videos, str):
-            raise ConfigError(f"Extraction videos must be a list of names, not the string {self.videos!r}.")
+        for field, names in (("videos", self.videos), ("redo", self.redo)):
+            if isinstance(names, str):
+                raise ConfigError(f"Extraction {field} must be a list of names, not the string {names!r}.")
 
     def _named(self, field: str, flag: str) -> str:
         return f"Extraction {field} ({flag})"
@@ -72,6 +74,17 @@ def select_videos(
             )
         records = [by_name[v] for v in videos]
     return records
+
+
+def check_redo(records: Sequence[VideoRecord], redo: Sequence[str] | None) -> None:
+    """Refuse `--redo` names that are not among the videos the run extracts (`records`)."""
+    names = {r.name for r in records}
+    unknown = [v for v in redo or () if v not in names]
+    if unknown:
+        raise ConfigError(
+            f"--redo {', '.join(unknown)}: not among the videos this run extracts; known: "
+            f"{', '.join(sorted(names)[:20])}{' ...' if len(names) > 20 else ''}."
+        )
 
 
 @dataclass(frozen=True)

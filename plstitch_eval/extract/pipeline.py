@@ -25,7 +25,7 @@ from plstitch_eval.errors import ConfigError, FeatureStoreError
 from plstitch_eval.extract.chunks import VideoJob
 from plstitch_eval.extract.encode import EncodeLoop
 from plstitch_eval.extract.loader import default_workers, make_loader, run_decoding
-from plstitch_eval.extract.options import ExtractOptions, ExtractTarget, select_videos
+from plstitch_eval.extract.options import ExtractOptions, ExtractTarget, check_redo, select_videos
 from plstitch_eval.extract.sharding import broadcast_error, gather_results, my_share
 from plstitch_eval.extract.shared import decode_key
 from plstitch_eval.extract.store import build_manifest, check_out_folder, open_store, plan_videos
@@ -107,6 +107,7 @@ def _run(
     start = time.perf_counter()
     adapter = _resolve_dataset(dataset, root)
     records = select_videos(adapter, options.split, options.videos, options.split_scheme)
+    check_redo(records, options.redo)
     cache = open_frame_cache(options, adapter, records)
     for target in targets:
         check_out_folder(Path(target.out), options.overwrite)
@@ -195,7 +196,7 @@ def _extract(
     jobs_of: list[list[VideoJob]] = []
     for model in models:
         model.store = model.store or FeatureStore(model.out)
-        model.results, jobs = plan_videos(model.store, records, mine)
+        model.results, jobs = plan_videos(model.store, records, mine, options.redo or ())
         jobs_of.append(jobs)
 
     num_workers = default_workers(device) if options.num_workers is None else options.num_workers

@@ -11,9 +11,15 @@ from typing import Any
 
 from rich.text import Text
 
-from plstitch_eval.data.datasets import DatasetAdapter, get_dataset
+from plstitch_eval.data.datasets import DatasetAdapter, dataset_class, get_dataset
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.extract.options import ExtractOptions, ExtractTarget, select_videos, store_targets
+from plstitch_eval.extract.options import (
+    ExtractOptions,
+    ExtractTarget,
+    check_redo,
+    select_videos,
+    store_targets,
+)
 from plstitch_eval.extract.pipeline import extract_many, open_frame_cache
 from plstitch_eval.extract.store import check_out_folder, check_stores_folder
 from plstitch_eval.extract.summary import MultiExtractSummary, print_summary
@@ -76,9 +82,11 @@ class ExtractRequest:
         """The dataset adapter and each model's store target, with the dataset's videos and annotations, the
         chosen videos, the frame cache and the --out folders checked: a wrong --root fails before a model
         loads."""
+        dataset_class(self.dataset)  # an unknown name is told (with close matches) before a missing --model
         specs = self.specs
         adapter = get_dataset(self.dataset, root=self.root)
         records = select_videos(adapter, options.split, options.videos, options.split_scheme)
+        check_redo(records, options.redo)
         open_frame_cache(options, adapter, records)
         if len(specs) > 1:
             targets = store_targets(specs, self.out)

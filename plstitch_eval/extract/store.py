@@ -3,11 +3,13 @@ resuming the store (`check_out_folder`, `open_store`) and planning which videos 
 (`plan_videos`).
 
 A video already in the store is skipped only when its file checks out (`FeatureStore.check`: safetensors
-header, shapes, the frame count the manifest recorded); a damaged one is extracted again.
+header, shapes, the frame count and sha256 the manifest recorded) and `--redo` does not name it; a damaged
+one is extracted again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +27,7 @@ from plstitch_eval.extract.summary import VideoResult
 from plstitch_eval.features import (
     LOCK_DIR,
     MANIFEST,
+    STORE_FILES,
     VIDEO_FRAMES,
     FeatureStore,
     file_state,
@@ -33,7 +36,9 @@ from plstitch_eval.features import (
     store_owned,
 )
 from plstitch_eval.preprocess import FramePlan
+from plstitch_eval.store_repair import CHECKSUMS, file_sha256
 from plstitch_eval.utils.console import print_error
+from plstitch_eval.utils.outputs import check_output_path
 
 EXTRA_COMPAT_FIELDS = ("precision",)  # besides features.compat_key: bf16 and fp32 features never mix
 
@@ -120,9 +125,12 @@ def check_out_folder(root: Path, overwrite: bool | None = None) -> None:
 
     A store whose manifest was deleted (nothing in it but what a store writes: `features.store_owned`) is
     started again with `overwrite`, refused without it; `overwrite` None (a check before the run's settings
-    are at hand) lets it pass for `open_store` to decide."""
+    are at hand) lets it pass for `open_store` to decide. With `overwrite`, a folder holding anything a
+    store does not write is refused (`STORE_FILES`), naming the first such entry: nothing of the user's is
+    deleted. An `--out` under a regular file is refused too (`check_output_path`)."""
     if root.exists() and not root.is_dir():
         raise FeatureStoreError(f"{root} is a file, not a folder; choose a new or empty --out folder.")
+    check_output_path(root, "--out")
     if not root.is_dir():
         return
     # ours: the lock folder, and a manifest another run is writing right now (or that a kill cut short).
@@ -133,7 +141,11 @@ def check_out_folder(root: Path, overwrite: bool | None = None) -> None:
         for p in root.iterdir()
         if p.name != LOCK_DIR and not (p.name.startswith(f".{MANIFEST}.") and p.name.endswith(".tmp"))
     ]
-    if not foreign or (root / MANIFEST).exists():
+    if not foreign:
+        return
+    if (root / MANIFEST).exists():
+        if overwrite:
+            STORE_FILES.check(root)
         return
     if not all(store_owned(root / name) for name in foreign):
         raise FeatureStoreError(
@@ -152,6 +164,7 @@ def check_stores_folder(root: Path) -> None:
     (a folder of stores holds only folders, one per model)."""
     if root.exists() and not root.is_dir():
         raise FeatureStoreError(f"{root} is a file, not a folder; choose a new or empty --out folder.")
+    check_output_path(root, "--out")
     if not root.is_dir():
         return
     if (root / MANIFEST).exists():
@@ -178,29 +191,32 @@ def open_store(root: Path, manifest: dict[str, Any], overwrite: bool) -> Feature
 
 
 def plan_videos(
-    store: FeatureStore, records: list[VideoRecord], mine: list[int]
+    store: FeatureStore, records: list[VideoRecord], mine: list[int], redo: Sequence[str] = ()
 ) -> tuple[dict[int, VideoResult], list[VideoJob]]:
-    """Skip each of `mine` whose stored file checks out (header, shapes, recorded frame count); every other
-    one becomes a job, a damaged file with a line on stderr. Files the manifest has no frame count for (a
-    store from an older version) get theirs recorded."""
+    """Skip each of `mine` whose stored file checks out (header, shapes, recorded frame count and sha256)
+    unless `redo` names it; every other one becomes a job, a damaged file with a line on stderr. Files the
+    manifest has no frame count or sha256 for (a store from an older version) get theirs recorded."""
     manifest = store.manifest
-    recorded = manifest.get(VIDEO_FRAMES) or {}
+    recorded, checksums = manifest.get(VIDEO_FRAMES) or {}, manifest.get(CHECKSUMS) or {}
     results: dict[int, VideoResult] = {}
     jobs: list[VideoJob] = []
     unrecorded: dict[str, int] = {}
+    unsummed: dict[str, str] = {}
     for index in mine:
         record = records[index]
         seen = file_state(store.path(record.name))
-        if seen is not None:
+        if seen is not None and record.name not in redo:
             problem = store.check(record.name, manifest)
             if problem is None:
                 results[index] = VideoResult(record.name, "skipped")
                 if record.name not in recorded:
                     unrecorded[record.name] = read_shapes(store.path(record.name))[0]
+                if record.name not in checksums:
+                    unsummed[record.name] = file_sha256(store.path(record.name))
                 continue
             print_error(
                 f"{record.name}: stored file unreadable ({problem}), extracting again", "warning", "yellow"
             )
         jobs.append(VideoJob(index, Path(record.source), record.folder_fps, record.name, seen))
-    store.record_frames(unrecorded)
+    store.record_frames(unrecorded, unsummed)
     return results, jobs

@@ -142,6 +142,17 @@ def _top(key: str) -> str:
     return key.split(".", 1)[0]
 
 
+def describe_keys(state: Mapping[str, Any], limit: int = 8) -> str:
+    """`it holds 62 tensors: conv1.weight, bn1.weight, ... (top-level names: bn1, conv1, fc, layer1, ...)`."""
+    keys = list(state)
+    if not keys:
+        return "it holds no tensors"
+    tops = sorted({_top(k) for k in keys})
+    shown = ", ".join(keys[:limit]) + (", ..." if len(keys) > limit else "")
+    named = ", ".join(tops[:20]) + (", ..." if len(tops) > 20 else "")
+    return f"it holds {len(keys)} tensors: {shown} (top-level names: {named})"
+
+
 def split_backbone(state: Mapping[str, torch.Tensor], top_level: set[str]) -> tuple[dict, list[str]]:
     """(backbone tensors, dropped training-only keys) by the key's first component."""
     backbone = {k: v for k, v in state.items() if _top(k) in top_level}
@@ -286,6 +297,12 @@ def vit_from_state_dict(
     is_dinov2 = bool(DINOV2_KEYS & set(state))
     backbone, dropped = split_backbone(state, VIT_TOP_LEVEL | (DINOV2_KEYS if is_dinov2 else set()))
     refuse_unmapped_tokens(dropped, source)
+    if "patch_embed.proj.weight" not in backbone:  # told with the file's own keys, not the ViT ones it lacks
+        raise CheckpointError(
+            f"{source} is not a ViT or ConvNeXt checkpoint ('patch_embed.proj.weight' is missing): "
+            f"{describe_keys(state)}; pass a ViT or ConvNeXt checkpoint, or a registry name "
+            "(`plstitch models`)."
+        )
     args = infer_vit_args(backbone, num_heads)
     if is_dinov2:
         args.update(dinov2_vit_args(backbone))

@@ -19,6 +19,7 @@ from typing import Any
 
 from plstitch_eval.errors import RunFolderError
 from plstitch_eval.hub.timm_format import is_timm_dir
+from plstitch_eval.utils.outputs import OwnedFiles
 
 __all__ = [
     "BACKBONE_DIR",
@@ -29,6 +30,7 @@ __all__ = [
     "KNN_FRAMES_DIR",
     "LOG_NAME",
     "RUN_FILES",
+    "RUN_FOLDER_FILES",
     "TENSORBOARD_EVENTS",
     "TRAIN_CONFIG_NAME",
     "backbone_dir",
@@ -56,6 +58,22 @@ KNN_EVAL_NAME = "knn_eval.json"  # the run's series of k-NN evaluations and its 
 KNN_FRAMES_DIR = "knn_frames"  # the decoded k-NN evaluation frames (uint8 crops), kept across resumes
 CURVES_NAME = "curves"  # `plstitch analyze run` draws RUN_DIR/curves.png and RUN_DIR/curves.json by default
 RUN_FILES = (BACKBONE_DIR, CHECKPOINT_NAME, LOG_NAME, TRAIN_CONFIG_NAME)  # removal order: "finished" first
+REPRODUCE_DIRS = ("features", "eval")  # `plstitch reproduce` keeps a run's feature store and results there
+RUN_FOLDER_FILES = OwnedFiles(  # all that plstitch writes into a run folder: `train --overwrite` refuses more
+    "a run folder",
+    (
+        *RUN_FILES,
+        *(f".{name}.*.tmp" for name in RUN_FILES),
+        TENSORBOARD_EVENTS,
+        KNN_EVAL_NAME,
+        f".{KNN_EVAL_NAME}.*.tmp",
+        KNN_FRAMES_DIR,
+        FRAME_CACHE_DIR,
+        f"{CURVES_NAME}.png",
+        f"{CURVES_NAME}.json",
+        *REPRODUCE_DIRS,
+    ),
+)
 
 
 def backbone_dir(run_dir: str | os.PathLike) -> Path:

@@ -33,6 +33,7 @@ from plstitch_eval.predict.encoder import ProbeEncoder, load_probe_encoder
 from plstitch_eval.predict.options import PredictOptions
 from plstitch_eval.preprocess import FramePlan, normalize_crops
 from plstitch_eval.probes import Probe, load_probe
+from plstitch_eval.probes.folder import PROBE_FILES
 from plstitch_eval.probes.hub import fetch_hub_export, resolve_probe
 from plstitch_eval.probes.onnx_files import (
     HEAD,
@@ -45,6 +46,7 @@ from plstitch_eval.probes.onnx_files import (
 )
 from plstitch_eval.probes.probe import PROBE_JSON, PROBE_WEIGHTS
 from plstitch_eval.utils.io import temp_dir_beside, write_json_atomic
+from plstitch_eval.utils.outputs import REPLACED_FOLDER, check_output_path
 
 OPSET = 17
 EXTRA_HINT = "install the onnx extra: pip install 'plstitch[onnx]'"
@@ -83,11 +85,13 @@ def export_onnx(probe_spec: str | Path, out: str | Path, overwrite: bool = False
         import onnx  # noqa: F401 - _set_metadata writes the record into the graph with it
     except ImportError:
         raise ConfigError(f"export-onnx needs onnx; {EXTRA_HINT}.") from None
-    out = Path(out).expanduser()
+    out = check_output_path(out, "--out", REPLACED_FOLDER)
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} exists; pass --overwrite to replace it, or choose another --out.")
     if out.exists() and not (out / ONNX_JSON).is_file():
         raise ConfigError(f"{out} is not an ONNX export folder (no {ONNX_JSON}); choose another --out.")
+    if out.exists():
+        PROBE_FILES.check(out)  # --overwrite deletes the export's own files, never a user's
     probe = resolve_probe(probe_spec)
     options = PredictOptions(device="cpu", precision="fp32", num_workers=0, progression=False)
     model = load_probe_encoder(probe, options)

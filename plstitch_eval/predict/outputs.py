@@ -22,6 +22,7 @@ from plstitch_eval.analysis.timeline import segment_edges, segments
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.probes import Probe
 from plstitch_eval.utils.io import write_text_atomic
+from plstitch_eval.utils.outputs import FILE, check_output_path
 
 FIXED_COLUMNS = ("time_s", "frame_index", "predicted")
 PROGRESSION_COLUMN = "progression"
@@ -39,6 +40,7 @@ def check_outputs(out: str | Path, names: Sequence[str], overwrite: bool) -> Non
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{out} is a file; --out must be a folder (new or existing).")
+    check_output_path(out, "--out")  # not under a regular file
     if overwrite:
         return
     existing = [str(p) for name in names for p in output_paths(out, name) if p.exists()]
@@ -235,8 +237,4 @@ def check_jsonl_target(target: str | Path, overwrite: bool) -> None:
         raise ConfigError(f"--jsonl {path} is a folder; give a file name (or - for stdout).")
     if path.exists() and not overwrite:
         raise ConfigError(f"--jsonl {path} exists; pass --overwrite to replace it, or choose another file.")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ConfigError(f"--jsonl {path}: {parent} is a file, not a folder; choose another path.")
-            break
+    check_output_path(path, "--jsonl", FILE)

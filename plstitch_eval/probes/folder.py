@@ -22,6 +22,7 @@ from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub.safe_load import load_safetensors_file, sha256_file
 from plstitch_eval.linear import LinearProbeResult
 from plstitch_eval.probes.kinds import LinearProbeHead, fill_head, registered_kind
+from plstitch_eval.probes.onnx_files import ONNX_FILES
 from plstitch_eval.probes.probe import (
     PROBE_JSON,
     PROBE_SCHEMA,
@@ -32,16 +33,23 @@ from plstitch_eval.probes.probe import (
     json_round_trip,
 )
 from plstitch_eval.utils.io import atomic_path, temp_dir_beside, write_json_atomic
+from plstitch_eval.utils.outputs import REPLACED_FOLDER, OwnedFiles, check_output_path
+
+# what `--save DIR --overwrite` replaces: a probe, or an ONNX export of one (`export-onnx`)
+PROBE_FILES = OwnedFiles("a probe folder", (PROBE_JSON, PROBE_WEIGHTS, *ONNX_FILES))
 
 
 def check_probe_target(folder: str | os.PathLike, overwrite: bool = False) -> Path:
-    """Refuse (`ProbeError`) a target that is a file, or a non-empty folder unless `overwrite`.
+    """Refuse (`ProbeError`) a target that is a file, or a non-empty folder unless `overwrite`; with it, a
+    folder holding anything but a probe's files (`PROBE_FILES`), naming the first such entry; and (one line,
+    `check_output_path`) `.`, `..` or a path under a regular file.
 
     Why: called before training, so a long run is not thrown away at the end; `save_probe` checks again.
     """
     folder = Path(folder).expanduser()
     if folder.exists() and not folder.is_dir():
         raise ProbeError(f"{folder} exists and is not a folder; choose another probe folder.")
+    check_output_path(folder, "--save", REPLACED_FOLDER)
     if folder.is_dir() and any(folder.iterdir()):
         if not overwrite:
             raise ProbeError(f"{folder} exists and is not empty; choose another folder or pass --overwrite.")
@@ -50,6 +58,7 @@ def check_probe_target(folder: str | os.PathLike, overwrite: bool = False) -> Pa
                 f"{folder} is not empty and holds no {PROBE_JSON}; --overwrite only replaces a probe folder: "
                 "choose a new or empty folder."
             )
+        PROBE_FILES.check(folder, "--save")
     return folder
 
 

@@ -6,6 +6,7 @@ videos it holds out, by video, when the protocol chooses a head or an epoch). Me
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,15 @@ from plstitch_eval.metrics.scoring import score_videos, with_relaxed
 from plstitch_eval.protocols.data import (
     list_videos,
     load_videos,
+    phase_classes,
     require_two_classes,
     stack_labelled,
     store_context,
     store_relaxed_spec,
+    take_subset,
     warn_unseen,
 )
+from plstitch_eval.protocols.fractions import SubsetDraw, TrainFraction, fraction_of, over_subsets
 from plstitch_eval.protocols.registry import (
     CV_TASK,
     Fold,
@@ -79,6 +83,7 @@ def run_cv(
     temporal_config: TemporalConfig | None = None,
     progress: bool = False,
     config: Any = None,
+    train_fraction: TrainFraction | None = None,
 ) -> dict[str, Any]:
     """k-fold cross-validation by video over every video of the store's splits; mean and std over folds.
 
@@ -87,7 +92,28 @@ def run_cv(
     (when asked) is over all videos of all folds, each tested once: mean and std over videos, not folds.
     `progress`: each fold fit's bar on stderr (the linear grid's steps, the temporal model's epochs; plain
     lines off a terminal); `plstitch cv` shows it, a benchmark cell runs without (its own progress covers it).
+    `train_fraction`: each fold trains on subsets of its training videos (after its validation hold-out),
+    one per seed, test folds unchanged (protocols/fractions.py); mean ± std over the seeds.
     """
+    args = (features, folds, protocol, knn_config, linear_config, seed, val_fraction, relaxed)
+    run = partial(_run_cv, *args, temporal_config, progress, config)
+    return over_subsets(run, train_fraction)
+
+
+def _run_cv(
+    features: str | Path,
+    folds: int,
+    protocol: str,
+    knn_config: KnnConfig | None,
+    linear_config: LinearConfig | None,
+    seed: int,
+    val_fraction: float,
+    relaxed: bool,
+    temporal_config: TemporalConfig | None,
+    progress: bool,
+    config: Any,
+    draw: SubsetDraw | None,
+) -> dict[str, Any]:
     inner = get_protocol(protocol, "protocol", cv_protocols())
     sections = {"knn": knn_config, "linear": linear_config, "temporal": temporal_config}
     cfg = config or sections.get(inner.section) or default_config(inner, seed)
@@ -113,12 +139,12 @@ def run_cv(
         train_v, val_v = (
             holdout_by_video(rest, val_fraction, seed + i) if inner.cv.holds_out_val else (rest, [])
         )
-        train = [items[v] for v in train_v]
+        train = take_subset([items[v] for v in train_v], draw, phase_classes(class_names))
         train_labels = stack_labelled(train)[1]
         require_two_classes(
             train_labels,
             class_names,
-            f"CV fold {i} of {store.root} (training videos {list_videos(train_v)})",
+            f"CV fold {i} of {store.root} (training videos {list_videos([t.video for t in train])})",
             "use fewer --folds or another --seed, so that every fold trains on two or more classes",
         )
         warn_unseen(train_labels, test, class_names)
@@ -160,6 +186,7 @@ def _benchmark_run(store: str | Path, config: Any, scheme: str | None) -> dict[s
         seed=config.cv_seed,
         val_fraction=config.val_fraction,
         config=inner.config_of(config),
+        train_fraction=fraction_of(config),
     )
 
 

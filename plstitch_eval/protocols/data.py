@@ -8,8 +8,8 @@ refused: every probe would predict that one class.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,12 +21,17 @@ from plstitch_eval.metrics.scoring import background_ids
 from plstitch_eval.splits import holdout_by_video, resolve_splits
 from plstitch_eval.utils.console import logger
 
+if TYPE_CHECKING:
+    from plstitch_eval.protocols.fractions import SubsetDraw
 
-def check_video(item: VideoFeatures) -> None:
-    """Refuse NaN/inf features or a video with no labelled frame, naming the video."""
+
+def check_video(item: VideoFeatures, store: FeatureStore | None = None) -> None:
+    """Refuse NaN/inf features or a video with no labelled frame, naming the video (and, with its `store`,
+    the command that extracts it again)."""
     if not np.isfinite(item.features).all():
         row = int(np.flatnonzero(~np.isfinite(item.features).all(1))[0])
-        raise EvaluationError(f"Video {item.video!r}: frame {row} has NaN/inf features; re-extract it.")
+        fix = f"extract it again: {store.redo([item.video])}" if store is not None else "re-extract it"
+        raise EvaluationError(f"Video {item.video!r}: frame {row} has NaN/inf features; {fix}")
     if len(item.labels) == 0 or not (item.labels >= 0).any():
         raise EvaluationError(
             f"Video {item.video!r} has no labelled frames (empty ground truth); remove it from the split."
@@ -46,7 +51,26 @@ def check_labels(item: VideoFeatures, store: FeatureStore, class_names: Sequence
         raise FeatureStoreError(
             f"{store.path(item.video)} has label {int(bad[0])} but {store.root / MANIFEST} lists {n} "
             f"class_names (allowed labels: {allowed}, or -1 for unlabelled); add the missing names to "
-            "`class_names` in the manifest or re-extract the store with `plstitch extract`."
+            f"`class_names` in the manifest, or extract the video again: {store.redo([item.video])}"
+        )
+
+
+def check_tools(item: VideoFeatures, store: FeatureStore) -> None:
+    """Refuse tool labels other than 0/1 on an annotated frame, or -1 (not annotated) on every tool of one.
+
+    Why: a frame with a -1 is left out of the tool probe, so a damaged label would silently drop frames.
+    """
+    if item.tools is None:
+        return
+    tools = np.asarray(item.tools)
+    unannotated = (tools == -1).all(axis=1, keepdims=True)
+    bad = np.argwhere(~(unannotated | (tools == 0) | (tools == 1)))
+    if len(bad):
+        frame, tool = (int(i) for i in bad[0])
+        raise FeatureStoreError(
+            f"{store.path(item.video)} (video {item.video!r}) has tool label {int(tools[frame, tool])} at "
+            f"frame {frame}, tool {tool}: tool labels are 0/1, or -1 on every tool of a frame that is not "
+            f"annotated; extract the video again: {store.redo([item.video])}"
         )
 
 
@@ -58,7 +82,7 @@ def load_videos(store: FeatureStore, videos: Sequence[str]) -> list[VideoFeature
     class_names = store.class_names
     items = store.read_many(videos)
     for item in items:
-        check_video(item)
+        check_video(item, store)
         check_labels(item, store, class_names)
     return items
 
@@ -121,6 +145,27 @@ def warn_unseen(train_labels: np.ndarray, test: Sequence[VideoFeatures], class_n
             )
 
 
+def phase_classes(class_names: Sequence[str]) -> Callable[[VideoFeatures], list[str]]:
+    """The classes of a video's labelled frames, by name: what a training subset must cover (phases)."""
+    return lambda item: [class_name(int(c), class_names) for c in np.unique(item.labels[item.labels >= 0])]
+
+
+def take_subset(
+    items: Sequence[VideoFeatures],
+    draw: SubsetDraw | None,
+    classes_of: Callable[[VideoFeatures], list[str]],
+) -> list[VideoFeatures]:
+    """The training videos of `draw`'s subset (protocols/fractions.py), in their order; all when None.
+
+    Why here: every protocol restricts its training videos (after any validation hold-out) the same way,
+    while validation and test videos stay as they are.
+    """
+    if draw is None:
+        return list(items)
+    chosen = set(draw.take({item.video: classes_of(item) for item in items}).videos)
+    return [item for item in items if item.video in chosen]
+
+
 def store_context(store: FeatureStore) -> tuple[dict[str, Any], list[str], int, list[int]]:
     """Manifest, class names, class count (>= 1) and background class ids of a store."""
     manifest = store.manifest
@@ -147,7 +192,7 @@ def require_videos(videos: Sequence[str], split: str, store: FeatureStore) -> No
 
 
 def load_train_val_test(
-    store: FeatureStore, scheme: str | None, val_fraction: float, seed: int
+    store: FeatureStore, scheme: str | None, val_fraction: float, seed: int, draw: SubsetDraw | None = None
 ) -> tuple[dict[str, list[str]], str, tuple[list[VideoFeatures], list[VideoFeatures], list[VideoFeatures]]]:
     """Splits, where validation came from, and the checked train/val/test videos of a trained probe.
 
@@ -167,6 +212,11 @@ def load_train_val_test(
         what = f"{what}, less the videos held out for validation ({list_videos(splits['val'])}),"
         fix = f"{fix}, or record a 'val' split there, or lower --val-fraction"
     train, val, test = (load_videos(store, splits[s]) for s in ("train", "val", "test"))
+    train = take_subset(train, draw, phase_classes(class_names))
+    if draw is not None:
+        drawn = list_videos([item.video for item in train])
+        what = f"{what} at --train-fraction {draw.fraction:g} (seed {draw.seed}: {drawn})"
+        fix = f"{fix}, or raise --train-fraction"
     train_labels = stack_labelled(train)[1]
     require_two_classes(train_labels, class_names, what, fix)
     warn_unseen(train_labels, test, class_names)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,17 @@ from plstitch_eval.metrics.relaxed import relaxed_metrics
 from plstitch_eval.metrics.scoring import score_videos, with_relaxed
 from plstitch_eval.protocols.data import (
     load_videos,
+    phase_classes,
     require_two_classes,
     require_videos,
     stack_labelled,
     store_context,
     store_relaxed_spec,
+    take_subset,
     used_ks,
     warn_unseen,
 )
+from plstitch_eval.protocols.fractions import SubsetDraw, TrainFraction, fraction_of, over_subsets
 from plstitch_eval.protocols.registry import CvFit, Fold, Protocol, numbers_only, register_protocol
 from plstitch_eval.results_json import build_results
 from plstitch_eval.splits import resolve_splits
@@ -59,8 +63,25 @@ def run_knn(
     scheme: str | None = None,
     train_on: Sequence[str] = ("train",),
     relaxed: bool = False,
+    train_fraction: TrainFraction | None = None,
 ) -> dict[str, Any]:
-    """k-NN protocol: training frames of `train_on` splits vote for each test frame; a results dict."""
+    """k-NN protocol: training frames of `train_on` splits vote for each test frame; a results dict.
+
+    `train_fraction`: vote with subsets of the training videos, one per seed (protocols/fractions.py).
+    """
+    run = partial(_run_knn, features, config, extra_ks, scheme, train_on, relaxed)
+    return over_subsets(run, train_fraction)
+
+
+def _run_knn(
+    features: str | Path,
+    config: KnnConfig | None,
+    extra_ks: Sequence[int],
+    scheme: str | None,
+    train_on: Sequence[str],
+    relaxed: bool,
+    draw: SubsetDraw | None,
+) -> dict[str, Any]:
     config = config or KnnConfig()
     store = FeatureStore(features)
     manifest, class_names, n_classes, bg = store_context(store)
@@ -70,8 +91,11 @@ def run_knn(
     require_videos(train_videos, "train", store)
     require_videos(splits["test"], "test", store)
     train, test = load_videos(store, train_videos), load_videos(store, splits["test"])
+    train = take_subset(train, draw, phase_classes(class_names))
     train_labels = stack_labelled(train)[1]
     split_names = "+".join(repr(s) for s in train_on)
+    if draw is not None:
+        split_names += f" at --train-fraction {draw.fraction:g} (seed {draw.seed})"
     require_two_classes(
         train_labels,
         class_names,
@@ -115,7 +139,7 @@ def cv_summary(folds: list[dict[str, Any]], config: KnnConfig) -> dict[str, Any]
 
 
 def _benchmark_run(store: str | Path, config: Any, scheme: str | None) -> dict[str, Any]:
-    return run_knn(store, config.knn, scheme=scheme)
+    return run_knn(store, config.knn, scheme=scheme, train_fraction=fraction_of(config))
 
 
 PROTOCOL = register_protocol(

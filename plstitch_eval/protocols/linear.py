@@ -22,6 +22,7 @@ from plstitch_eval.protocols.data import (
     store_context,
     store_relaxed_spec,
 )
+from plstitch_eval.protocols.fractions import SubsetDraw, TrainFraction, fraction_of, over_subsets
 from plstitch_eval.protocols.registry import (
     CvFit,
     Fold,
@@ -62,9 +63,16 @@ def run_linear(
     val_fraction: float = 0.2,
     relaxed: bool = False,
     progress: bool = False,
+    train_fraction: TrainFraction | None = None,
 ) -> dict[str, Any]:
-    """Linear protocol: grid on train, head chosen on val (official or held out by video), report on test."""
-    return fit_linear_protocol(features, config, scheme, val_fraction, relaxed, progress)[0]
+    """Linear protocol: grid on train, head chosen on val (official or held out by video), report on test.
+
+    `train_fraction`: the grid on subsets of the training videos, one per seed (protocols/fractions.py).
+    """
+    return over_subsets(
+        lambda draw: fit_linear_protocol(features, config, scheme, val_fraction, relaxed, progress, draw)[0],
+        train_fraction,
+    )
 
 
 def fit_linear_protocol(
@@ -74,18 +82,22 @@ def fit_linear_protocol(
     val_fraction: float = 0.2,
     relaxed: bool = False,
     progress: bool = False,
+    draw: SubsetDraw | None = None,
 ) -> tuple[dict[str, Any], LinearProbeResult]:
     """`run_linear`'s results dict and the fitted probe (grid + chosen head), e.g. to save the probe.
 
     The test predictions in the results are the probe's (`probe.predict`) on each test video. `progress`:
     the grid's bar on stderr (`plstitch linear`; a benchmark cell runs without, under its own progress).
+    `draw`: train on that subset of the training videos (one seed of `run_linear`'s `train_fraction`).
     """
     config = config or LinearConfig()
     store = FeatureStore(features)
     manifest, class_names, n_classes, bg = store_context(store)
     spec = store_relaxed_spec(store, class_names) if relaxed else None
     check_holdout(store, scheme, val_fraction, "the linear probe chooses its head")
-    splits, val_source, (train, val, test) = load_train_val_test(store, scheme, val_fraction, config.seed)
+    splits, val_source, (train, val, test) = load_train_val_test(
+        store, scheme, val_fraction, config.seed, draw
+    )
     probe, preds = linear_on(train, val, test, n_classes, config, progress)
     gts = {it.video: it.labels for it in test}
     scored = score_videos(preds, gts, n_classes, bg)
@@ -120,7 +132,13 @@ def fit_fold(
 
 
 def _benchmark_run(store: str | Path, config: Any, scheme: str | None) -> dict[str, Any]:
-    return run_linear(store, config.linear, scheme=scheme, val_fraction=config.val_fraction)
+    return run_linear(
+        store,
+        config.linear,
+        scheme=scheme,
+        val_fraction=config.val_fraction,
+        train_fraction=fraction_of(config),
+    )
 
 
 PROTOCOL = register_protocol(

@@ -28,6 +28,13 @@ from plstitch_eval.metrics.relaxed import RelaxedSpec, relaxed_metrics
 from plstitch_eval.metrics.scoring import score_videos, with_relaxed
 from plstitch_eval.probes import save_probe
 from plstitch_eval.protocols.data import load_train_val_test, store_context, store_relaxed_spec
+from plstitch_eval.protocols.fractions import (
+    SubsetDraw,
+    TrainFraction,
+    fraction_of,
+    fraction_title,
+    over_subsets,
+)
 from plstitch_eval.protocols.registry import CvFit, Fold, Protocol, numbers_only, register_protocol
 from plstitch_eval.results_json import build_results
 from plstitch_eval.splits import check_holdout
@@ -63,16 +70,20 @@ def load_temporal_data(
     val_fraction: float = 0.2,
     holdout_seed: int = 0,
     relaxed: bool = False,
+    draw: SubsetDraw | None = None,
 ) -> TemporalData:
     """Read and check the train/val/test videos of a store (val held out by video when not recorded).
 
-    Why: one seed or many, the splits and checks are those of the linear protocol.
+    Why: one seed or many, the splits and checks are those of the linear protocol. `draw`: train on that
+    subset of the training videos (`--train-fraction`).
     """
     store = FeatureStore(features)
     manifest, class_names, num_classes, background = store_context(store)
     spec = store_relaxed_spec(store, class_names) if relaxed else None
     check_holdout(store, scheme, val_fraction, TEMPORAL_CHOOSES)
-    splits, validation, (train, val, test) = load_train_val_test(store, scheme, val_fraction, holdout_seed)
+    splits, validation, (train, val, test) = load_train_val_test(
+        store, scheme, val_fraction, holdout_seed, draw
+    )
     return TemporalData(
         manifest, class_names, num_classes, background, splits, validation, train, val, test, spec
     )
@@ -129,10 +140,14 @@ def run_temporal(
     val_fraction: float = 0.2,
     relaxed: bool = False,
     progress: bool = True,
+    draw: SubsetDraw | None = None,
 ) -> tuple[dict[str, Any], TemporalProbeResult]:
-    """Temporal protocol: MS-TCN on the train videos, epoch chosen on val, test scored -> (results, fit)."""
+    """Temporal protocol: MS-TCN on the train videos, epoch chosen on val, test scored -> (results, fit).
+
+    `draw`: train on that subset of the training videos (one seed of `temporal_run`'s `train_fraction`).
+    """
     config = config or TemporalConfig()
-    data = load_temporal_data(features, scheme, val_fraction, config.seed, relaxed)
+    data = load_temporal_data(features, scheme, val_fraction, config.seed, relaxed, draw)
     fit, preds, scored = _fit_and_score(data, config, progress)
     results = _results(features, data, _protocol(config, data, fit), scored, preds)
     return _with_relaxed(results, data, preds), fit
@@ -146,6 +161,7 @@ def run_temporal_seeds(
     val_fraction: float = 0.2,
     relaxed: bool = False,
     progress: bool = True,
+    draw: SubsetDraw | None = None,
 ) -> tuple[dict[str, Any], list[TemporalProbeResult]]:
     """The temporal protocol for seeds ``config.seed, +1, ...``: mean and sample std over seeds.
 
@@ -157,7 +173,7 @@ def run_temporal_seeds(
     config = config or TemporalConfig()
     if seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {seeds}.")
-    data = load_temporal_data(features, scheme, val_fraction, config.seed, relaxed)
+    data = load_temporal_data(features, scheme, val_fraction, config.seed, relaxed, draw)
     fits, runs, first = [], [], None
     for seed in range(config.seed, config.seed + seeds):
         fit, preds, scored = _fit_and_score(data, replace(config, seed=seed), progress)
@@ -193,16 +209,32 @@ class TemporalRun:
 
 
 def temporal_run(
-    features: str | Path, config: TemporalConfig, seeds: int | None = None, **options: Any
+    features: str | Path,
+    config: TemporalConfig,
+    seeds: int | None = None,
+    train_fraction: TrainFraction | None = None,
+    **options: Any,
 ) -> TemporalRun:
     """`run_temporal`, or with `seeds` other than None and 1 `run_temporal_seeds` (mean ± std over seeds);
-    `options`: their scheme, val_fraction and relaxed."""
-    if seeds is not None and seeds != 1:
-        results, fits = run_temporal_seeds(features, config, seeds, **options)
-        fit, over = fits[0], f", mean ± std over {seeds} seeds"
-    else:
-        results, fit = run_temporal(features, config, **options)
-        over = f", epoch {fit.best_epoch}"
+    `options`: their scheme, val_fraction and relaxed. `train_fraction`: that run on subsets of the training
+    videos, one per subset seed (the metrics: mean ± std over them; the fit: the first subset's)."""
+    several = seeds is not None and seeds != 1
+    fits: list[TemporalProbeResult] = []
+
+    def once(draw: SubsetDraw | None) -> dict[str, Any]:
+        subset = {} if draw is None else {"draw": draw}  # no draw: exactly the call without a fraction
+        if several:
+            results, seed_fits = run_temporal_seeds(features, config, seeds, **options, **subset)
+            fits.append(seed_fits[0])
+            return results
+        results, fit = run_temporal(features, config, **options, **subset)
+        fits.append(fit)
+        return results
+
+    results, fit = over_subsets(once, train_fraction), fits[0]
+    over = f", mean ± std over {seeds} seeds" if several else f", epoch {fit.best_epoch}"
+    if train_fraction is not None and not train_fraction.full:
+        over = fraction_title(train_fraction)
     over += f", {fit.device}, {fit.threads} thread{'' if fit.threads == 1 else 's'}"
     kind = "causal " if config.causal else ""
     shape = f"{config.stages}x{config.layers}x{config.channels}"
@@ -253,9 +285,10 @@ def fit_fold(
 
 
 def _benchmark_run(store: str | Path, config: Any, scheme: str | None) -> dict[str, Any]:
-    return run_temporal(
-        store, config.temporal, scheme=scheme, val_fraction=config.val_fraction, progress=False
-    )[0]
+    options = {"scheme": scheme, "val_fraction": config.val_fraction, "progress": False}
+    return over_subsets(
+        lambda draw: run_temporal(store, config.temporal, draw=draw, **options)[0], fraction_of(config)
+    )
 
 
 def temporal_settings(config: TemporalConfig) -> dict[str, Any]:

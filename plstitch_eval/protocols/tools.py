@@ -10,7 +10,9 @@ videos.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,8 @@ from sklearn.metrics import average_precision_score
 from plstitch_eval.errors import EvaluationError
 from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
 from plstitch_eval.linear import GridTraining, LinearConfig, LinearGrid
+from plstitch_eval.protocols.data import check_tools, take_subset
+from plstitch_eval.protocols.fractions import SubsetDraw, TrainFraction, fraction_of, over_subsets
 from plstitch_eval.protocols.registry import Protocol, numbers_only, register_protocol
 from plstitch_eval.results_json import results_record
 from plstitch_eval.splits import check_holdout, holdout_by_video, resolve_splits
@@ -148,6 +152,8 @@ def _store_tools(store: FeatureStore) -> list[str]:
 
 def _load(store: FeatureStore, videos: list[str], what: str) -> list[VideoFeatures]:
     items = store.read_many(videos)
+    for item in items:
+        check_tools(item, store)
     lacking = [it.video for it in items if it.tools is None]
     if lacking:
         named = ", ".join(lacking[:5]) + (" ..." if len(lacking) > 5 else "")
@@ -165,11 +171,37 @@ def run_tool_linear(
     scheme: str | None = None,
     val_fraction: float = 0.2,
     progress: bool = False,
+    train_fraction: TrainFraction | None = None,
 ) -> dict[str, Any]:
     """Tool-presence protocol: the grid on train, the head of best validation mAP, AP per tool on test.
 
     `progress`: the grid's bar on stderr (`plstitch linear --task tools`; a benchmark cell runs without).
+    `train_fraction`: the grid on subsets of the training videos, one per seed (protocols/fractions.py);
+    a subset covers the tools (a tool counts in a video with a frame showing it) as a phase subset the phases.
     """
+    run = partial(_run_tool_linear, features, config, scheme, val_fraction, progress)
+    return over_subsets(run, train_fraction)
+
+
+def tool_classes(tools: list[str]) -> Callable[[VideoFeatures], list[str]]:
+    """The tools a video shows in some annotated frame, by name: what a training subset must cover."""
+
+    def shown(item: VideoFeatures) -> list[str]:
+        if item.tools is None:
+            return []
+        return [tool for tool, on in zip(tools, (item.tools == 1).any(0), strict=True) if on]
+
+    return shown
+
+
+def _run_tool_linear(
+    features: str | Path,
+    config: LinearConfig | None,
+    scheme: str | None,
+    val_fraction: float,
+    progress: bool,
+    draw: SubsetDraw | None,
+) -> dict[str, Any]:
     config = config or LinearConfig(balance_classes=True)
     store = FeatureStore(features)
     tools = _store_tools(store)
@@ -180,6 +212,7 @@ def run_tool_linear(
         splits["train"], splits["val"] = holdout_by_video(splits["train"], val_fraction, config.seed)
         validation = f"held out by video ({val_fraction:.0%} of train, seed {config.seed})"
     parts = {s: _load(store, splits[s], s) for s in ("train", "val", "test")}
+    parts["train"] = take_subset(parts["train"], draw, tool_classes(tools))
     (x_tr, y_tr), (x_va, y_va), (x_te, y_te) = (tool_frames(parts[s]) for s in ("train", "val", "test"))
     for name, rows in (("train", x_tr), ("val", x_va), ("test", x_te)):
         if not len(rows):
@@ -225,7 +258,9 @@ def run_tool_linear(
 
 def _benchmark_run(store: str | Path, config: Any, scheme: str | None) -> dict[str, Any]:
     balanced = replace(config.linear, balance_classes=True)
-    return run_tool_linear(store, balanced, scheme=scheme, val_fraction=config.val_fraction)
+    return run_tool_linear(
+        store, balanced, scheme=scheme, val_fraction=config.val_fraction, train_fraction=fraction_of(config)
+    )
 
 
 def _settings(config: Any) -> dict[str, Any]:  # the linear grid, class-balanced per tool, chosen on mAP

@@ -28,11 +28,13 @@ from typing import Any
 
 from plstitch_eval import __version__
 from plstitch_eval.errors import PublishError
+from plstitch_eval.hub.ranking_head import HEAD_CONFIG_FILE, HEAD_WEIGHTS_FILE
 from plstitch_eval.hub.safe_load import load_checkpoint, sha256_file
-from plstitch_eval.hub.timm_format import WEIGHTS_NAME, save_timm_dir
+from plstitch_eval.hub.timm_format import CONFIG_NAME, WEIGHTS_NAME, save_timm_dir
 from plstitch_eval.tables import load_results
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import temp_dir_beside, write_json_atomic, write_text_atomic
+from plstitch_eval.utils.outputs import REPLACED_FOLDER, OwnedFiles, check_output_path
 from plstitch_train.publishing.cards import render_card
 from plstitch_train.publishing.folder import (
     ExportOptions,
@@ -84,6 +86,10 @@ __all__ = [  # the export, and the names of the pieces it is composed of (they l
 EXPORT_SCHEMA = "plstitch.export/v1"
 METADATA_NAME = "plstitch.json"
 CARD_NAME = "README.md"
+EXPORT_FILES = OwnedFiles(  # what an export writes: all `export --overwrite` replaces
+    "an export folder",
+    (CONFIG_NAME, WEIGHTS_NAME, HEAD_WEIGHTS_FILE, HEAD_CONFIG_FILE, CARD_NAME, METADATA_NAME),
+)
 _Source = ExportSource  # its name before `plstitch_train.publishing.source`
 
 
@@ -135,9 +141,10 @@ def export_model(
 ) -> Path:
     """Export `source` (run dir or checkpoint) into `out_dir` atomically; returns `out_dir`."""
     options = options or ExportOptions()
-    out_dir = Path(out_dir).expanduser()
+    out_dir = check_output_path(out_dir, "--out", REPLACED_FOLDER)
     if out_dir.exists() and not options.overwrite:
         raise PublishError(f"{out_dir} already exists; choose another --out or pass --overwrite.")
+    EXPORT_FILES.check(out_dir)  # --overwrite replaces an export, never a folder of the user's files
     src = resolve_source(source)
     results_data = load_results(results)
     checkpoint = load_checkpoint(src.checkpoint) if src.checkpoint is not None else None

@@ -18,6 +18,7 @@ from plstitch_eval.errors import RunFolderError, TrainingError
 from plstitch_eval.hub.run_folder import (
     CHECKPOINT_NAME,
     RUN_FILES,
+    RUN_FOLDER_FILES,
     TENSORBOARD_EVENTS,
     TRAIN_CONFIG_NAME,
     checkpoint_path,
@@ -30,6 +31,7 @@ from plstitch_eval.hub.run_folder import (
 )
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
+from plstitch_eval.utils.outputs import check_output_path
 from plstitch_train.config import ADDED_SETTINGS, TrainConfig, flat_settings
 from plstitch_train.config.loss import objective_facts, objective_only_settings
 from plstitch_train.run.checkpoint import load_training_checkpoint
@@ -147,10 +149,12 @@ def plan_run(config: TrainConfig, run_dir: Path, overwrite: bool = False) -> str
     other settings is refused naming them. It only reads, so every torchrun rank decides alike; a launch
     decides once (`launch.plan_launch`) and hands the decision to `trainer.train(plan=...)`.
     """
+    check_output_path(run_dir, "--out")  # not under a regular file: one line before anything is built
     present = present_run_files(run_dir)
     if not present:
         return "new"
     if overwrite:
+        RUN_FOLDER_FILES.check(run_dir)  # a folder holding a user's files is refused, nothing deleted
         return "overwrite"
     recorded = recorded_settings(run_dir)
     if recorded is None:

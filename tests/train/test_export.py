@@ -205,8 +205,13 @@ def test_export_refuses_existing_folder_unless_overwrite(exported, tmp_path: Pat
     (out / "stale.txt").write_text("old")
     with pytest.raises(PublishError, match="already exists"):
         export_model(run, out)
-    export_model(run, out, options=ExportOptions(overwrite=True))
-    assert {p.name for p in out.iterdir()} == EXPECTED_FILES
+    with pytest.raises(ConfigError, match="holds stale.txt, which plstitch did not write"):  # issue 59
+        export_model(run, out, options=ExportOptions(overwrite=True))
+    assert (out / "stale.txt").read_text() == "old"  # a file of the user's is never deleted
+    (out / "stale.txt").unlink()
+    for _ in range(2):  # into the empty folder, then over the export itself
+        export_model(run, out, options=ExportOptions(overwrite=True))
+        assert {p.name for p in out.iterdir()} == EXPECTED_FILES
     assert not list(tmp_path.glob(".existing*"))
 
 

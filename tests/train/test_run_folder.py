@@ -118,7 +118,7 @@ def test_other_settings_are_refused_in_one_line(reference, tmp_path: Path) -> No
     assert _snapshot(run_dir) == before
 
 
-def test_overwrite_starts_again_and_keeps_foreign_files(reference, tmp_path: Path) -> None:
+def test_overwrite_starts_again_and_refuses_a_folder_with_foreign_files(reference, tmp_path: Path) -> None:
     config, _ = reference
     run_dir = tmp_path / "run"
     train(config, run_dir)
@@ -127,12 +127,16 @@ def test_overwrite_starts_again_and_keeps_foreign_files(reference, tmp_path: Pat
     invalid = _cli(*args, "--clip-len", "1")  # refused before anything of the old run is touched
     assert invalid.exit_code == 1 and "clip_len" in invalid.output
     assert (run_dir / "backbone" / "model.safetensors").is_file()
+    before = _snapshot(run_dir)
+    foreign = _cli(*args, "--seed", "3", "--steps", "2")  # issue 59: named, and nothing is deleted
+    assert foreign.exit_code == 1 and "holds notes.txt, which plstitch did not write" in foreign.output
+    assert _snapshot(run_dir) == before and (run_dir / "notes.txt").read_text() == "mine"
+    (run_dir / "notes.txt").unlink()
     result = _cli(*args, "--seed", "3", "--steps", "2")
     assert result.exit_code == 0, result.output
     assert _logged_steps(run_dir) == [1, 2]
     assert json.loads((run_dir / TRAIN_CONFIG_NAME).read_text())["run"]["seed"] == 3
     assert load_training_checkpoint(run_dir)["step"] == 2
-    assert (run_dir / "notes.txt").read_text() == "mine"
     both = _cli("--resume", str(run_dir), "--overwrite")
     assert both.exit_code == 1 and "one of them" in both.output
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from plstitch_eval.errors import FeatureStoreError
+from plstitch_eval.errors import ConfigError, FeatureStoreError
 from plstitch_eval.extract.store import check_out_folder
 from plstitch_eval.features import LOCK_DIR, MANIFEST, FeatureStore, store_owned
 
@@ -65,11 +65,21 @@ def test_a_manifest_less_store_is_started_again_only_with_overwrite(tmp_path):
 
 def test_create_with_overwrite_deletes_only_the_store_files(tmp_path):
     root = _lost_manifest_store(tmp_path / "store")
-    (root / "notes.txt").write_text("mine")  # FeatureStore.create is also library API: never deleted
     FeatureStore.create(root, MANIFEST_OF_A_RUN, overwrite=True)
     left = sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
-    assert left == [LOCK_DIR, f"{LOCK_DIR}/store.lock", MANIFEST, "notes.txt"]
+    assert left == [LOCK_DIR, f"{LOCK_DIR}/store.lock", MANIFEST]
     assert FeatureStore(root).manifest["dataset"] == "toy"
+
+
+def test_create_with_overwrite_refuses_a_folder_holding_a_users_file(tmp_path):
+    # issue 59: FeatureStore.create is also library API; a user's file is named and nothing is deleted
+    root = _lost_manifest_store(tmp_path / "store")
+    (root / "notes.txt").write_text("mine")
+    before = sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+    with pytest.raises(ConfigError, match="holds notes.txt, which plstitch did not write") as info:
+        FeatureStore.create(root, MANIFEST_OF_A_RUN, overwrite=True)
+    assert "\n" not in str(info.value)
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == before
 
 
 def test_create_without_overwrite_keeps_the_files_as_before(tmp_path):
