@@ -10,20 +10,20 @@ import typer
 
 from plstitch_eval.commands.options import (
     DeviceOpt,
-    checked_output,
     dataset_opt,
     given,
+    json_opt,
     out_opt,
     root_opt,
     split_opt,
 )
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.utils.outputs import FILE
 
 # the defaults in these signatures are the analysis configs' (tests/eval/commands/test_signature_defaults.py
 # holds them equal): reading them here would import the analysis modules (matplotlib, timm) at every
 # start-up, measured +7 s or more on a 6 to 7 s start-up of `plstitch --help` (2 busy cores)
 OutOpt = out_opt("Output folder for NAME.png and NAME.json.")
+OrderJsonOpt = json_opt("Write the results as JSON (- = stdout).", kind=str | None)
 RunCurvesOutOpt = out_opt(
     "PNG to write (JSON beside it) or a folder; default RUN_DIR/curves.png.",
     kind=Path | None,
@@ -195,10 +195,7 @@ def order(
         ),
     ] = None,
     device: DeviceOpt = "auto",
-    json_out: Annotated[
-        str | None,
-        typer.Option("--json", help="Write the results as JSON (- = stdout).", callback=checked_output(FILE)),
-    ] = None,
+    json_out: OrderJsonOpt = None,
 ) -> None:
     """Procedural order measured directly: temporal-head Kendall tau vs time and a linear time probe."""
     from plstitch_eval.analysis.order import model_order_tau

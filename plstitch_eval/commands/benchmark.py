@@ -33,9 +33,9 @@ from plstitch_eval.commands.options import (
     checked_output,
     encode_settings,
     given,
+    json_opt,
 )
 from plstitch_eval.commands.probe_configs import knn_config, linear_config, temporal_config
-from plstitch_eval.utils.outputs import FILE
 
 ModelsOpt = Annotated[
     str,
@@ -108,15 +108,7 @@ FractionsOpt = Annotated[
         "(default 1: all; nested subsets, the same for every model); OUT/label_efficiency.md, .json, .png.",
     ),
 ]
-TableJsonOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--json",
-        help="Also write the table JSON to this file; - prints it on stdout.",
-        dir_okay=False,
-        callback=checked_output(FILE),
-    ),
-]
+TableJsonOpt = json_opt("Also write the table JSON to this file; - prints it on stdout.")
 
 
 def benchmark(

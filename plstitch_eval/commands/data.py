@@ -29,13 +29,12 @@ from plstitch_eval.commands.options import (
     TransformOpt,
     TrustPickleOpt,
     WhichOpt,
-    checked_output,
     encode_settings,
     given,
+    json_opt,
     out_opt,
 )
 from plstitch_eval.utils.console import result_console
-from plstitch_eval.utils.outputs import FILE
 
 StoreOutOpt = out_opt(
     "Feature store folder (created or resumed); with several --model, the folder of their stores "
@@ -73,15 +72,7 @@ FramesOpt = Annotated[
         "instead of decoding the videos; labels still come from the dataset.",
     ),
 ]
-SummaryJsonOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--json",
-        help="Write the run summary JSON to this file; - prints it on stdout.",
-        dir_okay=False,
-        callback=checked_output(FILE),
-    ),
-]
+SummaryJsonOpt = json_opt("Write the run summary JSON to this file; - prints it on stdout.")
 MstcnOutOpt = out_opt("Output folder in MS-TCN layout.")
 
 

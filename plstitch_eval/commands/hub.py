@@ -14,23 +14,19 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from plstitch_eval.commands.options import checked_output
+from plstitch_eval.commands.options import json_opt
 from plstitch_eval.registry import SHIPPED_PACKAGE
 from plstitch_eval.utils.console import console, result_console
 from plstitch_eval.utils.io import write_json_output
-from plstitch_eval.utils.outputs import FILE
+
+RegistryJsonOpt = json_opt(
+    "Write the registry as JSON to this file; - prints it on stdout instead of the table."
+)
+ProbesJsonOpt = json_opt("Write the list as JSON to this file; - prints it on stdout instead of the table.")
 
 
 def models(
-    json_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--json",
-            help="Write the registry as JSON to this file; - prints it on stdout instead of the table.",
-            dir_okay=False,
-            callback=checked_output(FILE),
-        ),
-    ] = None,
+    json_path: RegistryJsonOpt = None,
     cache_dir: Annotated[
         Path | None,
         typer.Option("--cache-dir", help="Hugging Face cache to check (default: HF_HUB_CACHE)."),
@@ -175,15 +171,7 @@ def _print_downloaded(name: str, files: list) -> None:
 
 
 def probes(
-    json_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--json",
-            help="Write the list as JSON to this file; - prints it on stdout instead of the table.",
-            dir_okay=False,
-            callback=checked_output(FILE),
-        ),
-    ] = None,
+    json_path: ProbesJsonOpt = None,
     cache_dir: Annotated[
         Path | None,
         typer.Option("--cache-dir", help="Hugging Face cache to list (default: HF_HUB_CACHE)."),

@@ -74,6 +74,12 @@ def out_opt(
     return _option(kind, "--out", *(["-o"] if short else []), help=help, callback=checked)
 
 
+def json_opt(help: str, *, kind: Any = Path | None) -> Any:
+    """`--json FILE` (`-` prints it on stdout) with the command's own help; a file, checked as it is
+    parsed (`checked_output`)."""
+    return _option(kind, "--json", help=help, dir_okay=False, callback=checked_output(FILE))
+
+
 def dataset_opt(help: str = DATASET_HELP, *, kind: Any = str, short: bool = True) -> Any:
     """`--dataset` (`-d`): a dataset adapter's name; `kind` str | None where it is optional."""
     return _option(kind, "--dataset", *(["-d"] if short else []), help=help)
@@ -123,15 +129,7 @@ DatasetSchemeOpt = Annotated[
 FeaturesOpt = Annotated[
     Path, typer.Option("--features", "-f", help="Feature store folder (plstitch extract).")
 ]
-JsonOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--json",
-        help="Write the results JSON to this file (atomically); - prints it on stdout.",
-        dir_okay=False,
-        callback=checked_output(FILE),
-    ),
-]
+JsonOpt = json_opt("Write the results JSON to this file (atomically); - prints it on stdout.")
 # device_opt() spelled out: tests/eval/commands/test_options.py finds its help in this file alone
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu or cuda[:N].")]
 SchemeOpt = Annotated[

@@ -21,6 +21,7 @@ from plstitch_eval.commands.options import (
     dataset_opt,
     encode_settings,
     given,
+    json_opt,
     out_opt,
     root_opt,
     split_opt,
@@ -142,16 +143,10 @@ RuntimeOpt = Annotated[
     ),
 ]
 OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace existing output files.")]
-SummaryJsonOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--json",
-        help="Write the summary JSON to this file (atomically); - = stdout. Default: stdout, except with "
-        "--online, whose stdout carries the per-second lines.",
-        dir_okay=False,
-        callback=checked_output(FILE),
-    ),
-]
+SummaryJsonOpt = json_opt(
+    "Write the summary JSON to this file (atomically); - = stdout. Default: stdout, except with --online, "
+    "whose stdout carries the per-second lines."
+)
 
 
 def predict(

@@ -10,10 +10,12 @@ from typing import Annotated
 
 import typer
 
-from plstitch_eval.commands.options import DeviceOpt, checked_output, out_opt
-from plstitch_eval.utils.outputs import FILE
+from plstitch_eval.commands.options import DeviceOpt, json_opt, out_opt
 
 QuickstartOutOpt = out_opt("Output folder (features/, results/, figures/).")
+RowsJsonOpt = json_opt(
+    "Write every row of the table as JSON to this file; - prints it on stdout (table: stderr)."
+)
 
 
 def quickstart(
@@ -40,15 +42,7 @@ def quickstart(
             help="Skip the random-init and raw-pixels reference rows (majority class stays).",
         ),
     ] = False,
-    json_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--json",
-            help="Write every row of the table as JSON to this file; - prints it on stdout (table: stderr).",
-            dir_okay=False,
-            callback=checked_output(FILE),
-        ),
-    ] = None,
+    json_path: RowsJsonOpt = None,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace features made earlier with another model.")
     ] = False,
