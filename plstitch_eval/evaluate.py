@@ -126,7 +126,7 @@ def evaluate_encoder(
     features = Path(features)
     summary = extract_features(adapter, encoder, features, config.extract)
     clock.lap("extract")
-    logger.info("extracted %d frames of %d videos", summary.frames, len(summary.results))
+    logger.info("%s", summary.headline())
 
     results = {name: get_protocol(name).run(features, config, None) for name in PROTOCOLS}
     paths = result_paths(results_dir)

@@ -43,6 +43,8 @@ from plstitch_eval.store_locks import (  # noqa: F401 - the lock names are this 
 )
 from plstitch_eval.store_repair import (
     CHECKSUMS,
+    VIDEO_FRAMES,
+    feature_path,
     file_sha256,
     mismatch,
     missing_message,
@@ -50,6 +52,7 @@ from plstitch_eval.store_repair import (
     recorded_sha256,
     redo_command,
     sha256_hex,
+    was_written,
 )
 from plstitch_eval.utils.io import atomic_path, write_json_atomic
 from plstitch_eval.utils.outputs import OwnedFiles
@@ -57,7 +60,6 @@ from plstitch_eval.utils.outputs import OwnedFiles
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
 COMPAT_FIELDS = ("dataset", "model_spec", "weights_sha256", "preprocessing", "fps")
-VIDEO_FRAMES = "video_frames"  # manifest key: {video: frames written}, kept by the store itself
 BLACK_MARGINS = "black_margins"  # manifest key: {video: picture box} of a `--crop-black-margin` extraction
 PER_VIDEO_KEYS = (VIDEO_FRAMES, BLACK_MARGINS, CHECKSUMS)  # {video: ...} records a resumed store keeps
 TENSORS = {"features": ("F32", 2), "labels": ("I64", 1), "frame_times": ("F64", 1)}  # name: (dtype, ndim)
@@ -336,7 +338,7 @@ class FeatureStore:
 
     def path(self, video: str) -> Path:
         """File that holds `video`'s features."""
-        return self.root / f"{video}.safetensors"
+        return feature_path(self.root, video)
 
     def has(self, video: str) -> bool:
         """Whether `video` has a file (atomic writes make it complete when written; `check` verifies it)."""
@@ -395,7 +397,10 @@ class FeatureStore:
         path = self.path(video)
         manifest = self._recorded() if manifest is None else manifest
         if not path.exists():
-            raise FeatureStoreError(f"{path} not found; {missing_message(self.root, manifest, [video])}")
+            message = missing_message(self.root, manifest, [video])  # a deleted file's names the file itself
+            raise FeatureStoreError(
+                message if was_written(manifest, video) else f"{path} not found; {message}"
+            )
         data = path.read_bytes()
         want, problem = recorded_sha256(manifest, video), None
         if want is None:

@@ -19,6 +19,8 @@ from typing import Any
 from plstitch_eval.utils.console import logger
 
 CHECKSUMS = "sha256"  # manifest key: {video: sha256 of its feature file as written}
+VIDEO_FRAMES = "video_frames"  # manifest key: {video: frames written}, kept by the store itself
+FEATURE_SUFFIX = ".safetensors"  # a video's feature file: <store>/<video>.safetensors
 _CHUNK = 1 << 20
 _noted: set[str] = set()
 
@@ -41,6 +43,17 @@ def recorded_sha256(manifest: Mapping[str, Any], video: str) -> str | None:
     """The sha256 the manifest recorded for `video`'s file, None when it records none (an older store)."""
     value = (manifest.get(CHECKSUMS) or {}).get(video)
     return value if isinstance(value, str) else None
+
+
+def feature_path(root: str | os.PathLike, video: str) -> Path:
+    """The file that holds `video`'s features in the store at `root`."""
+    return Path(root) / f"{video}{FEATURE_SUFFIX}"
+
+
+def was_written(manifest: Mapping[str, Any], video: str) -> bool:
+    """True when the manifest records `video`'s file as written (its frame count or sha256): a file it
+    records that is gone was deleted or moved, not left out by `--split` / `--videos`."""
+    return any(video in (manifest.get(key) or {}) for key in (VIDEO_FRAMES, CHECKSUMS))
 
 
 def mismatch(got: str, want: str) -> str:
@@ -90,9 +103,34 @@ def extract_command(root: str | os.PathLike, manifest: Mapping[str, Any], select
     return " ".join(shlex.quote(word) for word in words)
 
 
+def deleted_message(root: str | os.PathLike, manifest: Mapping[str, Any], deleted: Sequence[str]) -> str:
+    """One line for feature files the manifest records as written that are gone: the file (or how many and
+    the first few), and the command that extracts them again (`--redo` names up to 10; a resume without it
+    extracts every missing file too)."""
+    command = extract_command(root, manifest, ["--redo", ",".join(deleted)] if len(deleted) <= 10 else [])
+    if len(deleted) == 1:
+        frames = (manifest.get(VIDEO_FRAMES) or {}).get(deleted[0])
+        recorded = f" ({frames} frames)" if frames else ""
+        return (
+            f"{feature_path(root, deleted[0])} is missing: the manifest records it as extracted{recorded}, "
+            f"so it was deleted or moved since; extract it again (the other videos are kept): {command}"
+        )
+    paths = [str(feature_path(root, video)) for video in deleted]
+    shown = ", ".join(paths[:3]) + (f", ... ({len(paths)} files)" if len(paths) > 3 else "")
+    return (
+        f"{len(paths)} feature files of {root} are missing ({shown}): the manifest records them as "
+        f"extracted, so they were deleted or moved since; extract them again (the other videos are kept): "
+        f"{command}"
+    )
+
+
 def missing_message(root: str | os.PathLike, manifest: Mapping[str, Any], missing: Sequence[str]) -> str:
-    """One line for videos the manifest lists but the store has no file of (extracted with `--split` or
-    `--videos`): which, the split that holds them, and the command that adds them (the others are kept)."""
+    """One line for videos the store has no file of: files the manifest records as written are named as
+    deleted, with the command that extracts them again (`deleted_message`); others were left out by `--split`
+    or `--videos`: the split that holds them, and the command that adds them (the others are kept)."""
+    deleted = [video for video in missing if was_written(manifest, video)]
+    if deleted:
+        return deleted_message(root, manifest, deleted)
     default = str(manifest.get("split_scheme") or "")
     schemes = manifest.get("split_schemes") or {default: manifest.get("splits") or {}}
     wanted = set(missing)

@@ -18,7 +18,7 @@ from typing import Any
 
 from plstitch_eval.data.decoders import check_decoder_options
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.hub.run_folder import backbone_dir
+from plstitch_eval.hub.run_folder import RUN_FOLDER_FILES, backbone_dir, present_run_files
 from plstitch_eval.utils.console import console, logger, print_error
 from plstitch_train.config import LOSS_KEYS, TrainConfig, setting_name
 from plstitch_train.data import with_data_fps
@@ -68,9 +68,10 @@ def plan_launch(
 
     `given` names the TrainConfig settings the user set (flat or `section.name`): with `resume` only its
     RUNTIME_FIELDS apply, the others are named in a warning; without "fps" in it a frames LMDB as `--data`
-    trains at its own frame rate (`data.with_data_fps`). Conflicting or missing options raise ConfigError; a
-    folder holding a run with other settings raises TrainingError naming `--resume` and `--overwrite`
-    (`run.plan.plan_run`, asked once here: `run_launch` hands its decision to the trainer).
+    trains at its own frame rate (`data.with_data_fps`). Conflicting or missing options raise ConfigError, and
+    so does an `out` holding no run but a user's files (`check_run_folder`); a folder holding a run with other
+    settings raises TrainingError naming `--resume` and `--overwrite` (`run.plan.plan_run`, asked once here:
+    `run_launch` hands its decision to the trainer).
     """
     if resume is not None and overwrite:
         raise ConfigError("--resume continues a run and --overwrite replaces it: give one of them.")
@@ -80,11 +81,26 @@ def plan_launch(
         if ignored and int(os.environ.get("RANK", "0")) == 0:
             logger.warning("Resuming: %s ignored; the checkpoint's settings are used.", ", ".join(ignored))
         runtime = {name: getattr(config, name) for name in RUNTIME_FIELDS if name in given}
+        if out is not None:
+            check_run_folder(Path(out))
         return Launch("resume", None if out is None else Path(out), resume=Path(resume), runtime=runtime)
     if out is None:
         raise ConfigError("--out is required (the run folder), unless --resume is given.")
     config = with_data_fps(config.validate(), fps_given="fps" in given)
+    check_run_folder(Path(out))  # settings first (they name no folder); then nothing beside a user's files
     return Launch(plan.plan_run(config, Path(out), overwrite), Path(out), config)
+
+
+def check_run_folder(out: Path) -> None:
+    """Refuse, in one line naming the first, an `out` that holds no run but entries the trainer does not
+    write (`RUN_FOLDER_FILES`; `.` included), with or without `--overwrite`.
+
+    Why: a run starts in a new or empty folder or one of its own (a frame cache of a run stopped early), never
+    beside a user's files; a folder holding a run is `run.plan.plan_run`'s to decide (resume, refuse other
+    settings, `--overwrite` replacing only the run's own files).
+    """
+    if not present_run_files(out):
+        RUN_FOLDER_FILES.check(out, "--out", overwrite=False)
 
 
 def run_launch(launch: Launch) -> TrainResult:

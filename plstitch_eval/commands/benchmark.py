@@ -30,10 +30,10 @@ from plstitch_eval.commands.options import (
     TrustPickleOpt,
     WdGridOpt,
     WeightingOpt,
-    checked_output,
     encode_settings,
     given,
     json_opt,
+    out_opt,
 )
 from plstitch_eval.commands.probe_configs import knn_config, linear_config, temporal_config
 
@@ -55,15 +55,7 @@ DatasetsOpt = Annotated[
         "of datasets with their roots and options (docs/benchmark.md).",
     ),
 ]
-BenchmarkOutOpt = Annotated[
-    Path,
-    typer.Option(
-        "--out",
-        "-o",
-        help="Output folder: features/, results/, table.md, table.json.",
-        callback=checked_output(),
-    ),
-]
+BenchmarkOutOpt = out_opt("Output folder: features/, results/, table.md, table.json.", owned=True)
 ProtocolsOpt = Annotated[
     str,
     typer.Option(

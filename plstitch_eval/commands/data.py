@@ -38,7 +38,8 @@ from plstitch_eval.utils.console import result_console
 
 StoreOutOpt = out_opt(
     "Feature store folder (created or resumed); with several --model, the folder of their stores "
-    "(one per model: <out>/<model name>)."
+    "(one per model: <out>/<model name>).",
+    owned=True,
 )
 ModelsOpt = Annotated[
     list[str] | None,
@@ -73,7 +74,18 @@ FramesOpt = Annotated[
     ),
 ]
 SummaryJsonOpt = json_opt("Write the run summary JSON to this file; - prints it on stdout.")
-MstcnOutOpt = out_opt("Output folder in MS-TCN layout.")
+MstcnOutOpt = out_opt(
+    "Output folder in MS-TCN layout: a new or empty folder, or an earlier export with --overwrite.",
+    replaced=True,
+)
+OverwriteMstcnOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="Replace an earlier export-mstcn folder: what its plstitch_mstcn.json lists (a folder holding "
+        "anything else is refused).",
+    ),
+]
 
 
 def datasets() -> None:
@@ -177,11 +189,16 @@ def export_mstcn(
         str | None,
         typer.Option("--split-scheme", help="Export only this split scheme (default: all, as split1..N)."),
     ] = None,
+    overwrite: OverwriteMstcnOpt = False,
 ) -> None:
-    """Write a feature store in MS-TCN/ASFormer layout: features/, groundTruth/, mapping.txt, splits/."""
+    """Write a feature store in MS-TCN/ASFormer layout: features/, groundTruth/, mapping.txt, splits/.
+
+    The folder is written beside --out and renamed onto it; plstitch_mstcn.json records its files, the
+    only ones --overwrite replaces.
+    """
     from plstitch_eval.export_mstcn import export_mstcn as run_export
 
-    result = run_export(store, out, split_scheme=split_scheme)
+    result = run_export(store, out, split_scheme=split_scheme, overwrite=overwrite)
     typer.echo(json.dumps(result.to_dict(), indent=2))
 
 

@@ -32,14 +32,14 @@ from plstitch_eval.commands.options import (
     ValFractionOpt,
     WdGridOpt,
     WeightingOpt,
-    checked_output,
+    out_opt,
 )
 from plstitch_eval.commands.probe_configs import knn_config, linear_config, temporal_config
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import is_quiet
-from plstitch_eval.utils.outputs import FILE
 
 _knn_config, _linear_config = knn_config, linear_config  # their names before commands/probe_configs.py
+TableOutOpt = out_opt("Also write the table to this file.", kind=Path | None, short=False, file=True)
 
 
 def knn(
@@ -74,7 +74,7 @@ def knn(
     results = run_knn(features, config, extra_ks=k[1:], **options)
     ks = results["protocol"]["ks"]  # the k used: a k above the training frames is clamped (and warned)
     setting = f"k={ks[0]}, " if len(ks) == 1 else ""
-    title = f"k-NN ({setting}{config.weighting}{fraction_title(fraction)}) on {features}"
+    title = f"k-NN ({setting}{config.weighting}{fraction_title(fraction, results)}) on {features}"
     print_and_write_results(results, json_path, title)
 
 
@@ -148,7 +148,8 @@ def _phase_linear(
     else:
         results, fitted = run_linear(features, config, **options, train_fraction=fraction), None
     proto = results["protocol"]
-    chosen = f"lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g}{fraction_title(fraction)}"
+    chosen = f"lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g}"
+    chosen += fraction_title(fraction, results)
     title = f"linear ({chosen})"
     print_and_write_results(results, json_path, title)
     if save is not None:
@@ -232,7 +233,7 @@ def cv(
         train_fraction=(fraction := fraction_config(train_fraction, fraction_seeds)),
     )
     print_and_write_results(
-        results, json_path, f"{folds}-fold CV by video ({protocol}{fraction_title(fraction)})"
+        results, json_path, f"{folds}-fold CV by video ({protocol}{fraction_title(fraction, results)})"
     )
 
 
@@ -269,10 +270,7 @@ def table(
     metric: Annotated[
         list[str] | None, typer.Option("--metric", help="Metrics to show (default: per dataset).")
     ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", help="Also write the table to this file.", callback=checked_output(FILE)),
-    ] = None,
+    out: TableOutOpt = None,
 ) -> None:
     """Paper-style table: rows = models, columns = dataset / protocol / metric."""
     from plstitch_eval.tables import build_table, load_results, to_latex, to_markdown, to_rich
@@ -316,7 +314,8 @@ def _tool_linear(
     options = {"scheme": split_scheme, "val_fraction": val_fraction, "progress": True}
     results = run_tool_linear(features, config, **options, train_fraction=fraction)
     proto = results["protocol"]
-    chosen = f"lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g}{fraction_title(fraction)}"
+    chosen = f"lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g}"
+    chosen += fraction_title(fraction, results)
     title = f"tool presence (linear, {chosen})"
     print_and_write_results(results, json_path, title)
 

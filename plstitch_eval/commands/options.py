@@ -9,6 +9,7 @@ benchmark) onto `EncodeOptions`.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,7 +19,14 @@ import typer
 from plstitch_eval.encode_options import EncodeOptions
 from plstitch_eval.knn import KnnConfig
 from plstitch_eval.linear import LinearConfig
-from plstitch_eval.utils.outputs import EITHER, FILE, FOLDER, REPLACED_FOLDER, check_output_path
+from plstitch_eval.utils.outputs import (
+    EITHER,
+    FILE,
+    FOLDER,
+    OWNED_FOLDER,
+    REPLACED_FOLDER,
+    check_output_path,
+)
 
 
 def default_of(config: type, name: str) -> Any:
@@ -51,33 +59,59 @@ ROOT_HELP = "Dataset folder (not needed for synthetic)."
 DEVICE_CHOICES = "auto, cpu or cuda[:N]"
 
 
-def checked_output(kind: str = FOLDER) -> Any:
+def checked_output(kind: str = FOLDER, *, path: bool = False) -> Any:
     """A Typer callback refusing, in one line as the options are parsed (before any work starts), an output
-    path that cannot be written (`utils.outputs.check_output_path` with the option's own flag)."""
+    path that cannot be written (`utils.outputs.check_output_path` with the option's own flag); `path`: the
+    option reads its text as it was typed (`output_opt`) and the callback makes it a Path. The callback
+    carries `output_kind`, for the tests that walk every command's outputs."""
 
     def callback(param: typer.CallbackParam, value: Any) -> Any:
-        if value is not None:
-            check_output_path(value, param.opts[0] if param.opts else "--out", kind)
-        return value
+        if value is None:
+            return None
+        check_output_path(value, param.opts[0] if param.opts else "--out", kind)
+        return Path(value) if path else value
 
+    callback.output_kind = kind  # type: ignore[attr-defined]
     return callback
 
 
+OUTPUT_METAVARS = {FILE: "<file>", REPLACED_FOLDER: "<dir>"}  # as Typer names a file or folder path
+
+
+def output_opt(kind: Any, *flags: str, help: str, target: str = FOLDER, **settings: Any) -> Any:
+    """An output option: its path checked as it is parsed (`checked_output(target)`), a Path option taking
+    the text as typed (Typer's own path type makes `""` the current folder and answers `.` for a file in a
+    usage box; the check says both in one line)."""
+    if kind is Path or Path in typing.get_args(kind):
+        settings = {"parser": str, "metavar": OUTPUT_METAVARS.get(target, "<path>"), **settings}
+        return _option(kind, *flags, help=help, callback=checked_output(target, path=True), **settings)
+    return _option(kind, *flags, help=help, callback=checked_output(target), **settings)
+
+
 def out_opt(
-    help: str, *, kind: Any = Path, short: bool = True, replaced: bool = False, file_or_folder: bool = False
+    help: str,
+    *,
+    kind: Any = Path,
+    short: bool = True,
+    replaced: bool = False,
+    file_or_folder: bool = False,
+    owned: bool = False,
+    file: bool = False,
 ) -> Any:
     """`--out` (`-o`) with the command's own help: what a command writes there differs per command;
     `replaced`: the folder is written beside its path and renamed onto it (so `.` cannot be it);
-    `file_or_folder`: a file or a folder, as the command decides. Checked as it is parsed
-    (`checked_output`)."""
-    checked = checked_output(EITHER if file_or_folder else REPLACED_FOLDER if replaced else FOLDER)
-    return _option(kind, "--out", *(["-o"] if short else []), help=help, callback=checked)
+    `file_or_folder`: a file or a folder, as the command decides; `owned`: a folder the command fills as
+    its own, refused by the command when it holds a user's files (`OWNED_FOLDER`); `file`: a file. Without
+    these, a folder the command adds its named files to. Checked as it is parsed (`checked_output`)."""
+    chosen = ((file, FILE), (file_or_folder, EITHER), (replaced, REPLACED_FOLDER), (owned, OWNED_FOLDER))
+    target = next((name for given, name in chosen if given), FOLDER)
+    return output_opt(kind, "--out", *(["-o"] if short else []), help=help, target=target)
 
 
 def json_opt(help: str, *, kind: Any = Path | None) -> Any:
     """`--json FILE` (`-` prints it on stdout) with the command's own help; a file, checked as it is
     parsed (`checked_output`)."""
-    return _option(kind, "--json", help=help, dir_okay=False, callback=checked_output(FILE))
+    return output_opt(kind, "--json", help=help, target=FILE)
 
 
 def dataset_opt(help: str = DATASET_HELP, *, kind: Any = str, short: bool = True) -> Any:
@@ -146,15 +180,12 @@ RelaxedOpt = Annotated[
 ValFractionOpt = Annotated[
     float, typer.Option("--val-fraction", help="Training videos held out (by video) when no val split.")
 ]
-SaveProbeOpt = Annotated[
+SaveProbeOpt = output_opt(
     Path | None,
-    typer.Option(
-        "--save",
-        help="Save the trained head as a probe folder (probe.json + probe.safetensors; docs/probes.md).",
-        file_okay=False,
-        callback=checked_output(REPLACED_FOLDER),
-    ),
-]
+    "--save",
+    help="Save the trained head as a probe folder (probe.json + probe.safetensors; docs/probes.md).",
+    target=REPLACED_FOLDER,
+)
 OverwriteProbeOpt = Annotated[
     bool, typer.Option("--overwrite", help="Replace an existing --save probe folder.")
 ]

@@ -106,7 +106,7 @@ InputOptionOpt = Annotated[
         "--input-option",
         metavar="KEY=VALUE",
         help="With --online: an FFmpeg option for a live source, over the low-delay defaults "
-        "(fflags=nobuffer flags=low_delay probesize=32 analyzeduration=0, rtsp_transport=tcp); repeatable.",
+        "(flags=low_delay probesize=32 analyzeduration=0, rtsp_transport=tcp); repeatable.",
     ),
 ]
 ConnectTimeoutOpt = Annotated[
@@ -114,8 +114,8 @@ ConnectTimeoutOpt = Annotated[
     typer.Option(
         "--connect-timeout",
         metavar="SECONDS",
-        help="With --online: a live source from which nothing arrives for SECONDS has failed (at the start) "
-        "or dropped (later) (default 10).",
+        help="With --online: a live source from which no packet arrives for SECONDS, or no keyframe for "
+        "SECONDS after the first packet, has failed; later, a silence as long means it dropped (default 10).",
     ),
 ]
 ReconnectTimeoutOpt = Annotated[
@@ -123,8 +123,8 @@ ReconnectTimeoutOpt = Annotated[
     typer.Option(
         "--reconnect-timeout",
         metavar="SECONDS",
-        help="With --online: a dropped live source is reopened for up to SECONDS (the gap is recorded); "
-        "0 ends the video (default 0).",
+        help="With --online: a dropped live source is waited for (reopened once its connection closed) for "
+        "up to SECONDS more (the gap is recorded); 0 ends the video (default 0).",
     ),
 ]
 ProgressionOpt = Annotated[

@@ -11,8 +11,11 @@ from typing import Annotated
 import typer
 
 from plstitch_eval.commands.options import DeviceOpt, json_opt, out_opt
+from plstitch_eval.utils.outputs import OwnedFiles
 
-QuickstartOutOpt = out_opt("Output folder (features/, results/, figures/).")
+QuickstartOutOpt = out_opt("Output folder (features/, results/, figures/).", owned=True)
+# what `quickstart.run_quickstart` writes into --out: a folder holding anything else is refused (`.` included)
+QUICKSTART_FILES = OwnedFiles("a quickstart folder", ("features", "results", "figures"))
 RowsJsonOpt = json_opt(
     "Write every row of the table as JSON to this file; - prints it on stdout (table: stderr)."
 )
@@ -56,6 +59,7 @@ def quickstart(
     from plstitch_eval.quickstart import QuickstartConfig, print_quickstart, run_quickstart
     from plstitch_eval.utils.io import write_json_output
 
+    QUICKSTART_FILES.check(out, overwrite=False)  # never beside a user's files
     config = QuickstartConfig(
         out=out,
         model=model,

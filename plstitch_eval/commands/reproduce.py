@@ -12,14 +12,35 @@ from typing import Annotated
 
 import typer
 
-from plstitch_eval.commands.options import default_of, device_opt, out_opt
+from plstitch_eval.commands.options import default_of, device_opt, out_opt, output_opt
 from plstitch_eval.utils.console import console, print_error
-from plstitch_train.reproduce.presets import REPRODUCE_PRESETS, ROWS, ReproduceConfig, get_reproduce_preset
+from plstitch_eval.utils.outputs import REPLACED_FOLDER, OwnedFiles
+from plstitch_train.reproduce.presets import (
+    REPRODUCE_PRESETS,
+    ROWS,
+    ReproduceConfig,
+    ReproduceLayout,
+    get_reproduce_preset,
+)
 
 # help texts list the registries themselves, so a new preset or row shows up without editing this file
 PRESET_HELP = "Reproduction preset, one of those listed above."
 ROW_HELP = "Only these rows (repeat): " + ", ".join(ROWS) + "."
-ReproduceOutOpt = out_opt("Output folder (runs/, figures/, ablation.json/.md).")
+ReproduceOutOpt = out_opt("Output folder (runs/, figures/, ablation.json/.md).", owned=True)
+ExportBestOpt = output_opt(
+    Path | None,
+    "--export-best",
+    help="Export the best seed of the preset's export row (PL-Stitch; synthetic-mim-init: the MIM "
+    "initialisation) here (timm format + card).",
+    target=REPLACED_FOLDER,
+)
+_LAYOUT = ReproduceLayout(Path("out"))
+_NAMES = [p.name for p in (_LAYOUT.runs, _LAYOUT.frame_cache, _LAYOUT.references, _LAYOUT.figures)]
+_TABLES = [p.name for p in (_LAYOUT.summary_json, _LAYOUT.summary_md)]
+# what a reproduction writes into --out (`ReproduceLayout`): a folder holding anything else is refused
+REPRODUCE_FILES = OwnedFiles(
+    "a reproduction folder", (*_NAMES, *_TABLES, *(f".{name}.*.tmp" for name in _TABLES))
+)
 ReproduceDeviceOpt = device_opt(choices="cpu, cuda or cuda:N")  # its runs' devices: no auto
 
 
@@ -74,14 +95,7 @@ def reproduce(
             "preset's; synthetic: 2, which trains 1.65x faster than 1 on a 2-core CPU).",
         ),
     ] = None,
-    export_best: Annotated[
-        Path | None,
-        typer.Option(
-            "--export-best",
-            help="Export the best seed of the preset's export row (PL-Stitch; synthetic-mim-init: the MIM "
-            "initialisation) here (timm format + card).",
-        ),
-    ] = None,
+    export_best: ExportBestOpt = None,
 ) -> None:
     """Train each ablation row (same budget, several seeds), evaluate with k-NN + linear, print mean ± std.
 
@@ -101,6 +115,7 @@ def reproduce(
         device=device,
         jobs=jobs,
     )
+    check_outputs(out, export_best)  # the settings first; then nothing beside a user's files
     try:
         summary = run_reproduce(config)
     except TrainingInterrupted as stop:
@@ -122,6 +137,16 @@ def reproduce(
     if export_best is not None:
         folder = run_export(summary, export_best, export_best.name)
         console.print(f"exported {summary['best_export_run']} to {folder}", highlight=False)
+
+
+def check_outputs(out: Path, export_best: Path | None) -> None:
+    """Refuse, before any training, an --out or --export-best folder holding a user's files (naming the
+    first): the reproduction writes only its own, and `--export-best` replaces an export folder."""
+    from plstitch_train.publishing.export import EXPORT_FILES
+
+    REPRODUCE_FILES.check(out, overwrite=False)
+    if export_best is not None:
+        EXPORT_FILES.check(export_best, "--export-best", overwrite=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -46,7 +46,7 @@ DataOpt = Annotated[
 TrainDatasetOpt = dataset_opt("Dataset adapter name.", kind=str | None)
 TrainRootOpt = root_opt("Dataset folder.")
 TrainSplitOpt = split_opt("Dataset split to train on.")
-RunOutOpt = out_opt("Run folder.", kind=Path | None)
+RunOutOpt = out_opt("Run folder.", kind=Path | None, owned=True)
 TrainDeviceOpt = device_opt(kind=str | None)
 PresetOpt = Annotated[str, typer.Option("--preset", help=_PRESET_HELP)]
 ConfigFileOpt = Annotated[

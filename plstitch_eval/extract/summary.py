@@ -64,6 +64,19 @@ class ExtractSummary:
         """End-to-end throughput of this run."""
         return self.frames / self.seconds if self.seconds > 0 else 0.0
 
+    def headline(self) -> str:
+        """What the run did in one line: `extracted 1621 frames of 24 videos in STORE`, `all 24 videos already
+        extracted in STORE` (a rerun: none encoded), or `extracted 45 frames of 1 video (23 already extracted,
+        1 failed) in STORE`."""
+        counts = {s: sum(r.status == s for r in self.results) for s in ("done", "skipped", "failed")}
+        done, skipped, failed = counts["done"], counts["skipped"], counts["failed"]
+        if skipped and not done and not failed:
+            return f"all {_videos(skipped)} already extracted in {self.store}"
+        notes = [f"{skipped} already extracted"] if skipped else []
+        notes += [f"{failed} failed"] if failed else []
+        told = f" ({', '.join(notes)})" if notes else ""
+        return f"extracted {self.frames} frames of {_videos(done)}{told} in {self.store}"
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (for `--json` on stdout)."""
         return {
@@ -75,6 +88,10 @@ class ExtractSummary:
             "ok": self.ok,
             "videos": [{**asdict(r), "frames_per_second": r.frames_per_second} for r in self.results],
         }
+
+
+def _videos(count: int) -> str:
+    return f"{count} video{'' if count == 1 else 's'}"
 
 
 @dataclass

@@ -114,9 +114,11 @@ def upload_folder(
     revision: str,
     commit_message: str,
     token: str | None = None,
+    source: Path | None = None,
 ) -> str:
     """Create `repo_id` (and branch `revision`) if needed and upload exactly `files` of `folder` in one
-    commit; returns the commit URL. A failed Hub call is one `PublishError` line (`hub_failure`)."""
+    commit; returns the commit URL. A failed Hub call is one `PublishError` line (`hub_failure`) naming
+    `source`, the folder the user gave, when `folder` is a staging copy written from it (a probe's)."""
     token = resolve_token(token)
     api = HfApi(token=token)
     try:
@@ -132,7 +134,7 @@ def upload_folder(
             allow_patterns=[item.path for item in files],
         )
     except (ClientHTTPError, OSError, ValueError) as exc:  # HfHubHTTPError, ConnectError, offline mode...
-        raise hub_failure(exc, api.endpoint, f"{folder} to {repo_id}@{revision}", token) from None
+        raise hub_failure(exc, api.endpoint, f"{source or folder} to {repo_id}@{revision}", token) from None
     logger.info("Uploaded %d files to %s@%s", len(files), repo_id, revision)
     return getattr(commit, "commit_url", None) or str(commit)
 

@@ -22,16 +22,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from itertools import chain
 from pathlib import Path
 from typing import IO, Any
 
 import av
 import numpy as np
-import torch
 
 from plstitch_eval.data.decoders import PYAV, Decoding, read_frames
-from plstitch_eval.data.margin import MarginBox, detect_black_margin, detect_video_margin
+from plstitch_eval.data.margin import detect_video_margin
 from plstitch_eval.data.sampling import TargetClock
 from plstitch_eval.data.video import (
     DEFAULT_VIDEO_FPS,
@@ -42,6 +40,7 @@ from plstitch_eval.data.video import (
 from plstitch_eval.errors import ConfigError, DecodeError
 from plstitch_eval.predict.encoder import ProbeEncoder
 from plstitch_eval.predict.live import Captured, LiveReader
+from plstitch_eval.predict.live_margin import live_margin
 from plstitch_eval.predict.outputs import VideoPrediction, probability_columns
 from plstitch_eval.predict.sources import STDIN_NAME, VideoSource
 from plstitch_eval.preprocess import FramePlan, prepare_frame
@@ -59,7 +58,6 @@ POLL_S = 0.1  # while nothing new came: how often a followed file or a pipe is l
 END_OF_RECORDING = "end of recording"  # a pipe closed by its writer, or a file read to its end unfollowed
 INTERRUPTED = "interrupted"  # Ctrl-C (SIGINT)
 TERMINATED = "terminated"  # SIGTERM: a service manager, `timeout`, `kill`
-LIVE_MARGIN_S = 5.0  # a live source's black-margin box is found on its first seconds (no reading ahead)
 STOPPED = {signal.SIGINT: INTERRUPTED, signal.SIGTERM: TERMINATED}  # the signals that end a run, and how
 
 
@@ -421,26 +419,6 @@ def stamped(frames: Iterator[DecodedFrame]) -> Iterator[Captured]:
         close = getattr(frames, "close", None)
         if close is not None:
             close()  # a generator's container is closed now, not when collected
-
-
-def live_margin(
-    samples: Iterator[Captured], plan: FramePlan, seconds: float = LIVE_MARGIN_S
-) -> tuple[Iterator[Captured], FramePlan, dict[str, Any]]:
-    """The black-margin box of a live source, found on its first `seconds` (a stream cannot be read ahead):
-    the frames of those seconds are held, the box found on them, then they go on to the model."""
-    held: list[Captured] = []
-    for sample in samples:
-        held.append(sample)
-        if sample.frame.time >= seconds:
-            break
-    images = [torch.from_numpy(np.ascontiguousarray(s.frame.image)).permute(2, 0, 1) for s in held]
-    box = detect_black_margin(torch.stack(images)) if images else MarginBox()
-    record = {
-        **box.to_dict(),
-        "found_on_s": round(held[-1].frame.time, 6) if held else 0.0,
-        "found_on_frames": len(held),
-    }
-    return chain(held, samples), replace(plan, margin=box), record
 
 
 def frame_row(

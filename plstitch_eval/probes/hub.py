@@ -87,14 +87,11 @@ def fetch_hub_probe(
     when online; a repo that is no probe, or a malformed config, is one `ProbeError` line."""
     repo_id, revision = _parse(spec, revision)
     hint = f"`plstitch download {spec}`"
-    if hf_constants.is_offline_mode() and not is_cached(
-        repo_id, CONFIG_NAME, revision=revision, cache_dir=cache_dir
-    ):
-        raise ModelNotFoundError(
-            f"Probe {spec} is not in the Hugging Face cache {cache_dir or hf_constants.HF_HUB_CACHE} and "
-            f"HF_HUB_OFFLINE is set; fetch it and its backbone with {hint} on a machine with network (same "
-            "cache dir), or pass a probe folder."
-        )
+    fix = (
+        f"fetch it and its backbone with {hint} on a machine with network (same cache dir), or pass a probe "
+        "folder"
+    )
+    _refuse_uncached_offline(repo_id, revision, cache_dir, f"Probe {spec}", fix)
     config = fetch_file(repo_id, CONFIG_NAME, revision=revision, cache_dir=cache_dir, fix_hint=hint)
     record = _probe_config(config.path)
     if record is None:
@@ -113,6 +110,20 @@ def fetch_hub_probe(
     return HubProbe(spec, repo_id, config.commit, config.path.parent, backbone)
 
 
+def _refuse_uncached_offline(
+    repo_id: str, revision: str | None, cache_dir: str | os.PathLike | None, what: str, fix: str
+) -> None:
+    """One `ModelNotFoundError` line when HF_HUB_OFFLINE is set and the repo's config.json is not cached:
+    `what` is not in the cache, then `fix` (the `plstitch download` that fetches it)."""
+    if hf_constants.is_offline_mode() and not is_cached(
+        repo_id, CONFIG_NAME, revision=revision, cache_dir=cache_dir
+    ):
+        raise ModelNotFoundError(
+            f"{what} is not in the Hugging Face cache {cache_dir or hf_constants.HF_HUB_CACHE} and "
+            f"HF_HUB_OFFLINE is set; {fix}."
+        )
+
+
 def download_probe(
     spec: str, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None
 ) -> list[HubFile] | None:
@@ -121,7 +132,14 @@ def download_probe(
     if parse_hf_spec(spec)[1] is not None:
         return None
     repo_id, revision = _parse(spec, revision)
-    config = fetch_file(repo_id, CONFIG_NAME, revision=revision, cache_dir=cache_dir)
+    pinned = "" if revision is None or "@" in spec else f" --revision {revision}"
+    hint = f"`plstitch download {spec}{pinned}`"  # not its config.json: that file is no model's weights
+    fix = (
+        f"fetch it (a published probe and its backbone, or an encoder) with {hint} on a machine with network "
+        "and HF_HUB_OFFLINE unset (same cache dir)"
+    )
+    _refuse_uncached_offline(repo_id, revision, cache_dir, spec, fix)
+    config = fetch_file(repo_id, CONFIG_NAME, revision=revision, cache_dir=cache_dir, fix_hint=hint)
     if _probe_config(config.path) is None:
         return None
     found = fetch_hub_probe(f"{HF_HUB_PREFIX}{repo_id}", revision=config.commit, cache_dir=cache_dir)

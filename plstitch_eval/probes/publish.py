@@ -130,6 +130,13 @@ def push_probe(
             return PushResult(repo_id, revision, files, None, dry_run=True)
         message = commit_message or f"Upload plstitch probe ({len(files)} files)"
         url = upload_folder(
-            folder, files, repo_id, private=private, revision=revision, commit_message=message, token=token
+            folder,
+            files,
+            repo_id,
+            private=private,
+            revision=revision,
+            commit_message=message,
+            token=token,
+            source=Path(probe_dir),  # a failed upload names the user's folder, not this staging copy
         )
     return PushResult(repo_id, revision, files, url, dry_run=False)

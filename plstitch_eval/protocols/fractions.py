@@ -44,6 +44,7 @@ __all__ = [
     "refuse_save",
     "subset_order",
     "subset_size",
+    "subset_sizes",
 ]
 
 FRACTION_FLAG, SEEDS_FLAG = "--train-fraction", "--fraction-seeds"
@@ -179,8 +180,25 @@ def over_subsets(
                 f"protocol {results.get('task')!r} drew no training subset: it does not take {FRACTION_FLAG}."
             )
         runs.append((draw, results))
+    _say_rounded(train_fraction, [draw for draw, _ in runs])
     _say_missing(train_fraction, [draw for draw, _ in runs])
     return _combine(train_fraction, runs)
+
+
+def _say_rounded(train_fraction: TrainFraction, draws: list[SubsetDraw]) -> None:
+    """One line when the fraction is less than one video of some draw, so each subset got one video."""
+    short = sorted({s.of for d in draws for s in d.drawn if train_fraction.fraction * s.of < 1})
+    if not short:
+        return
+    of = " or ".join(str(n) for n in short)
+    logger.warning(
+        "%s %g of %s training videos is less than one video; each subset holds 1 video (1 of %s).",
+        FRACTION_FLAG,
+        train_fraction.fraction,
+        of,
+        of,
+        extra=ONE_LINE,
+    )
 
 
 def _say_missing(train_fraction: TrainFraction, draws: list[SubsetDraw]) -> None:
@@ -310,12 +328,25 @@ def fraction_label(fraction: float) -> str:
     )
 
 
-def fraction_title(train_fraction: TrainFraction | None) -> str:
-    """What a command's metrics title adds for a fraction: `, 1/4 of train, mean ± std over 3 subsets`."""
+def fraction_title(train_fraction: TrainFraction | None, results: Mapping[str, Any] | None = None) -> str:
+    """What a command's metrics title adds for a fraction: `, 1/4 of train (4 of 16 videos), mean ± std over 3
+    subsets`; the videos drawn come from `results` (its `train_fraction` block), so that a fraction rounded up
+    (0.01 of 16 is 1 video) says how many videos were trained on."""
     if train_fraction is None or train_fraction.full:
         return ""
     share, subsets = fraction_label(train_fraction.fraction), len(train_fraction.seeds)
-    return f", {share} of train, mean ± std over {subsets} subset{'' if subsets == 1 else 's'}"
+    sizes = subset_sizes(results or {})
+    drawn = f" ({', '.join(sizes)} videos)" if sizes else ""
+    return f", {share} of train{drawn}, mean ± std over {subsets} subset{'' if subsets == 1 else 's'}"
+
+
+def subset_sizes(results: Mapping[str, Any]) -> list[str]:
+    """`["1 of 16"]`: the distinct sizes of the subsets a run's results record (a CV run's folds can differ:
+    `["3 of 12", "4 of 13"]`), [] without a `train_fraction` block."""
+    block = results.get("train_fraction") or {}
+    drawn = [fold for subset in block.get("subsets") or [] for fold in subset.get("folds") or [subset]]
+    sizes = {(len(s["videos"]), s["videos_of"]) for s in drawn if "videos" in s and "videos_of" in s}
+    return [f"{size} of {of}" for size, of in sorted(sizes)]
 
 
 def refuse_save(train_fraction: TrainFraction | None, trained: str) -> None:

@@ -105,6 +105,7 @@ def _protocol(config: TemporalConfig, data: TemporalData, fit: TemporalProbeResu
         "device": fit.device or str(resolve_device(config.device)),
         "threads": fit.threads,
         "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the kernels' rounding (docs/temporal.md)
         "validation": data.validation,
         "chosen_epoch": fit.best_epoch,
         "val_scores": fit.val_scores,
@@ -234,7 +235,7 @@ def temporal_run(
     results, fit = over_subsets(once, train_fraction), fits[0]
     over = f", mean ± std over {seeds} seeds" if several else f", epoch {fit.best_epoch}"
     if train_fraction is not None and not train_fraction.full:
-        over = fraction_title(train_fraction)
+        over = fraction_title(train_fraction, results)  # `, 1/4 of train (3 of 12 videos), ...`
     over += f", {fit.device}, {fit.threads} thread{'' if fit.threads == 1 else 's'}"
     kind = "causal " if config.causal else ""
     shape = f"{config.stages}x{config.layers}x{config.channels}"

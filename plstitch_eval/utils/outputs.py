@@ -4,7 +4,10 @@ Why: a command that ends in a traceback once its work is done, or an `--overwrit
 files, costs more than any feature. Every output flag goes through `check_output_path` (the Typer options of
 `commands/options.py` and the library functions that write), and every `--overwrite` that deletes goes
 through an `OwnedFiles`: the names that command writes. A folder holding anything else is refused, naming the
-first foreign entry; nothing is deleted then.
+first foreign entry; nothing is deleted then. A command starting its own folder (`OWNED_FOLDER`: a run, a
+store, a quickstart, a reproduction) refuses the same way a folder holding anything it does not write, unless
+the folder holds its record (a run's checkpoint or config, a store's manifest) - `.` included, so it never
+starts beside a user's files.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import shutil
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +23,8 @@ from pathlib import Path
 from plstitch_eval.errors import ConfigError
 
 FILE, FOLDER, REPLACED_FOLDER, EITHER = "file", "folder", "replaced folder", "file or folder"
-KINDS = (FILE, FOLDER, REPLACED_FOLDER, EITHER)  # what an output path names
+OWNED_FOLDER = "owned folder"  # a folder the command fills as its own: it refuses one holding a user's files
+KINDS = (FILE, FOLDER, OWNED_FOLDER, REPLACED_FOLDER, EITHER)  # what an output path names
 
 
 def check_output_path(path: str | os.PathLike, flag: str = "--out", kind: str = FOLDER) -> Path:
@@ -28,7 +33,8 @@ def check_output_path(path: str | os.PathLike, flag: str = "--out", kind: str = 
     Refused: an empty name; `.`/`..` where the target is a file or a folder replaced as a whole
     (`REPLACED_FOLDER`: written beside it, then renamed onto it); a path under a regular file; a folder
     where a file goes and the reverse (`EITHER`: a file or a folder, as the command decides). `-` (stdout)
-    passes for a file.
+    passes for a file. `OWNED_FOLDER` is checked here as `FOLDER`; what it holds, the command checks
+    (`OwnedFiles.check` with `overwrite=False`).
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -53,7 +59,7 @@ def check_output_path(path: str | os.PathLike, flag: str = "--out", kind: str = 
         )
     if kind == FILE and target.is_dir():
         raise ConfigError(f"{flag} {text} is a folder; give a file name (e.g. {target / 'results.json'}).")
-    if kind in (FOLDER, REPLACED_FOLDER) and target.exists() and not target.is_dir():
+    if kind in (FOLDER, OWNED_FOLDER, REPLACED_FOLDER) and target.exists() and not target.is_dir():
         raise ConfigError(f"{flag} {text} is a file, not a folder; choose a new or empty {what}.")
     return target
 
@@ -110,19 +116,21 @@ class OwnedFiles:
                 return found
         return None
 
-    def check(self, folder: str | os.PathLike, flag: str = "--out", ignore: Iterable[str] = ()) -> None:
-        """Refuse, in one line naming the first foreign entry, to overwrite a folder holding anything the
-        command did not write."""
+    def check(
+        self,
+        folder: str | os.PathLike,
+        flag: str = "--out",
+        ignore: Iterable[str] = (),
+        *,
+        overwrite: bool = True,
+    ) -> None:
+        """Refuse, in one line naming the first foreign entry, a folder holding anything the command did not
+        write: one `--overwrite` would delete from (`overwrite`), or one the command would start writing into
+        beside a user's files (`overwrite=False`)."""
         folder = Path(folder)
         found = self.foreign(folder, ignore)
         if found is not None:
-            shown = found.relative_to(folder).as_posix() + (
-                "/" if found.is_dir() and not found.is_symlink() else ""
-            )
-            raise ConfigError(
-                f"{flag} {folder} holds {shown}, which plstitch did not write; --overwrite deletes only "
-                f"{self.what}'s own files, so move {shown} out of it or choose another {flag}."
-            )
+            raise ConfigError(foreign_message(folder, found, flag, self.what if overwrite else None))
 
     def remove(self, folder: str | os.PathLike, keep: Iterable[str] = ()) -> None:
         """Delete the command's entries of `folder` (not those named in `keep`), after `check`."""
@@ -136,3 +144,46 @@ class OwnedFiles:
                 shutil.rmtree(entry)
             else:
                 entry.unlink(missing_ok=True)
+
+
+def shown_entry(folder: Path, entry: Path) -> str:
+    """`entry` relative to `folder`, a folder's name ending in `/`, for messages."""
+    relative = entry.relative_to(folder).as_posix()
+    return relative + ("/" if entry.is_dir() and not entry.is_symlink() else "")
+
+
+def foreign_message(folder: Path, entry: Path, flag: str = "--out", overwriting: str | None = None) -> str:
+    """The one line refusing `folder` because it holds `entry`, which plstitch did not write.
+
+    `overwriting`: what the folder is ("an export folder"), where an `--overwrite` would delete its files;
+    None where a command would start writing into the folder beside `entry`.
+    """
+    shown = shown_entry(folder, entry)
+    if overwriting is not None:
+        return (
+            f"{flag} {folder} holds {shown}, which plstitch did not write; --overwrite deletes only "
+            f"{overwriting}'s own files, so move {shown} out of it or choose another {flag}."
+        )
+    return (
+        f"{flag} {folder} holds {shown}, which plstitch did not write; plstitch writes only into a new or "
+        f"empty folder or one of its own, so choose another {flag} (or move {shown} out of it)."
+    )
+
+
+def replace_folder(tmp: Path, folder: Path) -> None:
+    """Rename the finished folder `tmp` onto `folder`; an existing `folder` is moved aside first (put back if
+    the rename fails) and removed after, so a reader sees the old folder or the new one, never a mix.
+
+    `folder`: a resolved path (a link to a folder is resolved first, so the link then names the new folder).
+    """
+    if not folder.is_dir():
+        os.replace(tmp, folder)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", suffix=".tmp", dir=folder.parent))
+    os.replace(folder, old)  # onto the fresh empty folder: rename(2) replaces an empty directory
+    try:
+        os.replace(tmp, folder)
+    except BaseException:
+        os.replace(old, folder)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

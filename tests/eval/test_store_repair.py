@@ -102,6 +102,35 @@ def test_missing_videos_name_the_split_that_holds_them():
     assert loose.startswith("s has no features of v7:") and loose.endswith("--videos v7")
 
 
+def test_a_deleted_file_is_named_as_missing_not_as_left_out_by_split(tmp_path):
+    """Issue 64: the manifest records v1 as written, so its absent file was deleted, not left out."""
+    store = _store(tmp_path, "v1", "v2", "v3")
+    store.path("v1").unlink()
+    for read in (lambda: store.read_many(["v1", "v2"]), lambda: store.read("v1")):
+        with pytest.raises(FeatureStoreError) as info:
+            read()
+        message = str(info.value)
+        assert message.startswith(
+            f"{store.path('v1')} is missing: the manifest records it as extracted (6 frames), so it was "
+            "deleted or moved since"
+        ), message
+        assert "--split" not in message and message.endswith(" --redo v1")
+    store.path("v2").unlink()
+    with pytest.raises(FeatureStoreError) as info:
+        store.read_many(["v1", "v2", "v3"])
+    assert str(info.value).startswith(
+        f"2 feature files of {store.root} are missing ({store.path('v1')}, {store.path('v2')}): "
+    )
+    assert str(info.value).endswith(" --redo v1,v2")
+    many = [f"w{i}" for i in range(12)]  # too many to list: a plain resume extracts every missing file
+    message = missing_message("s", {**MANIFEST, "video_frames": dict.fromkeys(many, 5)}, many)
+    assert (
+        message.startswith("12 feature files of s are missing (s/w0.safetensors, ")
+        and "(12 files)" in message
+    )
+    assert "--redo" not in message and message.endswith("--out s")
+
+
 def test_labels_out_of_range_are_refused_naming_file_and_video(tmp_path):
     store = write_store(tmp_path / "tools")
     item = store.read("train0")

@@ -174,3 +174,33 @@ def test_the_monitor_does_not_change_what_a_run_computes(
     got = load_training_checkpoint(tmp_path / "with" / CHECKPOINT_NAME)["model"]
     for key in expected:
         assert torch.equal(expected[key], got[key]), key
+
+
+def _check(collapsed: bool) -> dict[str, float]:
+    """One check's measures: collapsed (entropy and iBOT loss both at 0.99 of their uniform values) or
+    healthy (0.6 and 0.85, what the healthy run measures)."""
+    ratio, loss = (0.99, 0.99) if collapsed else (0.6, 0.85)
+    return {
+        "collapse_uniform_entropy": math.log(64),
+        "collapse_entropy_ratio": ratio,
+        "collapse_mim_loss_ratio": loss,
+        "collapse_cls_pairwise_cosine": 0.9,
+        "collapse_bottleneck_pairwise_cosine": 0.9,
+        "collapse_logit_spread": 0.01,
+    }
+
+
+def test_the_alarm_needs_two_collapsed_checks_in_a_row(tmp_path: Path, warnings_seen: list[str]) -> None:
+    """The rule written out: collapsed, healthy, collapsed, collapsed -> only the fourth check rings the alarm
+    and warns (one collapsed check is no alarm, a healthy one restarts the count); a fifth warns no more."""
+    config = tiny_config(tmp_path, tmp_path, collapse_every=5)
+    monitor = CollapseMonitor(PLStitchModel(config), config)
+    alarms, warned_at = [], []
+    for step, collapsed in zip((5, 10, 15, 20, 25), (True, False, True, True, True), strict=True):
+        seen = len(warnings_seen)
+        alarms.append(monitor.update(_check(collapsed)))
+        monitor.warn_once(step, _check(collapsed))
+        warned_at += [step for line in warnings_seen[seen:] if "iBOT teacher collapsed" in line]
+    assert alarms == [False, False, False, True, True]
+    assert warned_at == [20] and monitor.warned
+    assert "collapsed at step 20 (2 checks in a row)" in warnings_seen[-1]

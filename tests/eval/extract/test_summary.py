@@ -51,3 +51,15 @@ def test_rows_past_max_rows_are_folded_but_failures_always_shown():
     text = _text(summary_table(_summary(), max_rows=1))
     assert "... 3 more" in text and "/data/d.mp4" in text
     assert " e " not in text and " a " in text
+
+
+def test_the_headline_says_already_extracted_for_a_rerun_not_zero_frames():
+    """Issue 64: a store the one-pass extraction filled logs "already extracted", not "0 frames of 24"."""
+    rerun = ExtractSummary(Path("/tmp/store"), [VideoResult(f"v{i}", "skipped") for i in range(24)], 0.5)
+    assert rerun.headline() == "all 24 videos already extracted in /tmp/store"
+    fresh = ExtractSummary(Path("/tmp/store"), [VideoResult("v1", "done", frames=45, seconds=1.0)], 1.0)
+    assert fresh.headline() == "extracted 45 frames of 1 video in /tmp/store"
+    assert (
+        _summary().headline()
+        == "extracted 40 frames of 2 videos (2 already extracted, 1 failed) in /tmp/store"
+    )

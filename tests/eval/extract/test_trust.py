@@ -106,6 +106,21 @@ def test_same_size_damage_is_refused_by_readers_and_extracted_again_on_resume(
     assert runner.invoke(app, _knn(store)).exit_code == 0
 
 
+def test_a_deleted_feature_file_is_named_and_the_advised_command_extracts_it_again(clean, tmp_path):
+    """Issue 64: a file the manifest records as written is not "extracted with --split or --videos"."""
+    store = tmp_path / "store"
+    shutil.copytree(clean, store)
+    (store / "video40.safetensors").unlink()
+    line = _one_error_line(runner.invoke(app, _knn(store)))
+    assert line.startswith(f"error: {store / 'video40.safetensors'} is missing: the manifest records it"), (
+        line
+    )
+    assert "--split or --videos" not in line and line.endswith("--redo video40"), line
+    statuses = _statuses(runner.invoke(app, _advised_command(line, "(the other videos are kept): ")))
+    assert statuses == {"video39": "skipped", "video40": "done", "video41": "skipped"}
+    assert runner.invoke(app, _knn(store)).exit_code == 0
+
+
 def test_nan_features_give_the_command_that_redoes_the_video(clean, tmp_path):
     store = tmp_path / "store"
     shutil.copytree(clean, store)

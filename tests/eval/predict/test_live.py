@@ -37,7 +37,7 @@ from plstitch_eval.predict import (
     predict_online,
 )
 from plstitch_eval.predict.live import STREAM_CLOCK, WALL_CLOCK
-from plstitch_eval.predict.online import live_margin
+from plstitch_eval.predict.live_margin import live_margin
 from plstitch_eval.probes import load_probe
 from plstitch_eval.utils.sender import free_port, wait_udp_listener
 from tests.eval.predict.conftest import CPU, VIDEO, invoke, one_error_line, read_csv, video_file
@@ -127,13 +127,13 @@ def test_udp_stream_predicted_as_offline(model, live_video, offline):
 
     prediction, rows = receive(model, source, start)
     assert send[0].wait(timeout=30) == 0, send[0].stderr.read()
-    # the first GOP goes to the low-delay probe (fflags=nobuffer): from 1 s on, every sample of 0.5 s
-    check_equal_offline(rows, offline, at_least=len(offline) - 3)
+    # the packets read while probing are kept: every sample, from the first frame
+    check_equal_offline(rows, offline, at_least=len(offline))
     assert [r["frame_index"] for r in rows] == sorted(r["frame_index"] for r in rows)
     assert prediction.ended == "nothing arrived for 3 s"  # UDP has no end: the sender went quiet
     live = prediction.summary(model[0].class_names)["live"]
     assert live["clock"] == STREAM_CLOCK and live["dropped"] == 0 and live["gaps"] == []
-    assert live["due"] == len(rows) and live["options"]["fflags"] == "nobuffer"
+    assert live["due"] == len(rows) and live["options"] == LOW_DELAY and "fflags" not in LOW_DELAY
     for row in rows:
         assert 0 <= row["latency_s"] < 1.0 and row["dropped"] == 0
         assert abs(row["captured_at"] - time.time()) < 60
@@ -150,7 +150,7 @@ def test_tcp_stream_through_the_cli_with_jsonl(data, live_video, offline, tmp_pa
     assert send.wait(timeout=30) == 0, send.stderr.read()
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in lines.read_text().splitlines()]
-    check_equal_offline(rows, offline, at_least=len(offline) - 3)
+    check_equal_offline(rows, offline, at_least=len(offline))
     skip = ("time_s", "frame_index", "predicted", "progression")  # progression: the whole video's
     names = [n for n in next(iter(offline.values())) if n not in skip]
     expected_keys = [
@@ -176,14 +176,14 @@ def test_a_pause_shorter_than_the_timeout_is_bridged(model, live_video, offline)
     send = sender(live_video, f"tcp://{HOST}:{port}?listen=1", "--pause-at", "2", "--pause-for", "1.5")
     prediction, rows = receive(model, LiveSource(f"tcp://{HOST}:{port}", connect_timeout=5.0))
     assert send.wait(timeout=30) == 0
-    check_equal_offline(rows, offline, at_least=len(offline) - 3)
+    check_equal_offline(rows, offline, at_least=len(offline))
     assert prediction.ended == END_OF_STREAM and prediction.live["gaps"] == []
     late = [r for r in rows if r["time_s"] >= 2.0]
     early = [r for r in rows if r["time_s"] < 2.0]
     assert late and early and late[0]["captured_at"] - early[-1]["captured_at"] >= 1.4  # it did pause
 
 
-def test_a_dropped_stream_is_reopened_and_the_gap_recorded(model, live_video):
+def test_a_silent_stream_is_waited_for_and_the_gap_recorded(model, live_video, offline):
     port = free_port(socket.SOCK_DGRAM)
     source = LiveSource(f"udp://{HOST}:{port}", connect_timeout=1.0, reconnect_timeout=3.0)
     send: list[subprocess.Popen] = []
@@ -196,10 +196,9 @@ def test_a_dropped_stream_is_reopened_and_the_gap_recorded(model, live_video):
     assert send[0].wait(timeout=30) == 0
     gaps = prediction.live["gaps"]
     assert len(gaps) == 1 and gaps[0]["cause"] == "nothing arrived for 1 s", gaps
-    assert gaps[0]["seconds"] >= 2.0 and 1.0 <= gaps[0]["after_s"] < 2.1
-    after = [r for r in rows if r["time_s"] > gaps[0]["after_s"] + 2.0]
-    assert after, "frames after the reconnection were predicted"
-    assert np.all(np.diff([r["time_s"] for r in rows]) > 0)  # times go on across the gap
+    assert gaps[0]["seconds"] >= 2.3 and 1.0 <= gaps[0]["after_s"] < 2.1  # the real silence: 2.5 s
+    # the same connection went on, and so did the stream's clock: the file's frames and predictions
+    check_equal_offline(rows, offline, at_least=len(offline))
     assert prediction.ended == "nothing arrived for 1 s; not back within 3 s"
 
 
@@ -241,6 +240,7 @@ def test_a_source_that_never_connects_is_one_line_within_the_timeout(data, model
         receive(model, LiveSource(address, connect_timeout=1.5))
     assert time.monotonic() - started < 1.5 + 1.0  # the timeout, and a last attempt's slack
     assert str(caught.value).startswith(f"{address}: nothing arrived within --connect-timeout 1.5 s")
+    assert "Exit" not in str(caught.value) and "Immediate" not in str(caught.value)  # no FFmpeg internals
     result = invoke("predict", "--probe", data["probe"], "--online", address, "--connect-timeout", 1, *CPU)
     line = one_error_line(result)
     assert address in line and "check the address" in line

@@ -292,3 +292,41 @@ def test_probes_lists_nothing_in_an_empty_cache(hf_cache) -> None:  # noqa: F811
     assert result.exit_code == 0 and json.loads(result.stdout) == []
     result = CliRunner().invoke(app, ["probes"])
     assert result.exit_code == 0 and "plstitch download hf-hub:ORG/NAME" in result.stderr
+
+
+# ------------------------------------------------------------------------------------------------ offline
+def _cli_error_line(args: list[str]) -> str:
+    from typer.testing import CliRunner
+
+    from plstitch_eval.cli import app
+
+    result = CliRunner().invoke(app, args)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def test_download_offline_of_an_uncached_repo_names_the_repo_not_its_config(tmp_path, hf_cache) -> None:  # noqa: F811
+    """Issue 64: the fix is `plstitch download hf-hub:ORG/NAME`, as predict --probe says, never its
+    config.json (a probe's record, not an encoder's weights)."""
+    line = _cli_error_line(["download", "hf-hub:me/absent"])
+    assert (
+        line.startswith("error: hf-hub:me/absent is not in the Hugging Face cache ")
+        and "HF_HUB_OFFLINE" in line
+    )
+    assert "with `plstitch download hf-hub:me/absent` on a machine with network" in line, line
+    assert "config.json" not in line and "weights" not in line
+    pinned = _cli_error_line(["download", "hf-hub:me/absent", "--revision", "v2"])
+    assert "`plstitch download hf-hub:me/absent --revision v2`" in pinned
+    video, out = str(tmp_path / "any.mp4"), str(tmp_path / "out")
+    probe_line = _cli_error_line(["predict", "--probe", "hf-hub:me/absent", video, "--out", out])
+    assert "`plstitch download hf-hub:me/absent`" in probe_line and "config.json" not in probe_line
+
+
+def test_push_offline_names_the_users_probe_folder_not_a_staging_copy(hub_probe, monkeypatch) -> None:
+    """Issue 64: the upload goes from a temporary folder written from the probe; the error names the probe."""
+    monkeypatch.setenv("HF_TOKEN", "hf_x")  # HF_HUB_OFFLINE is on (hf_cache): the real client refuses
+    line = _cli_error_line(["push-to-hub", str(hub_probe), "--repo-id", "me/x"])
+    assert line.startswith(f"error: Cannot upload {hub_probe} to me/x@main: offline mode is on"), line
+    assert "plstitch-probe-" not in line and "unset HF_HUB_OFFLINE" in line

@@ -15,6 +15,7 @@ from plstitch_eval.protocols.fractions import (
     draw_subset,
     fraction_config,
     fraction_label,
+    fraction_title,
     over_subsets,
     parse_fraction_seeds,
     parse_fractions,
@@ -98,6 +99,48 @@ def test_over_subsets_says_a_missing_class_in_one_line_and_combines_the_seeds(
     assert results["metrics"]["accuracy"] == pytest.approx(11.0)
     assert results["metrics_std"]["accuracy"] == pytest.approx(1.0)  # sample std (ddof=1)
     assert results["per_video"]["t1"]["accuracy"] == pytest.approx(11.0)
+
+
+def test_a_fraction_below_one_video_is_said_and_the_title_counts_the_videos(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 64: 0.01 of 16 videos rounds up to 1 video: a line says so, the title says `1 of 16 videos`."""
+
+    def run(draw: SubsetDraw | None) -> dict:
+        draw.take(EVERY_CLASS)
+        return {"task": "toy", "metrics": {"accuracy": 1.0}, "per_video": {}}
+
+    fraction = TrainFraction(0.01, (0, 1, 2))
+    with caplog.at_level(logging.WARNING, logger="plstitch"):
+        results = over_subsets(run, fraction)
+    lines = [r.getMessage() for r in caplog.records if "less than one video" in r.getMessage()]
+    assert lines == [
+        "--train-fraction 0.01 of 16 training videos is less than one video; each subset holds 1 video "
+        "(1 of 16)."
+    ]
+    assert fraction_title(fraction, results) == ", 0.01 of train (1 of 16 videos), mean ± std over 3 subsets"
+    assert fraction_title(fraction) == ", 0.01 of train, mean ± std over 3 subsets"  # before a run
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="plstitch"):
+        quarter = over_subsets(run, TrainFraction(0.25, (0,)))  # 4 of 16: nothing rounded up to say
+    assert not [r for r in caplog.records if "less than one video" in r.getMessage()]
+    assert (
+        fraction_title(TrainFraction(0.25, (0,)), quarter)
+        == ", 1/4 of train (4 of 16 videos), mean ± std over 1 subset"
+    )
+
+
+def test_the_title_of_a_cv_run_counts_the_videos_of_each_fold() -> None:
+    pools = [dict(list(EVERY_CLASS.items())[:12]), dict(list(EVERY_CLASS.items())[:13])]
+
+    def run(draw: SubsetDraw | None) -> dict:
+        for pool in pools:  # one draw per fold, as `run_cv` does
+            draw.take(pool)
+        return {"task": "toy", "metrics": {"accuracy": 1.0}, "per_video": {}}
+
+    fraction = TrainFraction(0.25, (0, 1))
+    title = fraction_title(fraction, over_subsets(run, fraction))
+    assert title == ", 1/4 of train (3 of 12, 4 of 13 videos), mean ± std over 2 subsets"
 
 
 def test_fraction_one_runs_once_without_a_draw() -> None:

@@ -139,6 +139,19 @@ def test_a_fraction_that_leaves_out_a_class_is_said_and_recorded(
     assert len(lines) == 1 and "'pour'" in lines[0] and "1 of 4" in lines[0]
 
 
+def test_cli_fraction_below_one_video_says_it_trains_on_one(store: Path) -> None:
+    """Issue 64: `--train-fraction 0.01` of the 14 training videos is not silently one video."""
+    result = runner.invoke(app, ["knn", "--features", str(store), "--train-fraction", "0.01", "--json", "-"])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if "less than one video" in line]
+    assert said == [
+        "warning: --train-fraction 0.01 of 14 training videos is less than one video; each subset holds 1 "
+        "video (1 of 14)."
+    ], result.stderr
+    subsets = json.loads(result.stdout)["train_fraction"]["subsets"]
+    assert [(len(s["videos"]), s["videos_of"]) for s in subsets] == [(1, 14)] * 3
+
+
 def test_cli_fraction_one_writes_todays_json_and_bad_values_are_one_line(store: Path, tmp_path: Path) -> None:
     for name, extra in (("today", []), ("one", ["--train-fraction", "1", "--fraction-seeds", "3"])):
         result = runner.invoke(
@@ -152,7 +165,8 @@ def test_cli_fraction_one_writes_todays_json_and_bad_values_are_one_line(store: 
     flags = ["--train-fraction", "0.5", "--fraction-seeds", "0,5", "--json", str(half_json)]
     half = runner.invoke(app, [*linear, *flags])
     assert half.exit_code == 0, half.output
-    assert "1/2 of train, mean ± std over 2 subsets" in " ".join(half.stdout.split())
+    title = " ".join(half.stdout.split())  # `1/2 of train (N of M videos), ...` once given the results
+    assert "1/2 of train" in title and "mean ± std over 2 subsets" in title
     assert json.loads(half_json.read_text())["train_fraction"]["seeds"] == [0, 5]
     for flags, named in (
         (["--train-fraction", "0"], "--train-fraction"),
@@ -168,3 +182,11 @@ def test_cli_fraction_one_writes_todays_json_and_bad_values_are_one_line(store: 
         app, ["linear", "--features", str(store), "--train-fraction", "0.5", "--save", str(tmp_path / "p")]
     )
     assert saved.exit_code == 1 and "--save" in saved.stderr and not (tmp_path / "p").exists()
+
+
+def test_the_temporal_title_says_how_many_videos_a_subset_holds(store: Path) -> None:
+    """Issue 64: `0.01 of train` rounded up to one video says `1 of N videos` in the title."""
+    run = temporal_run(store, TEMPORAL, train_fraction=TrainFraction(0.01, (0,)), progress=False)
+    [subset] = run.results["train_fraction"]["subsets"]
+    assert len(subset["videos"]) == 1
+    assert f", 0.01 of train (1 of {subset['videos_of']} videos), mean ± std over 1 subset, " in run.title

@@ -56,6 +56,7 @@ def test_results_record_threads_and_device_and_the_default_ignores_the_machine(s
     assert a["protocol"]["threads"] == fit_a.threads == 1 and a["protocol"]["num_threads"] == 1
     assert a["protocol"]["device"] == fit_a.device == "cpu"
     assert a["protocol"]["torch"] == torch.__version__
+    assert a["protocol"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert without_created(a) == without_created(b) and same_model(fit_a, fit_b)  # same default, same run
 
 

@@ -6,11 +6,20 @@ nothing is deleted."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.utils.outputs import FILE, FOLDER, REPLACED_FOLDER, OwnedFiles, check_output_path
+from plstitch_eval.utils.outputs import (
+    FILE,
+    FOLDER,
+    OWNED_FOLDER,
+    REPLACED_FOLDER,
+    OwnedFiles,
+    check_output_path,
+    replace_folder,
+)
 
 TOY = OwnedFiles("a toy folder", ("result.json", "*.bin", ".locks"), nested=True)
 
@@ -95,3 +104,51 @@ def test_remove_deletes_only_after_the_check_and_keeps_what_it_is_told(tmp_path)
     (folder / "thesis.tex").unlink()
     TOY.remove(folder, keep=(".locks",))
     assert [p.name for p in folder.iterdir()] == [".locks"]
+
+
+def test_a_folder_to_start_in_is_refused_beside_a_users_file_in_other_words(tmp_path, monkeypatch):
+    """Issue 64: a command starting its own folder (no --overwrite involved) says so, not "--overwrite"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "result.json").write_text("{}")
+    TOY.check(".", overwrite=False)  # only the command's own files: it may continue there
+    (tmp_path / "thesis.tex").write_text("mine")
+    with pytest.raises(ConfigError) as info:
+        TOY.check(".", "--out", overwrite=False)
+    message = _one_line(info)
+    assert message.startswith("--out . holds thesis.tex, which plstitch did not write;")
+    assert "choose another --out (or move thesis.tex out of it)" in message and "--overwrite" not in message
+
+
+def test_an_owned_folder_is_checked_as_a_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "plainfile").write_text("x")
+    assert check_output_path(".", "--out", OWNED_FOLDER).name == ""  # what it holds is the command's check
+    with pytest.raises(ConfigError, match="--out plainfile is a file, not a folder"):
+        check_output_path("plainfile", "--out", OWNED_FOLDER)
+    with pytest.raises(ConfigError, match="--out is empty; give a folder name"):
+        check_output_path("", "--out", OWNED_FOLDER)
+
+
+def test_replace_folder_swaps_whole_and_puts_the_old_one_back_on_failure(tmp_path, monkeypatch):
+    folder, new = tmp_path / "out", tmp_path / "new"
+    for path, text in ((folder, "old"), (new, "new")):
+        path.mkdir()
+        (path / "a.txt").write_text(text)
+    replace_folder(new, folder)
+    assert (folder / "a.txt").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    again = tmp_path / "again"
+    again.mkdir()
+    real_replace = os.replace
+
+    def failing(src, dst):
+        if Path(src) == again:
+            raise OSError("disk full")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(OSError, match="disk full"):
+        replace_folder(again, folder)
+    assert (folder / "a.txt").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "again",
+        "out",
+    ]
