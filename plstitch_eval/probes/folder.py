@@ -33,7 +33,7 @@ from plstitch_eval.probes.probe import (
     json_round_trip,
 )
 from plstitch_eval.utils.io import atomic_path, temp_dir_beside, write_json_atomic
-from plstitch_eval.utils.outputs import REPLACED_FOLDER, OwnedFiles, check_output_path
+from plstitch_eval.utils.outputs import REPLACED_FOLDER, OwnedFiles, check_output_path, replace_folder
 
 # what `--save DIR --overwrite` replaces: a probe, or an ONNX export of one (`export-onnx`)
 PROBE_FILES = OwnedFiles("a probe folder", (PROBE_JSON, PROBE_WEIGHTS, *ONNX_FILES))
@@ -120,7 +120,7 @@ def save_probe(
             save_file(state, str(weights), metadata={"schema": PROBE_SCHEMA, "kind": kind})
         record["weights"] = {"file": PROBE_WEIGHTS, "sha256": sha256_file(tmp / PROBE_WEIGHTS)}
         write_json_atomic(tmp / PROBE_JSON, record)
-        _replace_dir(tmp, folder)
+        replace_folder(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder
@@ -189,21 +189,6 @@ def _causal(head: nn.Module, settings: dict, folder: Path) -> bool:
             "attribute or record causal in settings."
         )
     return bool(value)
-
-
-def _replace_dir(tmp: Path, folder: Path) -> None:
-    """Rename `tmp` onto `folder`; an existing folder is moved aside first and removed after."""
-    if folder.is_dir():
-        old = temp_dir_beside(folder)
-        os.replace(folder, old)  # onto the fresh empty folder: rename(2) replaces an empty directory
-        try:
-            os.replace(tmp, folder)
-        except BaseException:
-            os.replace(old, folder)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, folder)
 
 
 def load_probe(folder: str | os.PathLike, record_name: str = PROBE_JSON) -> Probe:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from plstitch_eval.hub.ranking_head import HEAD_WEIGHTS_FILE
 from plstitch_eval.hub.run_folder import read_log
 from plstitch_eval.hub.timm_format import CONFIG_NAME, WEIGHTS_NAME
 from plstitch_eval.preprocess import DataConfig
+from plstitch_eval.utils.outputs import replace_folder
 from plstitch_train.publishing.cards import (
     CardInfo,
     architecture_text,
@@ -196,8 +196,4 @@ def replace_dir(tmp: Path, out_dir: Path) -> None:
         return
     if not out_dir.is_dir():
         raise CheckpointError(f"{out_dir} exists and is not a folder; remove it or choose another --out.")
-    old = out_dir.with_name(f".{out_dir.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    os.replace(out_dir, old)
-    os.replace(tmp, out_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_folder(tmp, out_dir)  # the old folder put back if the rename fails

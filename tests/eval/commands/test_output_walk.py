@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.utils.outputs import EITHER, FILE, FOLDER, OWNED_FOLDER, REPLACED_FOLDER
+from tests.eval.commands.test_output_paths import _commands
 from tests.eval.protocols.stores import write_store
 
 runner = CliRunner()
@@ -78,14 +79,6 @@ CASES = {
     FOLDER: ("", "plainfile/x"),
     EITHER: ("", "plainfile/x"),
 }
-
-
-def _commands(command, path=()):
-    if hasattr(command, "commands"):
-        for name, sub in command.commands.items():
-            yield from _commands(sub, (*path, name))
-    else:
-        yield " ".join(path), command
 
 
 def _outputs():
