@@ -172,7 +172,8 @@ def export_mstcn(
     target = out.resolve()  # a link to a folder keeps naming the export
     tmp = temp_dir_beside(target)
     try:
-        feature_dim, bundles, files = write_layout(store, tmp, [mstcn_name(n) for n in class_names], schemes)
+        names = [mstcn_name(n) for n in class_names]
+        feature_dim, bundles, files = write_layout(store, videos, tmp, names, schemes)
         record = {
             "schema": RECORD_SCHEMA,
             "plstitch_version": __version__,
@@ -188,11 +189,14 @@ def export_mstcn(
 
 
 def write_layout(
-    store: FeatureStore, folder: Path, class_names: list[str], schemes: dict[str, dict[str, list[str]]]
+    store: FeatureStore,
+    videos: list[str],
+    folder: Path,
+    class_names: list[str],
+    schemes: dict[str, dict[str, list[str]]],
 ) -> tuple[int, list[str], list[str]]:
-    """Write the MS-TCN layout of every video of `store` into `folder`; returns the feature dimension, the
-    bundles' names and every file written (relative POSIX paths)."""
-    videos = store.videos()
+    """Write the MS-TCN layout of `videos` (those of `store`) into `folder`; returns the feature dimension,
+    the bundles' names and every file written (relative POSIX paths)."""
     files: list[str] = []
     feature_dim = 0
     for video in videos:

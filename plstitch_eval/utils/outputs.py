@@ -15,12 +15,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import shutil
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from plstitch_eval.errors import ConfigError
+from plstitch_eval.utils.io import temp_dir_beside
 
 FILE, FOLDER, REPLACED_FOLDER, EITHER = "file", "folder", "replaced folder", "file or folder"
 OWNED_FOLDER = "owned folder"  # a folder the command fills as its own: it refuses one holding a user's files
@@ -179,7 +179,7 @@ def replace_folder(tmp: Path, folder: Path) -> None:
     if not folder.is_dir():
         os.replace(tmp, folder)
         return
-    old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", suffix=".tmp", dir=folder.parent))
+    old = temp_dir_beside(folder)
     os.replace(folder, old)  # onto the fresh empty folder: rename(2) replaces an empty directory
     try:
         os.replace(tmp, folder)
