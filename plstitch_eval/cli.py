@@ -29,6 +29,7 @@ from plstitch_eval.commands import (
     publish,
     quickstart,
     reproduce,
+    tasks,
     temporal,
     train,
 )
@@ -143,7 +144,7 @@ def _unwrap_command_help(typer_app: typer.Typer) -> None:
 
 
 def _register_all() -> None:
-    evaluation = (quickstart, hub, data, evaluate, temporal, predict, benchmark, analyze)
+    evaluation = (quickstart, hub, data, tasks, evaluate, temporal, predict, benchmark, analyze)
     for module in (*evaluation, train, frames, reproduce, publish):
         module.register(app)
     _unwrap_command_help(app)

@@ -257,6 +257,24 @@ def knn_search(
     raise ConfigError(f"Unknown k-NN backend {backend!r}; use auto, faiss or torch.")
 
 
+def neighbour_weights(
+    sims: np.ndarray, temperature: float = 0.07, weighting: str = "exp", valid: np.ndarray | None = None
+) -> np.ndarray:
+    """Each neighbour's weight [Q, k] (float64): exp(sim / T) (DINO), the similarity, or 1; 0 where not
+    `valid`. Why one place: the class vote and k-NN regression weigh neighbours alike."""
+    if weighting == "exp":
+        if temperature <= 0:
+            raise ConfigError(f"temperature must be > 0, got {temperature}.")
+        weights = np.exp(sims.astype(np.float64) / temperature)
+    elif weighting == "similarity":
+        weights = sims.astype(np.float64)
+    elif weighting == "uniform":
+        weights = np.ones(sims.shape, dtype=np.float64)
+    else:
+        raise ConfigError(f"Unknown k-NN weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}.")
+    return weights if valid is None else np.where(valid, weights, 0.0)
+
+
 def vote(
     sims: np.ndarray,
     neighbour_labels: np.ndarray,
@@ -269,18 +287,8 @@ def vote(
 
     `valid` [Q, k] marks real neighbours; a False slot (FAISS index -1, similarity -FLT_MAX) gets weight 0.
     """
-    if weighting == "exp":
-        if temperature <= 0:
-            raise ConfigError(f"temperature must be > 0, got {temperature}.")
-        weights = np.exp(sims.astype(np.float64) / temperature)
-    elif weighting == "similarity":
-        weights = sims.astype(np.float64)
-    elif weighting == "uniform":
-        weights = np.ones(sims.shape, dtype=np.float64)
-    else:
-        raise ConfigError(f"Unknown k-NN weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}.")
+    weights = neighbour_weights(sims, temperature, weighting, valid)
     if valid is not None:
-        weights = np.where(valid, weights, 0.0)
         neighbour_labels = np.where(valid, neighbour_labels, 0)
     n_queries = len(sims)
     rows = np.repeat(np.arange(n_queries, dtype=np.int64), sims.shape[1])

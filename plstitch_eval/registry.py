@@ -52,6 +52,7 @@ _PLUMBING = {
     __name__,
     "contextlib",
     "plstitch_eval.protocols.registry",
+    "plstitch_eval.tasks.registry",
     "plstitch_eval.hub.model_registry",
     "plstitch_eval.data.datasets.registry",
     "plstitch_train.losses.registry",

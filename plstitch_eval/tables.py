@@ -179,6 +179,21 @@ def metrics_table(results: dict[str, Any], title: str | None = None) -> Table:
     return _metric_rows_table(results, {"value": results.get("metrics") or {}}, title)
 
 
+def regression_table(results: dict[str, Any], title: str | None = None) -> Table:
+    """A regression result (anticipation, RSD) beside its reference rows: a column each (minutes).
+
+    Why: an MAE means something only beside what a probe-free reference scores (docs/tasks.md).
+    """
+    head = list(results.get("headline_metrics") or [])
+    shown = [*head, *(f"{m}_per_video" for m in head)]  # the rest (pMAE, eMAE, ...) is in the JSON
+
+    def rows(metrics: dict[str, Any]) -> dict[str, Any]:
+        return {m: metrics[m] for m in shown if m in metrics}
+
+    refs = {name: rows(ref["metrics"]) for name, ref in (results.get("references") or {}).items()}
+    return _metric_rows_table(results, {"probe": rows(results.get("metrics") or {}), **refs}, title)
+
+
 def metrics_by_k_table(results: dict[str, Any], title: str | None = None) -> Table:
     """One k-NN result with several k: a row per metric, a column per k used (``metrics_by_k``).
 

@@ -1,6 +1,7 @@
 """The worked example `examples/plstitch-toy-plugin/` installs with pip and extends every registry through
-entry points alone: `plstitch` in a fresh process lists its protocol, objective, encoder and dataset with its
-package, cross-validates, trains, makes the encoder's weights and extracts features with them. A second
+entry points alone: `plstitch` in a fresh process lists its protocol, objective, encoder, dataset and task
+with its package, cross-validates, trains, makes the encoder's weights and extracts features with them, and
+fits a linear head on the task. A second
 package whose plugins are broken (one raises on import, one registers the shipped name `knn`) costs one
 warning line each, naming the plugin and both packages, and the rest works.
 
@@ -24,6 +25,7 @@ from sklearn.neighbors import NearestCentroid
 
 from plstitch_eval.features import FeatureStore
 from plstitch_eval.protocols import stack_labelled
+from tests.eval.protocols.stores import write_store
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "plstitch-toy-plugin"
@@ -134,7 +136,10 @@ def test_every_listing_names_the_plugin_and_its_package(site: Path, work: Path) 
 
     datasets = _plstitch(work, [site], "datasets")
     assert f"toy-colours (from {PACKAGE})" in datasets.stdout
-    assert "did not load" not in listed.stderr + models.stderr + datasets.stderr
+    tasks = _plstitch(work, [site], "tasks")
+    assert f"toy-progress (from {PACKAGE}): the fraction of the video elapsed" in tasks.stdout
+    assert "rsd: " in tasks.stdout.split("toy-progress", 1)[0]  # after the shipped ones
+    assert "did not load" not in listed.stderr + models.stderr + datasets.stderr + tasks.stderr
 
 
 def test_the_encoder_makes_its_weights_extracts_the_dataset_and_cv_and_benchmark_run_the_protocol(
@@ -194,6 +199,25 @@ def test_train_takes_the_plugins_objective_on_the_plugins_dataset(site: Path, wo
     assert summary["final"]["loss"] == pytest.approx(vid) and 0.0 <= vid < 2.0  # L_vid alone
     assert json.loads((run / "train_config.json").read_text())["loss"]["objective"] == "toy-margin"
     assert (run / "backbone" / "model.safetensors").is_file()
+
+
+def test_linear_fits_the_plugins_task(site: Path, work: Path) -> None:
+    store = write_store(work / "progress-store")
+    out = work / "progress.json"
+    _plstitch(work, [site], "linear", "--features", str(store.root), "--task", "toy-progress",
+              "--epochs", "2", "--lr", "0.1", "--wd", "0", "--device", "cpu", "--json", str(out))  # fmt: skip
+    results = json.loads(out.read_text(encoding="utf-8"))
+    assert results["task"] == results["protocol"]["name"] == "linear-toy-progress"
+    assert results["protocol"]["task"] == "toy-progress" and results["protocol"]["outputs"] == ["progress"]
+    assert results["headline_metrics"] == ["MAE"] and "elapsed-mean" in results["references"]
+    errors = []
+    for video, preds in results["predictions"].items():  # the fraction of the video elapsed, by hand
+        times = store.read(video).frame_times
+        end = times[-1] + (times[1] - times[0])  # the last frame lasts one (1 s) frame step
+        assert len(preds) == len(times) and all(0.0 <= p <= 1.0 for p in preds)
+        errors += [abs(p - t / end) for p, t in zip(preds, times, strict=True)]
+    assert sorted(results["predictions"]) == store.splits()["test"]
+    assert results["metrics"]["MAE"] == pytest.approx(sum(errors) / len(errors), abs=5.01e-5)  # 4 decimals
 
 
 def test_a_broken_plugin_is_one_warning_and_a_shipped_name_is_refused_naming_both_packages(

@@ -13,11 +13,14 @@ from typing import Annotated
 import typer
 
 from plstitch_eval.commands.options import (
+    AnticipateOpt,
     CausalOpt,
     CvSetOpt,
     DeviceOpt,
+    ElapsedOpt,
     FeaturesOpt,
     FractionSeedsOpt,
+    HorizonOpt,
     JsonOpt,
     KnnKOpt,
     LrGridOpt,
@@ -27,6 +30,7 @@ from plstitch_eval.commands.options import (
     SaveProbeOpt,
     SchemeOpt,
     SelectMetricOpt,
+    TaskOpt,
     TemperatureOpt,
     TrainFractionOpt,
     ValFractionOpt,
@@ -35,6 +39,7 @@ from plstitch_eval.commands.options import (
     out_opt,
 )
 from plstitch_eval.commands.probe_configs import knn_config, linear_config, temporal_config
+from plstitch_eval.commands.task_options import refuse_for_regression, task_settings
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import is_quiet
 
@@ -59,6 +64,9 @@ def knn(
     relaxed: RelaxedOpt = False,
     train_fraction: TrainFractionOpt = None,
     fraction_seeds: FractionSeedsOpt = None,
+    task: TaskOpt = "phases",
+    horizon: HorizonOpt = None,
+    anticipate: AnticipateOpt = None,
     json_path: JsonOpt = None,
 ) -> None:
     """Weighted k-NN on frozen features (DINO protocol): train split votes, test split is scored."""
@@ -66,10 +74,14 @@ def knn(
     from plstitch_eval.protocols import run_knn
     from plstitch_eval.protocols.fractions import fraction_config, fraction_title
 
-    train_on = train_on or ["train"]
     config = knn_config(k[0] if k else None, temperature, weighting, device, chunk_size, threads)
-    k = k or [config.k]
     fraction = fraction_config(train_fraction, fraction_seeds)
+    settings = task_settings(task, "knn", horizon, anticipate, False)
+    if settings is not None:
+        refuse_for_regression(task, {"relaxed": relaxed, "train-on": bool(train_on), "k": len(k or []) > 1})
+        return _regression_run(features, task, "knn", settings, config, split_scheme, fraction, json_path)
+    train_on = train_on or ["train"]
+    k = k or [config.k]
     options = {"scheme": split_scheme, "train_on": train_on, "relaxed": relaxed, "train_fraction": fraction}
     results = run_knn(features, config, extra_ks=k[1:], **options)
     ks = results["protocol"]["ks"]  # the k used: a k above the training frames is clamped (and warned)
@@ -92,13 +104,7 @@ def linear(
         bool | None, typer.Option(help="Class-balanced (inverse frequency) cross-entropy (default off).")
     ] = None,
     select_metric: SelectMetricOpt = None,
-    task: Annotated[
-        str,
-        typer.Option(
-            help="phases (default), or tools: tool presence (Cholec80's tool annotations; a class-balanced "
-            "logistic per tool, AP per tool and mAP)."
-        ),
-    ] = "phases",
+    task: TaskOpt = "phases",
     val_fraction: ValFractionOpt = 0.2,
     seed: Annotated[
         int | None, typer.Option(help="Seed of init, shuffling and hold-out (default 0).")
@@ -108,6 +114,9 @@ def linear(
     relaxed: RelaxedOpt = False,
     train_fraction: TrainFractionOpt = None,
     fraction_seeds: FractionSeedsOpt = None,
+    horizon: HorizonOpt = None,
+    anticipate: AnticipateOpt = None,
+    elapsed: ElapsedOpt = False,
     json_path: JsonOpt = None,
     save: SaveProbeOpt = None,
     overwrite: OverwriteProbeOpt = False,
@@ -115,9 +124,24 @@ def linear(
     """Linear probe: a grid of heads trained in one pass, best on validation, reported on test."""
     from plstitch_eval.protocols.fractions import fraction_config
 
-    if task not in LINEAR_TASKS:
-        raise ConfigError(f"--task must be one of {', '.join(LINEAR_TASKS)}, got {task!r}.")
     fraction = fraction_config(train_fraction, fraction_seeds)
+    settings = task_settings(task, "linear", horizon, anticipate, elapsed)
+    if settings is not None:
+        refuse_for_regression(
+            task,
+            {
+                "relaxed": relaxed,
+                "select-metric": select_metric is not None,
+                "balance": balance is not None,
+                "save": save is not None,
+            },
+        )
+        config = linear_config(
+            lr, wd, optimizer, epochs, batch_size, standardize, balance, None, seed, device
+        )
+        return _regression_run(
+            features, task, "linear", settings, config, split_scheme, fraction, json_path, val_fraction
+        )
     LINEAR_TASKS[task](
         features, lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed,
         device, split_scheme, val_fraction, relaxed, json_path, save, overwrite, fraction,
@@ -320,7 +344,34 @@ def _tool_linear(
     print_and_write_results(results, json_path, title)
 
 
-LINEAR_TASKS = {"phases": _phase_linear, "tools": _tool_linear}  # `linear --task`: what each runs
+LINEAR_TASKS = {"phases": _phase_linear, "tools": _tool_linear}  # `linear --task`: the classification tasks
+
+
+def _regression_run(
+    features, task, protocol, settings, config, scheme, fraction, json_path, val_fraction=0.2
+) -> None:  # fmt: skip
+    """`knn` / `linear --task anticipation|rsd`: the regression head, its metrics beside the references."""
+    from plstitch_eval.commands.results import print_and_write_results
+    from plstitch_eval.protocols.fractions import fraction_title
+    from plstitch_eval.protocols.regression import run_knn_regression, run_linear_regression
+
+    if protocol == "knn":
+        results = run_knn_regression(features, task, settings, config, scheme, fraction)
+        chosen = f"k={results['protocol'].get('k_used', config.k)}"
+    else:
+        results = run_linear_regression(
+            features, task, settings, config, scheme, val_fraction, True, fraction
+        )
+        proto = results["protocol"]
+        chosen = (
+            f"lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g}" if "chosen_lr" in proto else ""
+        )
+    horizon = f", horizon {settings.horizon_min:g} min" if task == "anticipation" else ""
+    setting = (
+        ", ".join(part for part in (protocol, chosen) if part) + horizon + fraction_title(fraction, results)
+    )
+    title = f"{task} ({setting}; minutes)"
+    print_and_write_results(results, json_path, title)
 
 
 def protocols(json_path: JsonOpt = None) -> None:

@@ -242,6 +242,36 @@ SelectMetricOpt = Annotated[
     ),
 ]
 CausalOpt = Annotated[bool, typer.Option("--causal", help="temporal: causal convolutions (online).")]
+# what a probe predicts (`plstitch tasks`): the task registry's names, and what a task's targets depend on
+TaskOpt = Annotated[
+    str,
+    typer.Option(
+        "--task",
+        help="What the probe predicts: phases (default), tools, anticipation (minutes until each phase/tool "
+        "next occurs), rsd (remaining duration) or a plugin's; `plstitch tasks` lists them.",
+    ),
+]
+HorizonOpt = Annotated[
+    float,
+    typer.Option(
+        "--horizon",
+        help="--task anticipation: the horizon in minutes (default 3; the field reports 2, 3 and 5).",
+    ),
+]
+AnticipateOpt = Annotated[
+    str,
+    typer.Option(
+        "--anticipate",
+        help="--task anticipation: phases, tools or phases,tools (default auto: phases, and tools where the "
+        "store has tool labels).",
+    ),
+]
+ElapsedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--elapsed", help="Regression tasks: the elapsed minutes are one more input (RSDNet); linear only."
+    ),
+]
 # label efficiency (knn, linear, temporal, cv): `protocols.fractions.fraction_config` builds the TrainFraction
 TrainFractionOpt = Annotated[
     float | None,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from plstitch_eval.results_json import write_results
-from plstitch_eval.tables import metrics_by_k_table, metrics_table
+from plstitch_eval.tables import metrics_by_k_table, metrics_table, regression_table
 from plstitch_eval.utils.console import console, result_console
 
 __all__ = ["print_and_write_results"]
@@ -27,7 +27,10 @@ def print_and_write_results(results: dict[str, Any], json_path: Path | None, tit
     to_stdout = json_path is not None and str(json_path) == "-"
     out = console if to_stdout else result_console()
     several_k = len(results.get("metrics_by_k") or {}) > 1
-    out.print((metrics_by_k_table if several_k else metrics_table)(results, title=title))
+    table = (
+        regression_table if "references" in results else metrics_by_k_table if several_k else metrics_table
+    )
+    out.print(table(results, title=title))
     if "relaxed" in results:
         block = results["relaxed"]
         relaxed = {"metrics": block["metrics"], "metrics_std": block["metrics_std"], "headline_metrics": []}

@@ -12,17 +12,22 @@ from typing import Annotated
 import typer
 
 from plstitch_eval.commands.options import (
+    AnticipateOpt,
+    ElapsedOpt,
     FeaturesOpt,
     FractionSeedsOpt,
+    HorizonOpt,
     JsonOpt,
     OverwriteProbeOpt,
     RelaxedOpt,
     SaveProbeOpt,
     SchemeOpt,
+    TaskOpt,
     TrainFractionOpt,
     ValFractionOpt,
 )
 from plstitch_eval.commands.probe_configs import temporal_config
+from plstitch_eval.commands.task_options import refuse_for_regression, task_settings
 
 __all__ = ["register", "temporal", "temporal_config"]
 
@@ -90,6 +95,10 @@ def temporal(
     relaxed: RelaxedOpt = False,
     train_fraction: TrainFractionOpt = None,
     fraction_seeds: FractionSeedsOpt = None,
+    task: TaskOpt = "phases",
+    horizon: HorizonOpt = None,
+    anticipate: AnticipateOpt = None,
+    elapsed: ElapsedOpt = False,
     json_path: JsonOpt = None,
     save: SaveProbeOpt = None,  # with --seeds: the first seed's model
     overwrite: OverwriteProbeOpt = False,
@@ -123,12 +132,37 @@ def temporal(
         precision=precision,
     )
     config = with_threads(config, threads)  # 0: torch's default, which depends on the machine
+    settings = task_settings(task, "temporal", horizon, anticipate, elapsed)
+    if settings is not None:
+        used = {"relaxed": relaxed, "select-metric": select_metric is not None, "seeds": (seeds or 1) > 1}
+        refuse_for_regression(task, {**used, "save": save is not None})
+        return temporal_regression(
+            features, task, settings, config, split_scheme, val_fraction, fraction, json_path
+        )
     options = {"scheme": split_scheme, "val_fraction": val_fraction, "relaxed": relaxed}
     run = temporal_run(features, config, seeds, fraction, **options)
     print_and_write_results(run.results, json_path, run.title)
     if save is not None:
         save_temporal_probe(save, features, run.results, run.fit, config, overwrite=overwrite)
         console.print(f"probe saved to {save}", highlight=False)
+
+
+def temporal_regression(features, task, settings, config, scheme, val_fraction, fraction, json_path) -> None:  # noqa: ANN001
+    """`temporal --task anticipation|rsd`: the MS-TCN regressing the task's targets, beside its references."""
+    from plstitch_eval.commands.results import print_and_write_results
+    from plstitch_eval.protocols.fractions import fraction_title
+    from plstitch_eval.protocols.regression import run_temporal_regression
+    from plstitch_eval.utils.console import is_quiet
+
+    results = run_temporal_regression(
+        features, task, settings, config, scheme, val_fraction, not is_quiet(), fraction
+    )
+    proto = results["protocol"]
+    epoch = f", epoch {proto['best_epoch']}" if "best_epoch" in proto else ""
+    causal = "causal " if config.causal else ""
+    horizon = f", horizon {settings.horizon_min:g} min" if task == "anticipation" else ""
+    title = f"{task} ({causal}MS-TCN{epoch}{horizon}{fraction_title(fraction, results)}; minutes)"
+    print_and_write_results(results, json_path, title)
 
 
 def register(app: typer.Typer) -> None:

@@ -149,6 +149,12 @@ def _class_mean(values: np.ndarray) -> float:
     return float("nan") if values.size == 0 or np.isnan(values).any() else float(values.mean())
 
 
+def _defined_mean(values: np.ndarray) -> float:
+    """The mean over the classes where a metric is defined (NaN when none is)."""
+    defined = values[~np.isnan(values)]
+    return float(defined.mean()) if defined.size else float("nan")
+
+
 def anticipation_scores(
     predictions: np.ndarray,
     targets: np.ndarray,
@@ -158,7 +164,10 @@ def anticipation_scores(
     """The MAE family per class over the frames given (frames x classes, minutes), and the mean over classes.
 
     Pass the frames of every test video stacked to pool them per class, as the reference does. Returns
-    ``{"horizon_min", "classes", "per_class": {metric: [per class]}, "mean": {metric: value}}``, None = NaN.
+    ``{"horizon_min", "classes", "per_class": {metric: [per class]}, "mean": {metric: value}, "mean_defined":
+    {metric: value}, "defined": {metric: classes}}``, None = NaN. ``mean`` is the reference's plain mean (NaN
+    as soon as one class is); ``mean_defined`` the mean over the classes where the metric is defined (a phase
+    present from frame 0 has no frame inside the horizon, so its inMAE never is), ``defined`` their count.
     """
     values = _class_values(predictions, targets, horizon_min)
     names = _class_names(class_names, values["wMAE"].size)
@@ -167,6 +176,8 @@ def anticipation_scores(
         "classes": names,
         "per_class": {m: [_json_float(v) for v in values[m]] for m in METRICS},
         "mean": {m: _json_float(_class_mean(values[m])) for m in METRICS},
+        "mean_defined": {m: _json_float(_defined_mean(values[m])) for m in METRICS},
+        "defined": {m: int((~np.isnan(values[m])).sum()) for m in METRICS},
     }
 
 
@@ -210,10 +221,12 @@ def anticipation_scores_per_video(
         "videos": len(per_video),
         "per_class": {m: [_json_float(v) for v in over_videos[m]] for m in METRICS},
         "mean": {m: _json_float(_class_mean(over_videos[m])) for m in METRICS},
+        "mean_defined": {m: _json_float(_defined_mean(over_videos[m])) for m in METRICS},
         "per_video": [
             {
                 "per_class": {m: [_json_float(x) for x in v[m]] for m in METRICS},
                 "mean": {m: _json_float(_class_mean(v[m])) for m in METRICS},
+                "mean_defined": {m: _json_float(_defined_mean(v[m])) for m in METRICS},
             }
             for v in per_video
         ],

@@ -4,7 +4,8 @@ Layer for layer the network of yabufarha/ms-tcn ``model.py`` (REFERENCE.md secti
 names, so one of its checkpoints loads with ``strict=True`` and, under the same ``torch.manual_seed``, the
 same PyTorch-default initialisation (modules are built in its order). Stage 1 maps D -> F with a 1x1 conv,
 runs L dilated residual layers (dilation 2^i, kernel 3, ReLU, 1x1 conv, dropout, residual, times the mask) and
-maps F -> C; stages 2..S take ``softmax(previous) * mask`` and map C -> F -> ... -> C.
+maps F -> C; stages 2..S take ``softmax(previous) * mask`` and map C -> F -> ... -> C. ``refine="sigmoid"``
+feeds them ``sigmoid(previous) * mask`` instead: the regression variant, for outputs on targets in ~[0, 1].
 
 ``causal=True`` is TeCNO's variant (tobiascz/TeCNO ``models/mstcn.py``): each dilated conv is padded with
 ``2 * dilation`` zeros on the past side only, so the output at frame t depends on frames <= t alone.
@@ -20,6 +21,7 @@ from torch import nn
 from plstitch_eval.errors import ConfigError
 
 KERNEL_SIZE = 3
+REFINES = ("softmax", "sigmoid")  # what stages 2..S see of the previous stage: classes, or [0, 1] regressions
 
 
 class DilatedResidualLayer(nn.Module):
@@ -70,6 +72,7 @@ class MultiStageTCN(nn.Module):
 
     ``forward(x [B, D, T], mask [B, 1, T] or None = all frames) -> logits of every stage [S, B, C, T]``;
     predictions come from the last stage. The mask marks real frames (1) against batch padding (0).
+    ``refine="sigmoid"``: later stages refine ``sigmoid(previous)`` (per-frame regression outputs).
     """
 
     def __init__(
@@ -81,12 +84,15 @@ class MultiStageTCN(nn.Module):
         channels: int = 64,
         dropout: float = 0.5,
         causal: bool = False,
+        refine: str = "softmax",
     ) -> None:
         super().__init__()
+        if refine not in REFINES:
+            raise ConfigError(f"MS-TCN refine must be softmax or sigmoid, got {refine!r}.")
         _check_sizes(in_dim=in_dim, num_classes=num_classes, stages=stages, layers=layers, channels=channels)
         if not 0 <= dropout < 1:
             raise ConfigError(f"MS-TCN dropout must be in [0, 1), got {dropout}.")
-        self.in_dim, self.num_classes, self.causal = in_dim, num_classes, causal
+        self.in_dim, self.num_classes, self.causal, self.refine = in_dim, num_classes, causal, refine
         self.stage1 = SingleStageTCN(layers, channels, in_dim, num_classes, dropout, causal)
         self.stages = nn.ModuleList(
             SingleStageTCN(layers, channels, num_classes, num_classes, dropout, causal)
@@ -103,7 +109,8 @@ class MultiStageTCN(nn.Module):
         out = self.stage1(x, mask)
         outputs = [out]
         for stage in self.stages:
-            out = stage(F.softmax(out, dim=1) * mask, mask)
+            squashed = F.softmax(out, dim=1) if self.refine == "softmax" else torch.sigmoid(out)
+            out = stage(squashed * mask, mask)
             outputs.append(out)
         return torch.stack(outputs)
 

@@ -44,6 +44,7 @@ ARGS: dict[str, list[str]] = {
     "models": [],
     "probes": [],
     "protocols": [],
+    "tasks": [],
     "objectives": [],
     "extract": ["--dataset", "synthetic", "--model", "raw-pixels"],
     "export-mstcn": ["STORE"],
