@@ -190,8 +190,11 @@ def regression_table(results: dict[str, Any], title: str | None = None) -> Table
     def rows(metrics: dict[str, Any]) -> dict[str, Any]:
         return {m: metrics[m] for m in shown if m in metrics}
 
-    refs = {name: rows(ref["metrics"]) for name, ref in (results.get("references") or {}).items()}
-    return _metric_rows_table(results, {"probe": rows(results.get("metrics") or {}), **refs}, title)
+    references = results.get("references") or {}
+    refs = {name: rows(ref["metrics"]) for name, ref in references.items()}
+    stds = {"probe": results.get("metrics_std") or {}}
+    stds.update({name: ref.get("metrics_std") or {} for name, ref in references.items()})
+    return _metric_rows_table(results, {"probe": rows(results.get("metrics") or {}), **refs}, title, stds)
 
 
 def metrics_by_k_table(results: dict[str, Any], title: str | None = None) -> Table:
@@ -204,9 +207,13 @@ def metrics_by_k_table(results: dict[str, Any], title: str | None = None) -> Tab
 
 
 def _metric_rows_table(
-    results: dict[str, Any], columns: dict[str, dict[str, Any]], title: str | None
+    results: dict[str, Any],
+    columns: dict[str, dict[str, Any]],
+    title: str | None,
+    stds: dict[str, dict[str, Any]] | None = None,
 ) -> Table:
-    """Rows = metrics (headline first, bold), one value column per entry of `columns` (``± std`` if any)."""
+    """Rows = metrics (headline first, bold), one value column per entry of `columns` (``± std`` if any:
+    each column's own in `stds`, else the results' `metrics_std` for every column)."""
     out = Table(title=None if title is None else Text(title, style="table.title"))
     out.add_column("metric")
     for header in columns:
@@ -216,11 +223,11 @@ def _metric_rows_table(
     head = [m for m in results.get("headline_metrics", []) if m in names]
     for name in head + [m for m in names if m not in head]:
         cells = []
-        for metrics in columns.values():
-            value = metrics.get(name)
+        for column, metrics in columns.items():
+            value, own = metrics.get(name), std if stds is None else stds.get(column, {})
             text = "-" if value is None else f"{value:.2f}"
-            if value is not None and std.get(name) is not None:
-                text += f" ± {std[name]:.2f}"
+            if value is not None and own.get(name) is not None:
+                text += f" ± {own[name]:.2f}"
             cells.append(text)
         out.add_row(Text(name, style="bold" if name in head else ""), *cells)
     return out

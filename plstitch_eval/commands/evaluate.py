@@ -216,6 +216,10 @@ def cv(
     set_items: CvSetOpt = None,
     train_fraction: TrainFractionOpt = None,
     fraction_seeds: FractionSeedsOpt = None,
+    task: TaskOpt = "phases",
+    horizon: HorizonOpt = None,
+    anticipate: AnticipateOpt = None,
+    elapsed: ElapsedOpt = False,
 ) -> None:
     """k-fold cross-validation by video; prints mean ± std over folds."""
     from plstitch_eval.benchmark.config_file import read_config_file
@@ -227,7 +231,6 @@ def cv(
         merge_tables,
         parse_set_items,
         section_configs,
-        table_device,
     )
 
     file_tables = read_config_file(config_file) if config_file is not None else {}
@@ -235,30 +238,60 @@ def cv(
     tables = merge_tables(own_table, parse_set_items(set_items or [], protocol=protocol))
     bases = section_configs(tables)  # --set's fields; the flags given go over them
     fold_seed = 0 if seed is None else seed
+    configs = cv_head_configs(tables, bases, k, temperature, weighting, epochs, causal, seed, device)
+    fraction = fraction_config(train_fraction, fraction_seeds)
+    settings = task_settings(task, "cv" if task == "phases" else protocol, horizon, anticipate, elapsed)
+    if settings is not None:
+        refuse_for_regression(task, {"relaxed": relaxed, "train-fraction": fraction is not None})
+        return regression_cv(features, task, settings, protocol, configs, folds, fold_seed, json_path)
     results = run_cv(
         features,
         folds,
         protocol,
-        knn_config(k, temperature, weighting, table_device(tables, "knn", device), base=bases["knn"]),
-        linear_config(
-            epochs=epochs, seed=seed, device=table_device(tables, "linear", device), base=bases["linear"]
-        ),
+        configs["knn"],
+        configs["linear"],
         seed=fold_seed,
         relaxed=relaxed,
-        temporal_config=temporal_config(
+        temporal_config=configs["temporal"],
+        progress=not is_quiet(),
+        config=cv_config(protocol, tables, fold_seed),
+        train_fraction=fraction,
+    )
+    print_and_write_results(
+        results, json_path, f"{folds}-fold CV by video ({protocol}{fraction_title(fraction, results)})"
+    )
+
+
+def cv_head_configs(tables, bases, k, temperature, weighting, epochs, causal, seed, device) -> dict:  # noqa: ANN001
+    """The knn, linear and temporal configs of `cv`: --set's fields (`bases`), then the flags given."""
+    from plstitch_eval.protocols.settings import table_device
+
+    return {
+        "knn": knn_config(k, temperature, weighting, table_device(tables, "knn", device), base=bases["knn"]),
+        "linear": linear_config(
+            epochs=epochs, seed=seed, device=table_device(tables, "linear", device), base=bases["linear"]
+        ),
+        "temporal": temporal_config(
             bases["temporal"],
             epochs=epochs,
             causal=causal or None,
             seed=seed,
             device=table_device(tables, "temporal", device),
         ),
-        progress=not is_quiet(),
-        config=cv_config(protocol, tables, fold_seed),
-        train_fraction=(fraction := fraction_config(train_fraction, fraction_seeds)),
+    }
+
+
+def regression_cv(features, task, settings, protocol, configs, folds, seed, json_path) -> None:  # noqa: ANN001
+    """`cv --task anticipation|rsd`: --protocol's head cross-validated on the task, beside its references."""
+    from plstitch_eval.commands.results import print_and_write_results
+    from plstitch_eval.protocols.regression_cv import run_regression_cv
+
+    if protocol not in configs:
+        raise ConfigError(f"--protocol {protocol} has no regression head; use knn, linear or temporal.")
+    results = run_regression_cv(
+        features, task, settings, protocol, configs[protocol], folds, seed, progress=not is_quiet()
     )
-    print_and_write_results(
-        results, json_path, f"{folds}-fold CV by video ({protocol}{fraction_title(fraction, results)})"
-    )
+    print_and_write_results(results, json_path, f"{folds}-fold CV by video ({task}, {protocol}; minutes)")
 
 
 def score(

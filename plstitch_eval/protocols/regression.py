@@ -200,15 +200,16 @@ def knn_regress(
 
 
 # ---------------------------------------------------------------------------------------------- the protocol
-def _predictions(values: np.ndarray) -> list:
+def predictions_record(values: np.ndarray) -> list:
     """One video's predictions for the results JSON: per frame a value (one output) or a row (several)."""
     rounded = np.round(values, DECIMALS)
     return (rounded[:, 0] if rounded.shape[1] == 1 else rounded).tolist()
 
 
-def _references(
+def score_references(
     data: TaskData, train: Sequence[VideoFeatures], test: Sequence[VideoFeatures]
 ) -> dict[str, dict[str, Any]]:
+    """The task's reference rows built from `train`, scored on `test` as the probe is (clipped likewise)."""
     assert data.task.regression is not None
     rows = data.task.regression.references(train, test, data.info, data.settings)
     out = {}
@@ -247,14 +248,14 @@ def _results(
         headline=[m for m in data.task.metrics if m in scored.metrics],
         metrics=scored.metrics,
         per_video=scored.per_video,
-        predictions={v: _predictions(p) for v, p in preds.items()},
+        predictions={v: predictions_record(p) for v, p in preds.items()},
     )
     results["per_class"] = scored.per_class
-    results["references"] = _references(data, train, test)
+    results["references"] = score_references(data, train, test)
     return results
 
 
-def _task_data(store: FeatureStore, task_name: str, head: str, settings: TaskSettings) -> TaskData:
+def task_data(store: FeatureStore, task_name: str, head: str, settings: TaskSettings) -> TaskData:
     task = task_for(task_name, head)
     if task.regression is None:
         raise ConfigError(f"--task {task_name} is not a regression task; its {head} protocol runs it.")
@@ -263,6 +264,83 @@ def _task_data(store: FeatureStore, task_name: str, head: str, settings: TaskSet
             "--elapsed adds an input column for the linear and temporal heads; k-NN takes none."
         )
     return TaskData.of(store, task, settings)
+
+
+def linear_head(
+    data: TaskData,
+    train: Sequence[VideoFeatures],
+    val: Sequence[VideoFeatures],
+    test: Sequence[VideoFeatures],
+    config: LinearConfig,
+    progress: bool = False,
+) -> tuple[dict[str, np.ndarray], dict[str, Any], LinearRegressor]:
+    """The linear head fitted on `train` (chosen on `val`): test predictions, what it chose, the probe."""
+    regressor = fit_linear_regressor(data, train, val, config, progress)
+    preds = {item.video: data.clip(regressor.predict(data.inputs(item))) for item in test}
+    lr, wd = regressor.grid.heads[regressor.best_head]
+    record = {
+        "select_metric": data.task.select_metric,  # the task's validation error, not the phase probe's
+        "balance_classes": False,  # a regression has no classes to balance
+        "target_scale_min": regressor.scale,
+        "chosen_lr": lr,
+        "chosen_weight_decay": wd,
+        "val_scores": {
+            f"lr={a:g},wd={b:g}": s
+            for (a, b), s in zip(regressor.grid.heads, regressor.val_scores, strict=True)
+        },
+    }
+    return preds, record, regressor
+
+
+def knn_head(
+    data: TaskData,
+    train: Sequence[VideoFeatures],
+    _val: Sequence[VideoFeatures],
+    test: Sequence[VideoFeatures],
+    config: KnnConfig,
+    _progress: bool = False,
+) -> tuple[dict[str, np.ndarray], dict[str, Any], None]:
+    """k-NN regression with the training videos' frames as the memory bank: test predictions, k used."""
+    bank = np.concatenate([data.inputs(item) for item in train])
+    bank_targets = np.concatenate([data.targets(item) for item in train])
+    preds = {it.video: data.clip(knn_regress(bank, bank_targets, data.inputs(it), config)) for it in test}
+    return preds, {"k_used": clamp_k(config.k, len(bank))}, None
+
+
+def temporal_head(
+    data: TaskData,
+    train: Sequence[VideoFeatures],
+    val: Sequence[VideoFeatures],
+    test: Sequence[VideoFeatures],
+    config: TemporalConfig,
+    progress: bool = False,
+) -> tuple[dict[str, np.ndarray], dict[str, Any], Any]:
+    """An MS-TCN regressing the scaled targets, its epoch chosen on `val`: test predictions, record, fit."""
+    from plstitch_eval.temporal.regress import fit_temporal_regression
+
+    train_targets = [data.targets(item) for item in train]
+    scale = target_scale(data, train_targets)
+    pairs = [(data.inputs(it), t / scale) for it, t in zip(train, train_targets, strict=True)]
+    val_pairs = [(data.inputs(it), data.targets(it) / scale) for it in val]
+
+    def val_error(preds: list[np.ndarray]) -> float:
+        return data.score(
+            {it.video: data.clip(p * scale) for it, p in zip(val, preds, strict=True)}, val
+        ).select
+
+    fit = fit_temporal_regression(pairs, val_pairs, val_error, config, progress)
+    preds = {item.video: data.clip(fit.predict(data.inputs(item)) * scale) for item in test}
+    record = {
+        "target_scale_min": scale,
+        "best_epoch": fit.best_epoch,
+        "val_scores": fit.val_scores,
+        "threads": fit.threads,
+        "fit_device": fit.device,
+    }
+    return preds, record, fit
+
+
+HEAD_FITS = {"knn": knn_head, "linear": linear_head, "temporal": temporal_head}  # a head by protocol name
 
 
 def fit_linear_regression(
@@ -278,27 +356,13 @@ def fit_linear_regression(
     """The linear regression protocol's results, its fitted probe and the task data (e.g. to save it)."""
     config = config or LinearConfig()
     store = FeatureStore(features)
-    data = _task_data(store, task_name, "linear", settings)
+    data = task_data(store, task_name, "linear", settings)
     check_holdout(store, scheme, val_fraction, "the linear probe chooses its head")
     splits, validation, (train, val, test) = load_train_val_test(
         store, scheme, val_fraction, config.seed, draw
     )
-    regressor = fit_linear_regressor(data, train, val, config, progress)
-    preds = {item.video: data.clip(regressor.predict(data.inputs(item))) for item in test}
-    lr, wd = regressor.grid.heads[regressor.best_head]
-    protocol = {
-        **config_record(config),
-        "select_metric": data.task.select_metric,  # the task's validation error, not the phase probe's
-        "balance_classes": False,  # a regression has no classes to balance
-        "validation": validation,
-        "target_scale_min": regressor.scale,
-        "chosen_lr": lr,
-        "chosen_weight_decay": wd,
-        "val_scores": {
-            f"lr={a:g},wd={b:g}": s
-            for (a, b), s in zip(regressor.grid.heads, regressor.val_scores, strict=True)
-        },
-    }
+    preds, record, regressor = linear_head(data, train, val, test, config, progress)
+    protocol = {**config_record(config), "validation": validation, **record}
     results = _results(data, "linear", store, features, protocol, splits, train, test, preds)
     return results, regressor, data
 
@@ -331,16 +395,14 @@ def _knn_once(
     draw: SubsetDraw | None,
 ) -> dict[str, Any]:
     store = FeatureStore(features)
-    data = _task_data(store, task_name, "knn", settings)
+    data = task_data(store, task_name, "knn", settings)
     splits = resolve_splits(store, scheme)
     require_videos(splits["train"], "train", store)
     require_videos(splits["test"], "test", store)
     train = take_subset(load_videos(store, splits["train"]), draw, phase_classes(data.info.class_names))
     test = load_videos(store, splits["test"])
-    bank = np.concatenate([data.inputs(item) for item in train])
-    bank_targets = np.concatenate([data.targets(item) for item in train])
-    preds = {it.video: data.clip(knn_regress(bank, bank_targets, data.inputs(it), config)) for it in test}
-    protocol = {**config_record(config), "k_used": clamp_k(config.k, len(bank)), "train_on": ["train"]}
+    preds, record, _ = knn_head(data, train, [], test, config)
+    protocol = {**config_record(config), **record, "train_on": ["train"]}
     return _results(data, "knn", store, features, protocol, splits, train, test, preds)
 
 
@@ -372,36 +434,15 @@ def fit_temporal_regression_protocol(
     draw: SubsetDraw | None = None,
 ) -> tuple[dict[str, Any], Any, TaskData]:
     """The temporal regression protocol's results, its fit (`TemporalRegressionResult`) and the task data."""
-    from plstitch_eval.temporal.regress import fit_temporal_regression
-
     config = config or TemporalConfig()
     store = FeatureStore(features)
-    data = _task_data(store, task_name, "temporal", settings)
+    data = task_data(store, task_name, "temporal", settings)
     check_holdout(store, scheme, val_fraction, "the temporal probe chooses its epoch")
     splits, validation, (train, val, test) = load_train_val_test(
         store, scheme, val_fraction, config.seed, draw
     )
-    train_targets = [data.targets(item) for item in train]
-    scale = target_scale(data, train_targets)
-    pairs = [(data.inputs(it), t / scale) for it, t in zip(train, train_targets, strict=True)]
-    val_pairs = [(data.inputs(it), data.targets(it) / scale) for it in val]
-
-    def val_error(preds: list[np.ndarray]) -> float:
-        return data.score(
-            {it.video: data.clip(p * scale) for it, p in zip(val, preds, strict=True)}, val
-        ).select
-
-    fit = fit_temporal_regression(pairs, val_pairs, val_error, config, progress)
-    preds = {item.video: data.clip(fit.predict(data.inputs(item)) * scale) for item in test}
-    protocol = {
-        **config_record(config),
-        "validation": validation,
-        "target_scale_min": scale,
-        "best_epoch": fit.best_epoch,
-        "val_scores": fit.val_scores,
-        "threads": fit.threads,
-        "fit_device": fit.device,
-    }
+    preds, record, fit = temporal_head(data, train, val, test, config, progress)
+    protocol = {**config_record(config), "validation": validation, **record}
     return _results(data, "temporal", store, features, protocol, splits, train, test, preds), fit, data
 
 
