@@ -11,7 +11,7 @@ equals that head trained alone (up to float rounding). The best head is chosen o
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -263,6 +263,22 @@ class GridTraining:
         step_heads(self.config, self.weight, g_w, self.state_w, lr, self.wd, self.step)
         step_heads(self.config, self.bias, grad.sum(0), self.state_b, lr[0], self.wd[0] * 0.0, self.step)
         self.step += 1
+
+    def train(
+        self, grad: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], label: str, progress: bool = False
+    ) -> LinearGrid:
+        """Every epoch's batches, each step from `grad(logits [B, H, K], row indices)`, a bar on stderr;
+        the trained heads. Why here: the tool probe and the regression probe differ only in that gradient."""
+        epochs = self.config.epochs
+        with progress_bar(TextColumn("{task.fields[epoch]}"), disable=not progress) as bar:
+            task = bar.add_task(label, total=epochs * self.steps_per_epoch, epoch=f"epoch 1/{epochs}")
+            for epoch in range(1, epochs + 1):
+                for idx in self.batches():
+                    x = self.x[idx]
+                    self.update(x, grad(self.logits(x), idx))
+                    if progress:
+                        bar.update(task, advance=1, epoch=f"epoch {epoch}/{epochs}")
+        return self.grid()
 
     def grid(self, train_loss: Sequence[float] = ()) -> LinearGrid:
         """The trained heads."""

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from rich.progress import TextColumn
 
 from plstitch_eval.errors import ConfigError, EvaluationError
 from plstitch_eval.features import FeatureStore, VideoFeatures
@@ -44,7 +43,6 @@ from plstitch_eval.results_json import results_record
 from plstitch_eval.splits import check_holdout, resolve_splits
 from plstitch_eval.tasks import Scored, StoreInfo, Task, TaskSettings, task_for
 from plstitch_eval.temporal.fit import TemporalConfig
-from plstitch_eval.utils.console import progress_bar
 from plstitch_eval.utils.device import resolve_device, torch_threads
 
 HEADS = ("knn", "linear", "temporal")
@@ -136,16 +134,11 @@ def train_regression_grid(
     with torch_threads(config.num_threads):
         run = GridTraining.start(np.asarray(features, np.float32), targets.shape[1], config, device)
         y_all = torch.from_numpy(np.asarray(targets, np.float32)).to(device)
-        label = f"regression probe ({run.num_heads} heads)"
-        with progress_bar(TextColumn("{task.fields[epoch]}"), disable=not progress) as bar:
-            task = bar.add_task(label, total=config.epochs * run.steps_per_epoch, epoch="epoch 1")
-            for epoch in range(1, config.epochs + 1):
-                for idx in run.batches():
-                    x = run.x[idx]
-                    run.update(x, regression_grad(run.logits(x), y_all[idx]))
-                    if progress:
-                        bar.update(task, advance=1, epoch=f"epoch {epoch}/{config.epochs}")
-        return run.grid()
+        return run.train(
+            lambda logits, idx: regression_grad(logits, y_all[idx]),
+            f"regression probe ({run.num_heads} heads)",
+            progress,
+        )
 
 
 def target_scale(data: TaskData, train_targets: Sequence[np.ndarray]) -> float:
@@ -343,6 +336,53 @@ def temporal_head(
 HEAD_FITS = {"knn": knn_head, "linear": linear_head, "temporal": temporal_head}  # a head by protocol name
 
 
+CHOICES = {"linear": "the linear probe chooses its head", "temporal": "the temporal probe chooses its epoch"}
+
+
+def fit_validated(
+    head: str,
+    features: str | Path,
+    task_name: str,
+    settings: TaskSettings,
+    config: Any,
+    scheme: str | None = None,
+    val_fraction: float = 0.2,
+    progress: bool = False,
+    draw: SubsetDraw | None = None,
+) -> tuple[dict[str, Any], Any, TaskData]:
+    """A head that chooses on validation videos (linear, temporal) on the store's splits: its results, its fit
+    (e.g. to save it) and the task data."""
+    store = FeatureStore(features)
+    data = task_data(store, task_name, head, settings)
+    check_holdout(store, scheme, val_fraction, CHOICES[head])
+    splits, validation, (train, val, test) = load_train_val_test(
+        store, scheme, val_fraction, config.seed, draw
+    )
+    preds, record, fitted = HEAD_FITS[head](data, train, val, test, config, progress)
+    protocol = {**config_record(config), "validation": validation, **record}
+    return _results(data, head, store, features, protocol, splits, train, test, preds), fitted, data
+
+
+def run_validated(
+    head: str,
+    features: str | Path,
+    task_name: str,
+    settings: TaskSettings,
+    config: Any,
+    scheme: str | None = None,
+    val_fraction: float = 0.2,
+    progress: bool = False,
+    train_fraction: TrainFraction | None = None,
+) -> dict[str, Any]:
+    """`fit_validated`'s results; with `train_fraction`, over subsets of the training videos."""
+    return over_subsets(
+        lambda draw: fit_validated(
+            head, features, task_name, settings, config, scheme, val_fraction, progress, draw
+        )[0],
+        train_fraction,
+    )
+
+
 def fit_linear_regression(
     features: str | Path,
     task_name: str,
@@ -355,16 +395,9 @@ def fit_linear_regression(
 ) -> tuple[dict[str, Any], LinearRegressor, TaskData]:
     """The linear regression protocol's results, its fitted probe and the task data (e.g. to save it)."""
     config = config or LinearConfig()
-    store = FeatureStore(features)
-    data = task_data(store, task_name, "linear", settings)
-    check_holdout(store, scheme, val_fraction, "the linear probe chooses its head")
-    splits, validation, (train, val, test) = load_train_val_test(
-        store, scheme, val_fraction, config.seed, draw
+    return fit_validated(
+        "linear", features, task_name, settings, config, scheme, val_fraction, progress, draw
     )
-    preds, record, regressor = linear_head(data, train, val, test, config, progress)
-    protocol = {**config_record(config), "validation": validation, **record}
-    results = _results(data, "linear", store, features, protocol, splits, train, test, preds)
-    return results, regressor, data
 
 
 def run_linear_regression(
@@ -377,12 +410,10 @@ def run_linear_regression(
     progress: bool = False,
     train_fraction: TrainFraction | None = None,
 ) -> dict[str, Any]:
-    """`fit_linear_regression`'s results; with `train_fraction`, over subsets of the training videos."""
-    return over_subsets(
-        lambda draw: fit_linear_regression(
-            features, task_name, settings, config, scheme, val_fraction, progress, draw
-        )[0],
-        train_fraction,
+    """The linear regression protocol's results; with `train_fraction`, over training-video subsets."""
+    config = config or LinearConfig()
+    return run_validated(
+        "linear", features, task_name, settings, config, scheme, val_fraction, progress, train_fraction
     )
 
 
@@ -422,30 +453,6 @@ def run_knn_regression(
     return over_subsets(run, train_fraction)
 
 
-# ------------------------------------------------------------------------------------------- temporal head
-def fit_temporal_regression_protocol(
-    features: str | Path,
-    task_name: str,
-    settings: TaskSettings,
-    config: TemporalConfig | None = None,
-    scheme: str | None = None,
-    val_fraction: float = 0.2,
-    progress: bool = False,
-    draw: SubsetDraw | None = None,
-) -> tuple[dict[str, Any], Any, TaskData]:
-    """The temporal regression protocol's results, its fit (`TemporalRegressionResult`) and the task data."""
-    config = config or TemporalConfig()
-    store = FeatureStore(features)
-    data = task_data(store, task_name, "temporal", settings)
-    check_holdout(store, scheme, val_fraction, "the temporal probe chooses its epoch")
-    splits, validation, (train, val, test) = load_train_val_test(
-        store, scheme, val_fraction, config.seed, draw
-    )
-    preds, record, fit = temporal_head(data, train, val, test, config, progress)
-    protocol = {**config_record(config), "validation": validation, **record}
-    return _results(data, "temporal", store, features, protocol, splits, train, test, preds), fit, data
-
-
 def run_temporal_regression(
     features: str | Path,
     task_name: str,
@@ -456,10 +463,9 @@ def run_temporal_regression(
     progress: bool = False,
     train_fraction: TrainFraction | None = None,
 ) -> dict[str, Any]:
-    """`fit_temporal_regression_protocol`'s results; with `train_fraction`, over training-video subsets."""
-    return over_subsets(
-        lambda draw: fit_temporal_regression_protocol(
-            features, task_name, settings, config, scheme, val_fraction, progress, draw
-        )[0],
-        train_fraction,
+    """The temporal (MS-TCN) regression protocol's results; with `train_fraction`, over training-video
+    subsets (`fit_validated("temporal", ...)` gives the fit too)."""
+    config = config or TemporalConfig()
+    return run_validated(
+        "temporal", features, task_name, settings, config, scheme, val_fraction, progress, train_fraction
     )

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from rich.progress import TextColumn
 from sklearn.metrics import average_precision_score
 
 from plstitch_eval.errors import EvaluationError
@@ -29,7 +28,6 @@ from plstitch_eval.protocols.fractions import SubsetDraw, TrainFraction, fractio
 from plstitch_eval.protocols.registry import Protocol, numbers_only, register_protocol
 from plstitch_eval.results_json import results_record
 from plstitch_eval.splits import check_holdout, holdout_by_video, resolve_splits
-from plstitch_eval.utils.console import progress_bar
 from plstitch_eval.utils.device import resolve_device, torch_threads
 
 TOOLS_TASK = "linear-tools"  # the results task of tool presence (multi-label linear probe, AP / mAP)
@@ -106,18 +104,11 @@ def _train(
     pos_weight = torch.from_numpy(positive_weights(targets)).float().to(device)
     if not config.balance_classes:
         pos_weight = torch.ones_like(pos_weight)
-    label = f"tool probe ({run.num_heads} heads)"
-    with progress_bar(TextColumn("{task.fields[epoch]}"), disable=not progress) as bar:
-        task = bar.add_task(
-            label, total=config.epochs * run.steps_per_epoch, epoch=f"epoch 1/{config.epochs}"
-        )
-        for epoch in range(1, config.epochs + 1):
-            for idx in run.batches():
-                x = run.x[idx]
-                run.update(x, multilabel_grad(run.logits(x), y_all[idx], pos_weight))
-                if progress:
-                    bar.update(task, advance=1, epoch=f"epoch {epoch}/{config.epochs}")
-    return run.grid()
+    return run.train(
+        lambda logits, idx: multilabel_grad(logits, y_all[idx], pos_weight),
+        f"tool probe ({run.num_heads} heads)",
+        progress,
+    )
 
 
 def average_precisions(scores: np.ndarray, targets: np.ndarray) -> list[float | None]:
