@@ -129,19 +129,15 @@ def linear(
     if settings is not None:
         refuse_for_regression(
             task,
-            {
-                "relaxed": relaxed,
-                "select-metric": select_metric is not None,
-                "balance": balance is not None,
-                "save": save is not None,
-            },
+            {"relaxed": relaxed, "select-metric": select_metric is not None, "balance": balance is not None},
         )
         config = linear_config(
             lr, wd, optimizer, epochs, batch_size, standardize, balance, None, seed, device
         )
         return _regression_run(
-            features, task, "linear", settings, config, split_scheme, fraction, json_path, val_fraction
-        )
+            features, task, "linear", settings, config, split_scheme, fraction, json_path, val_fraction,
+            save, overwrite,
+        )  # fmt: skip
     LINEAR_TASKS[task](
         features, lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed,
         device, split_scheme, val_fraction, relaxed, json_path, save, overwrite, fraction,
@@ -381,19 +377,21 @@ LINEAR_TASKS = {"phases": _phase_linear, "tools": _tool_linear}  # `linear --tas
 
 
 def _regression_run(
-    features, task, protocol, settings, config, scheme, fraction, json_path, val_fraction=0.2
+    features, task, protocol, settings, config, scheme, fraction, json_path, val_fraction=0.2, save=None,
+    overwrite=False,
 ) -> None:  # fmt: skip
-    """`knn` / `linear --task anticipation|rsd`: the regression head, its metrics beside the references."""
+    """`knn` / `linear --task anticipation|rsd`: the regression head, its metrics beside the references;
+    `--save` keeps the linear head as a probe that gives minutes."""
     from plstitch_eval.commands.results import print_and_write_results
     from plstitch_eval.protocols.fractions import fraction_title
-    from plstitch_eval.protocols.regression import run_knn_regression, run_linear_regression
+    from plstitch_eval.protocols.regression import run_knn_regression
 
     if protocol == "knn":
         results = run_knn_regression(features, task, settings, config, scheme, fraction)
         chosen = f"k={results['protocol'].get('k_used', config.k)}"
     else:
-        results = run_linear_regression(
-            features, task, settings, config, scheme, val_fraction, True, fraction
+        results = fit_and_save(
+            "linear", features, task, settings, config, scheme, val_fraction, fraction, save, overwrite
         )
         proto = results["protocol"]
         chosen = (
@@ -405,6 +403,33 @@ def _regression_run(
     )
     title = f"{task} ({setting}; minutes)"
     print_and_write_results(results, json_path, title)
+    if save is not None:
+        from plstitch_eval.utils.console import console
+
+        console.print(f"probe saved to {save}", highlight=False, soft_wrap=True)
+
+
+def fit_and_save(
+    head, features, task, settings, config, scheme, val_fraction, fraction, save=None, overwrite=False
+) -> dict:  # fmt: skip
+    """A linear / temporal regression head's results; with `save`, the fitted head saved as a probe (the
+    target checked before training)."""
+    from plstitch_eval.probes import check_probe_target
+    from plstitch_eval.protocols.fractions import refuse_save
+    from plstitch_eval.protocols.regression import fit_validated, run_validated
+    from plstitch_eval.protocols.regression_probe import save_regression_probe
+    from plstitch_eval.utils.console import is_quiet
+
+    progress = not is_quiet()
+    if save is None:
+        return run_validated(head, features, task, settings, config, scheme, val_fraction, progress, fraction)
+    refuse_save(fraction, "probe")
+    check_probe_target(save, overwrite)  # refuse before training, not after
+    results, fitted, data = fit_validated(
+        head, features, task, settings, config, scheme, val_fraction, progress
+    )
+    save_regression_probe(save, features, results, fitted, data, overwrite)
+    return results
 
 
 def protocols(json_path: JsonOpt = None) -> None:

@@ -135,9 +135,9 @@ def temporal(
     settings = task_settings(task, "temporal", horizon, anticipate, elapsed)
     if settings is not None:
         used = {"relaxed": relaxed, "select-metric": select_metric is not None, "seeds": (seeds or 1) > 1}
-        refuse_for_regression(task, {**used, "save": save is not None})
+        refuse_for_regression(task, used)
         return temporal_regression(
-            features, task, settings, config, split_scheme, val_fraction, fraction, json_path
+            features, task, settings, config, split_scheme, val_fraction, fraction, json_path, save, overwrite
         )
     options = {"scheme": split_scheme, "val_fraction": val_fraction, "relaxed": relaxed}
     run = temporal_run(features, config, seeds, fraction, **options)
@@ -147,15 +147,18 @@ def temporal(
         console.print(f"probe saved to {save}", highlight=False)
 
 
-def temporal_regression(features, task, settings, config, scheme, val_fraction, fraction, json_path) -> None:  # noqa: ANN001
-    """`temporal --task anticipation|rsd`: the MS-TCN regressing the task's targets, beside its references."""
+def temporal_regression(
+    features, task, settings, config, scheme, val_fraction, fraction, json_path, save=None, overwrite=False
+) -> None:  # fmt: skip
+    """`temporal --task anticipation|rsd`: the MS-TCN regressing the task's targets, beside its references;
+    `--save` keeps it as a probe that gives minutes (causal: it runs live)."""
+    from plstitch_eval.commands.evaluate import fit_and_save
     from plstitch_eval.commands.results import print_and_write_results
     from plstitch_eval.protocols.fractions import fraction_title
-    from plstitch_eval.protocols.regression import run_temporal_regression
-    from plstitch_eval.utils.console import is_quiet
+    from plstitch_eval.utils.console import console
 
-    results = run_temporal_regression(
-        features, task, settings, config, scheme, val_fraction, not is_quiet(), fraction
+    results = fit_and_save(
+        "temporal", features, task, settings, config, scheme, val_fraction, fraction, save, overwrite
     )
     proto = results["protocol"]
     epoch = f", epoch {proto['best_epoch']}" if "best_epoch" in proto else ""
@@ -163,6 +166,8 @@ def temporal_regression(features, task, settings, config, scheme, val_fraction, 
     horizon = f", horizon {settings.horizon_min:g} min" if task == "anticipation" else ""
     title = f"{task} ({causal}MS-TCN{epoch}{horizon}{fraction_title(fraction, results)}; minutes)"
     print_and_write_results(results, json_path, title)
+    if save is not None:
+        console.print(f"probe saved to {save}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

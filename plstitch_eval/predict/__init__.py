@@ -8,6 +8,8 @@ The modules, in the order a run uses them:
 - `sources`: which videos (files, `-` for stdin, a `--root` folder, a dataset) and their labels;
 - `encoder`: the probe's encoder, loaded and checked against the probe, encoding frames as extraction does;
 - `request`: `PredictRequest`, what the command line asks for, checked before any model loads;
+- `heads`: what the probe says per frame (classes and probabilities, or a regression probe's minutes), for a
+  whole video and frame by frame online;
 - `live`: live sources (stream URLs, capture devices) read by a thread that keeps the newest frame;
 - `online`: a causal probe following one video frame by frame as it decodes (`--online`: files, pipes,
   live sources);

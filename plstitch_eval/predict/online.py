@@ -39,9 +39,10 @@ from plstitch_eval.data.video import (
 )
 from plstitch_eval.errors import ConfigError, DecodeError
 from plstitch_eval.predict.encoder import ProbeEncoder
+from plstitch_eval.predict.heads import OnlineHead
 from plstitch_eval.predict.live import Captured, LiveReader
 from plstitch_eval.predict.live_margin import live_margin
-from plstitch_eval.predict.outputs import VideoPrediction, probability_columns
+from plstitch_eval.predict.outputs import VideoPrediction
 from plstitch_eval.predict.sources import STDIN_NAME, VideoSource
 from plstitch_eval.preprocess import FramePlan, prepare_frame
 from plstitch_eval.probes import Probe
@@ -78,17 +79,15 @@ class OnlineUpdate:
     video: str
     time_s: float
     frame_index: int
-    phase: str
-    probability: float
+    phase: str  # a regression probe's minutes in words (`heads.headline`)
+    probability: float | None  # None: a regression probe
     latency_s: float
 
     def line(self, with_video: bool = False) -> str:
         """`   12.0 s  Phase  p=0.83  latency=3.2 ms` (the video's name first when asked)."""
         video = f"{self.video}  " if with_video else ""
-        return (
-            f"{video}{self.time_s:7.1f} s  {self.phase}  p={self.probability:.2f}  "
-            f"latency={self.latency_s * 1000:.1f} ms"
-        )
+        p = "" if self.probability is None else f"  p={self.probability:.2f}"
+        return f"{video}{self.time_s:7.1f} s  {self.phase}{p}  latency={self.latency_s * 1000:.1f} ms"
 
 
 class StopNow(KeyboardInterrupt):
@@ -277,30 +276,6 @@ def stdin_binary() -> IO[bytes]:
     return getattr(buffer, "raw", buffer)
 
 
-class _OnlineState:
-    """Features and outputs of the frames decoded so far; the probe's output for the newest frame."""
-
-    def __init__(self, probe: Probe) -> None:
-        self.probe = probe
-        self.framewise = probe.kind in FRAMEWISE_KINDS
-        self.features: list[np.ndarray] = []
-        self.times: list[float] = []
-        self.probabilities: list[np.ndarray] = []
-        self.predicted: list[int] = []
-        self.indices: list[int] = []
-
-    def push(self, feature: np.ndarray, time_s: float, index: int | None = None) -> None:
-        """Add frame t's feature and compute the probe's output at t (the new frame alone for a framewise
-        probe; else the whole prefix, whose last row a causal probe gives exactly as offline)."""
-        self.features.append(feature)
-        self.times.append(time_s)
-        self.indices.append(len(self.indices) if index is None else index)
-        window = feature[None] if self.framewise else np.stack(self.features)
-        logits = self.probe.logits(window)
-        self.probabilities.append(self.probe.probabilities(window)[-1])
-        self.predicted.append(int(logits[-1].argmax()))
-
-
 def online_plan(plan: FramePlan, source: VideoSource, decoding: Decoding = PYAV) -> FramePlan:
     """The frame plan of one video followed online: with the probe's black-margin crop, the video's own box,
     found on its first 64 s before the first frame is encoded (a pipe cannot be read ahead: refused)."""
@@ -363,7 +338,7 @@ def predict_online(
                 decoding=decoding.on_cpu(),
             )
             samples = stamped(frames)
-        state = _OnlineState(probe)
+        state = OnlineHead(probe, probe.kind in FRAMEWISE_KINDS)
         started = time.perf_counter()
         margin: dict[str, Any] | None = plan.margin.to_dict() if plan.margin is not None else None
         try:
@@ -382,8 +357,8 @@ def predict_online(
         video=source.name,
         source=source.shown,
         frame_times=frame_times,
-        probabilities=np.stack(state.probabilities) if state.probabilities else np.zeros((0, 0)),
-        predicted=np.asarray(state.predicted, dtype=np.int64),
+        **state.video_fields(),
+        task=probe.task_name if probe.is_regression else None,
         progression=model.progression(features) if len(features) else None,
         labels=source.ground_truth(frame_times),
         wall_seconds=time.perf_counter() - started,
@@ -421,24 +396,16 @@ def stamped(frames: Iterator[DecodedFrame]) -> Iterator[Captured]:
             close()  # a generator's container is closed now, not when collected
 
 
-def frame_row(
-    video: str,
-    probe: Probe,
-    sample: Captured,
-    probabilities: np.ndarray,
-    predicted: int,
-    latency_s: float,
-) -> dict[str, Any]:
-    """One `--jsonl` line: the CSV's fields (time_s, frame_index, predicted, a probability per class) plus
-    `video`, `captured_at` (Unix time the frame was decoded), `latency_s` (decoded to predicted) and
-    `dropped` (frames dropped so far)."""
+def frame_row(video: str, state: OnlineHead, sample: Captured, latency_s: float) -> dict[str, Any]:
+    """One `--jsonl` line: the CSV's fields (time_s, frame_index, then `heads.frame_fields`: predicted and a
+    probability per class, or a regression probe's minutes) plus `video`, `captured_at` (Unix time the frame
+    was decoded), `latency_s` (decoded to predicted) and `dropped` (frames dropped so far)."""
     row: dict[str, Any] = {
         "video": video,
         "time_s": round(sample.frame.time, 6),
         "frame_index": sample.frame.index,
-        "predicted": probe.class_names[predicted],
+        **state.newest(),
     }
-    row.update(zip(probability_columns(probe.class_names), map(float, probabilities), strict=True))
     row.update(
         captured_at=round(sample.captured_at, 6), latency_s=round(latency_s, 6), dropped=sample.dropped
     )
@@ -447,7 +414,7 @@ def frame_row(
 
 def _follow(
     samples: Iterator[Captured],
-    state: _OnlineState,
+    state: OnlineHead,
     plan: FramePlan,
     model: ProbeEncoder,
     stop: StopRequest,
@@ -459,7 +426,6 @@ def _follow(
     hand every frame's row to `on_frame`; stop after the frame in hand when Ctrl-C asked (`stop`)."""
     last_second: int | None = None
     pin = model.device.type == "cuda"
-    probe = state.probe
     try:
         for sample in samples:
             frame = sample.frame
@@ -468,22 +434,12 @@ def _follow(
             state.push(feature, frame.time, frame.index)
             latency = time.perf_counter() - sample.captured
             if on_frame is not None:
-                row = frame_row(video, probe, sample, state.probabilities[-1], state.predicted[-1], latency)
-                on_frame(row)
+                on_frame(frame_row(video, state, sample, latency))
             second = int(np.floor(frame.time + 1e-6))
             if last_second is None or second > last_second:
                 last_second = second
-                predicted = state.predicted[-1]
-                emit(
-                    OnlineUpdate(
-                        video=video,
-                        time_s=frame.time,
-                        frame_index=frame.index,
-                        phase=probe.class_names[predicted],
-                        probability=float(state.probabilities[-1][predicted]),
-                        latency_s=latency,
-                    )
-                )
+                phase, probability = state.newest_text()
+                emit(OnlineUpdate(video, frame.time, frame.index, phase, probability, latency))
             if stop.requested:
                 break
     finally:

@@ -50,6 +50,7 @@ from plstitch_eval.utils.outputs import REPLACED_FOLDER, check_output_path
 
 OPSET = 17
 EXTRA_HINT = "install the onnx extra: pip install 'plstitch[onnx]'"
+HEAD_OUTPUT = {False: "logits", True: "minutes"}  # head.onnx's output: a phase probe's, a regression probe's
 PLAN_FIELDS = ("fps", "resize", "crop", "interpolation", "mean", "std", "resize_on_decode", "squash")
 
 
@@ -63,17 +64,19 @@ def require_onnxruntime():
 
 
 class _Recognizer(nn.Module):
-    """uint8 frames -> features (and a linear head's probabilities): the graph `recognizer.onnx` holds."""
+    """uint8 frames -> features (and a linear head's probabilities, or a linear regression head's minutes):
+    the graph `recognizer.onnx` holds."""
 
-    def __init__(self, encoder: nn.Module, plan: FramePlan, head: nn.Module | None) -> None:
+    def __init__(self, encoder: nn.Module, plan: FramePlan, head: nn.Module | None, softmax: bool) -> None:
         super().__init__()
-        self.encoder, self.plan, self.head = encoder, plan, head
+        self.encoder, self.plan, self.head, self.softmax = encoder, plan, head, softmax
 
     def forward(self, frames: torch.Tensor):
         features = self.encoder(normalize_crops(frames, self.plan)).float()
         if self.head is None:
             return features
-        return features, torch.softmax(self.head(features), dim=-1)
+        out = self.head(features)
+        return features, torch.softmax(out, dim=-1) if self.softmax else out
 
 
 def export_onnx(probe_spec: str | Path, out: str | Path, overwrite: bool = False, opset: int = OPSET) -> dict:
@@ -98,22 +101,28 @@ def export_onnx(probe_spec: str | Path, out: str | Path, overwrite: bool = False
     if model.plan.clip is not None:
         raise ConfigError(f"{model.spec} is a clip encoder; export-onnx takes single-frame encoders only.")
     encoder = model.encoder.eval()
-    linear = probe.kind == "linear"
+    extra = 1 if (probe.task or {}).get("elapsed") else 0  # the elapsed minutes: one more head input
+    linear = probe.kind == "linear" and not extra  # a head of the frame alone joins the recognizer
     height, width = model.plan.crop
     frames = torch.zeros(2, 3, height, width, dtype=torch.uint8)
     dim = int(probe.encoder["feature_dim"])
+    head_output = HEAD_OUTPUT[probe.is_regression]
     tmp = temp_dir_beside(out)
     try:
         _copy_probe(probe, tmp)
-        recognizer = _Recognizer(encoder, model.plan, probe.head if linear else None).eval()
-        outputs = ["features", "probabilities"] if linear else ["features"]
-        _export(recognizer, frames, tmp / RECOGNIZER, ["frames"], outputs, {"frames": {0: "batch"}}, opset)
+        recognizer = _Recognizer(encoder, model.plan, probe.head if linear else None, not probe.is_regression)
+        outputs = (
+            ["features", "minutes" if probe.is_regression else "probabilities"] if linear else ["features"]
+        )
+        _export(
+            recognizer.eval(), frames, tmp / RECOGNIZER, ["frames"], outputs, {"frames": {0: "batch"}}, opset
+        )
         _export(
             probe.head,
-            torch.zeros(3, dim),
+            torch.zeros(3, dim + extra),
             tmp / HEAD,
             ["features"],
-            ["logits"],
+            [head_output],
             {"features": {0: "frames"}},
             opset,
         )
@@ -130,6 +139,8 @@ def export_onnx(probe_spec: str | Path, out: str | Path, overwrite: bool = False
                 "frames": f"uint8 [N, 3, {height}, {width}] RGB, resized and cropped (not normalised)"
             },
             "outputs": outputs,
+            "head_output": head_output,
+            **({"task": dict(probe.task or {})} if probe.is_regression else {}),
             "opset": opset,
             "versions": {name: version(name) for name in ("torch", "onnx", "onnxruntime")},
             "probe": probe.name,
@@ -199,15 +210,16 @@ def read_export(folder: str | Path) -> dict:
 
 
 class OnnxHead(nn.Module):
-    """A probe head run by onnxruntime (`head.onnx`): features [T, D] -> logits [T, C]."""
+    """A probe head run by onnxruntime (`head.onnx`): features [T, D] -> logits [T, C] (a regression
+    probe's: minutes [T, K], from features and, with ``--elapsed``, the elapsed minutes)."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, output: str = "logits") -> None:
         super().__init__()
-        self.session = session
+        self.session, self.output = session, output
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         x = np.ascontiguousarray(features.detach().cpu().numpy(), dtype=np.float32)
-        return torch.from_numpy(self.session.run(["logits"], {"features": x})[0])
+        return torch.from_numpy(self.session.run([self.output], {"features": x})[0])
 
 
 class OnnxProbeEncoder(ProbeEncoder):
@@ -247,4 +259,4 @@ def load_onnx_runtime(probe: Probe, options: PredictOptions) -> tuple[Probe, Onn
     values["mean"], values["std"] = tuple(values["mean"]), tuple(values["std"])
     plan = FramePlan(**values, crop_black_margin=bool(record.get("crop_black_margin")))
     model = OnnxProbeEncoder(session, plan, str(probe.encoder.get("spec")))
-    return replace(probe, head=OnnxHead(head)), model
+    return replace(probe, head=OnnxHead(head, record.get("head_output", "logits"))), model

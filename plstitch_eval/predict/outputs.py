@@ -1,6 +1,7 @@
 """What a predict run writes per video: `VideoPrediction` (the probe's outputs on one video and its JSON
-summary), `<video>.csv` (time, frame, predicted class, a probability per class, progression) and the timeline
-figure `<video>.png`; `check_outputs` refuses an `--out` that would overwrite files.
+summary), `<video>.csv` (time, frame, predicted class, a probability per class, progression; a regression
+probe's minutes instead of the classes) and the timeline figure `<video>.png`; `check_outputs` refuses an
+`--out` that would overwrite files.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from matplotlib.patches import Patch
 from plstitch_eval.analysis.style import ERROR_STRIP, UNLABELLED, class_colors, new_figure, save_figure
 from plstitch_eval.analysis.timeline import segment_edges, segments
 from plstitch_eval.errors import ConfigError
+from plstitch_eval.metrics.remaining import remaining_targets
+from plstitch_eval.predict.heads import FIXED_COLUMNS, PROGRESSION_COLUMN, probability_columns
 from plstitch_eval.probes import Probe
 from plstitch_eval.utils.io import write_text_atomic
 from plstitch_eval.utils.outputs import FILE, check_output_path
 
-FIXED_COLUMNS = ("time_s", "frame_index", "predicted")
-PROGRESSION_COLUMN = "progression"
+__all__ = ["FIXED_COLUMNS", "PROGRESSION_COLUMN", "probability_columns"]  # re-exported from `heads`
 
 
 def output_paths(out: str | Path, name: str) -> tuple[Path, Path]:
@@ -51,12 +53,6 @@ def check_outputs(out: str | Path, names: Sequence[str], overwrite: bool) -> Non
         )
 
 
-def probability_columns(class_names: Sequence[str]) -> list[str]:
-    """One column per class, named by the class (`p(<name>)` where a name would clash with another column)."""
-    taken = {*FIXED_COLUMNS, PROGRESSION_COLUMN}
-    return [f"p({name})" if name in taken else name for name in class_names]
-
-
 @dataclass
 class VideoPrediction:
     """The probe's outputs on one video: per sampled frame its time, class probabilities [T, C], predicted
@@ -77,6 +73,16 @@ class VideoPrediction:
     ended: str | None = None
     frame_indices: np.ndarray | None = None  # sample number of each row (None: 0, 1, ...); online drops skip
     live: dict[str, Any] | None = None  # a live source: how it was opened, its clock, dropped frames, gaps
+    values: np.ndarray | None = None  # a regression probe's minutes [T, K] (no classes then)
+    columns: list[str] | None = None  # their CSV / JSONL columns (``remaining_min``, ``next_<class>_min``)
+    task: str | None = None  # the regression probe's task (``rsd``: truth = each frame's time to the end)
+
+    @property
+    def truth_minutes(self) -> np.ndarray | None:
+        """The remaining minutes of a labelled (so complete) case under an rsd probe: frame to video end."""
+        if self.task != "rsd" or self.labels is None or not self.frames:
+            return None
+        return remaining_targets(self.frame_times)
 
     @property
     def frames(self) -> int:
@@ -91,6 +97,8 @@ class VideoPrediction:
         """JSON-ready per-video summary: frames, seconds covered, how it ended (online), class share,
         segments, the black-margin box, files (and accuracy against the ground truth when there is one)."""
         edges = segment_edges(self.frame_times)
+        if self.values is not None:
+            return self._summary_of_minutes(edges)
         counts = np.bincount(self.predicted, minlength=len(class_names)) if self.frames else []
         out: dict[str, Any] = {
             "video": self.video,
@@ -123,21 +131,52 @@ class VideoPrediction:
         out["files"] = dict(self.files)
         return out
 
+    def _summary_of_minutes(self, edges: np.ndarray) -> dict[str, Any]:
+        """A regression probe's summary: first and last frame's minutes per column, and the MAE against the
+        truth where it is known (`truth_minutes`)."""
+        columns = list(self.columns or [])
+        out: dict[str, Any] = {
+            "video": self.video,
+            "source": self.source,
+            "frames": self.frames,
+            "seconds": round(float(edges[-1] - edges[0]), 6) if self.frames else 0.0,
+            "wall_seconds": self.wall_seconds,
+            **({} if self.ended is None else {"ended": self.ended, "last_time_s": round(self.last_time, 6)}),
+            "first_min": dict(zip(columns, map(float, self.values[0]), strict=True)) if self.frames else {},
+            "last_min": dict(zip(columns, map(float, self.values[-1]), strict=True)) if self.frames else {},
+        }
+        truth = self.truth_minutes
+        if truth is not None:
+            out["MAE_min"] = float(np.mean(np.abs(self.values[:, 0] - truth)))
+        out["black_margin"] = None if self.black_margin is None else dict(self.black_margin)
+        if self.live is not None:
+            out["live"] = dict(self.live)
+        out["files"] = dict(self.files)
+        return out
+
 
 def csv_text(prediction: VideoPrediction, class_names: Sequence[str]) -> str:
     """The per-frame CSV: time_s, frame_index (sample number at the probe's fps), predicted class name, a
     probability per class (shortest repr: reads back to the same float32), progression if any."""
     handle = io.StringIO()
     writer = csv.writer(handle, lineterminator="\n")
-    header = [*FIXED_COLUMNS, *probability_columns(class_names)]
+    minutes = prediction.values
+    if minutes is None:
+        header = [*FIXED_COLUMNS, *probability_columns(class_names)]
+    else:
+        header = [*FIXED_COLUMNS[:2], *(prediction.columns or [])]
     if prediction.progression is not None:
         header.append(PROGRESSION_COLUMN)
     writer.writerow(header)
     indices = prediction.frame_indices
     for i, time_s in enumerate(prediction.frame_times):
         index = i if indices is None else int(indices[i])
-        row = [f"{time_s:.6f}", index, class_names[int(prediction.predicted[i])]]
-        row += [repr(float(p)) for p in prediction.probabilities[i]]
+        row: list[Any] = [f"{time_s:.6f}", index]
+        if minutes is None:
+            row.append(class_names[int(prediction.predicted[i])])
+            row += [repr(float(p)) for p in prediction.probabilities[i]]
+        else:
+            row += [repr(float(v)) for v in minutes[i]]
         if prediction.progression is not None:
             row.append(f"{prediction.progression[i]:.6f}")
         writer.writerow(row)
@@ -146,7 +185,10 @@ def csv_text(prediction: VideoPrediction, class_names: Sequence[str]) -> str:
 
 def plot_prediction(prediction: VideoPrediction, class_names: Sequence[str], title: str):
     """Timeline figure: prediction ribbon (ground truth above it and an error strip when labelled, as in
-    `analysis.timeline`), then the class probabilities stacked over time with the progression curve."""
+    `analysis.timeline`), then the class probabilities stacked over time with the progression curve; a
+    regression probe's minutes as curves (`plot_minutes`)."""
+    if prediction.values is not None:
+        return plot_minutes(prediction, title)
     colors = class_colors(len(class_names))
     edges = segment_edges(prediction.frame_times)
     fig = new_figure(9.0, 3.6 if prediction.labels is not None else 3.2)
@@ -186,6 +228,31 @@ def plot_prediction(prediction: VideoPrediction, class_names: Sequence[str], tit
     legend_inches = 0.25 * int(np.ceil(len(handles) / ncol)) + 0.15
     fig.set_figheight(fig.get_figheight() + legend_inches)
     fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1))
+    return fig
+
+
+def plot_minutes(prediction: VideoPrediction, title: str):
+    """A regression probe's timeline: each output's minutes over the video, the truth dashed where known
+    (the remaining time of a labelled case, `VideoPrediction.truth_minutes`)."""
+    columns = list(prediction.columns or [])
+    colors = class_colors(max(len(columns), 1))
+    fig = new_figure(9.0, 3.2)
+    axes = fig.subplots(1, 1)
+    times = prediction.frame_times
+    values = prediction.values if prediction.values is not None else np.zeros((0, 0))
+    for k, name in enumerate(columns):
+        axes.plot(times, values[:, k], color=colors[k], lw=1.4, label=f"{name} (predicted)")
+    truth = prediction.truth_minutes
+    if truth is not None:
+        axes.plot(times, truth, color="black", lw=1.0, ls="--", label="truth")
+    axes.set_xlabel("time (s)")
+    axes.set_ylabel("minutes")
+    axes.set_title(title, loc="left")
+    if prediction.frames:
+        axes.set_xlim(float(times[0]), float(times[-1]) if prediction.frames > 1 else float(times[0]) + 1.0)
+    axes.set_ylim(bottom=0.0)
+    axes.legend(loc="upper right", frameon=False, fontsize="small", ncol=1 + len(columns) // 6)
+    fig.tight_layout()
     return fig
 
 

@@ -26,6 +26,7 @@ from plstitch_eval.data.decoders import PYAV, Decoding, recorded_decoder
 from plstitch_eval.errors import ConfigError, DecodeError
 from plstitch_eval.extract import VideoJob, default_workers, make_loader, run_decoding
 from plstitch_eval.predict.encoder import ProbeEncoder
+from plstitch_eval.predict.heads import video_outputs
 from plstitch_eval.predict.online import STOPPED, OnlineUpdate, StopRequest, predict_online
 from plstitch_eval.predict.options import PredictOptions
 from plstitch_eval.predict.outputs import VideoPrediction, check_outputs, write_prediction
@@ -41,13 +42,14 @@ def apply_probe(
     frame_times: np.ndarray,
     wall_seconds: float,
 ) -> VideoPrediction:
-    """The probe (and the temporal head) on one whole video's features."""
+    """The probe (and the temporal head) on one whole video's features: classes, or a regression probe's
+    minutes."""
     return VideoPrediction(
         video=source.name,
         source=source.shown,
         frame_times=np.asarray(frame_times, dtype=np.float64),
-        probabilities=probe.probabilities(features),
-        predicted=probe.predict(features),
+        **video_outputs(probe, features, frame_times),
+        task=probe.task_name if probe.is_regression else None,
         progression=model.progression(features),
         labels=source.ground_truth(frame_times),
         wall_seconds=wall_seconds,

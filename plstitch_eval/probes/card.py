@@ -105,10 +105,11 @@ def metric_rows(probe: Probe, results: dict[str, Any] | None) -> list[MetricRow]
     return rows
 
 
-def metrics_table(rows: list[MetricRow]) -> str:
-    """Markdown table of `rows` (the interval columns only when some row has them)."""
+def metrics_table(rows: list[MetricRow], unit: str = "%") -> str:
+    """Markdown table of `rows` (the interval columns only when some row has them); values in `unit`."""
     with_ci = any(row.mean is not None for row in rows)
-    header = ["Metric", "Test value (%)"] + (["Mean over test videos (%)", "95 % CI"] if with_ci else [])
+    header = ["Metric", f"Test value ({unit})"]
+    header += [f"Mean over test videos ({unit})", "95 % CI"] if with_ci else []
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for row in rows:
         cells = [row.name, _fmt(row.value)]
@@ -130,15 +131,16 @@ def render_probe_card(
     test metrics as `model-index`) and a body with the backbone pin, preprocessing, split and metrics."""
     facts = dataset_facts(probe.dataset)
     rows = metric_rows(probe, results)
+    face = task_face(probe)
     data = ModelCardData(
         model_name=repo_id.split("/")[-1],
         license=licence.license,
         license_name=licence.license_name,
         library_name="plstitch",
-        pipeline_tag=TASK_TYPE,
+        pipeline_tag=None if probe.is_regression else TASK_TYPE,
         base_model=backbone.base_model,
         datasets=[probe.dataset] if probe.dataset else None,
-        tags=["plstitch", "probe", f"{probe.kind}-probe", "surgical-phase-recognition"],
+        tags=["plstitch", "probe", f"{probe.kind}-probe", face["tag"]],
         eval_results=_eval_results(probe, rows, facts.display_name or str(probe.dataset)) or None,
     )
     margin = (probe.preprocessing or {}).get("crop_black_margin")
@@ -149,7 +151,9 @@ def render_probe_card(
         repo_id=repo_id,
         kind=probe.kind,
         causal="causal: each prediction uses past frames only" if probe.causal else "not causal",
-        num_classes=probe.num_classes,
+        what=face["what"],
+        task=face["task"],
+        outputs_label=face["outputs_label"],
         classes=", ".join(probe.class_names),
         dataset=probe.dataset,
         dataset_name=facts.display_name or probe.dataset,
@@ -168,16 +172,52 @@ def render_probe_card(
         licence_sources=[
             f"{s.what}: {s.licence}" + (f" ({s.source})" if s.source else "") for s in licence.sources
         ],
-        eval_note=_eval_note(results, rows),
-        metrics_table=metrics_table(rows) if rows else "",
+        eval_note=_eval_note(results, rows, face["unit"]),
+        metrics_table=metrics_table(rows, face["unit"]) if rows else "",
     )
+
+
+TASK_TAGS = {"phases": "surgical-phase-recognition", "rsd": "remaining-surgery-duration"}
+
+
+def task_face(probe: Probe) -> dict[str, str]:
+    """How the card names the probe's task: what it does in words, the task row, the outputs' label, the
+    metrics' unit and a tag (a regression task's metrics are in minutes, lower is better)."""
+    if not probe.is_regression:
+        return {
+            "what": f"recognizes {probe.num_classes} classes",
+            "task": "phases: the surgical phase of each frame",
+            "outputs_label": "Classes",
+            "unit": "%",
+            "tag": TASK_TAGS["phases"],
+        }
+    task = probe.task or {}
+    name = probe.task_name
+    if name == "anticipation":
+        what = f"anticipates {probe.num_classes} classes up to {task.get('horizon_min', 0):g} min ahead"
+        detail = (
+            f"anticipation: minutes until each class next occurs, clipped at {task.get('horizon_min'):g} min"
+        )
+    elif name == "rsd":
+        what = "predicts the remaining surgery duration (minutes)"
+        detail = "rsd: minutes from each frame to the end of the case"
+    else:
+        what, detail = f"predicts {name} (minutes)", f"{name} (a regression task)"
+    elapsed = "; elapsed minutes as one more input" if task.get("elapsed") else ""
+    return {
+        "what": what,
+        "task": f"{detail}{elapsed}; columns {', '.join(probe.value_columns)}",
+        "outputs_label": "Outputs",
+        "unit": "min",
+        "tag": TASK_TAGS.get(name, f"surgical-{name}"),
+    }
 
 
 def _eval_results(probe: Probe, rows: list[MetricRow], dataset_name: str) -> list[EvalResult]:
     return [
         EvalResult(
-            task_type=TASK_TYPE,
-            task_name=f"{probe.kind} probe on frozen features",
+            task_type=TASK_TYPE if not probe.is_regression else f"surgical-{probe.task_name}",
+            task_name=f"{probe.kind} probe on frozen features ({probe.task_name})",
             dataset_type=str(probe.dataset or "unknown").lower(),
             dataset_name=dataset_name,
             dataset_split="test",
@@ -190,17 +230,18 @@ def _eval_results(probe: Probe, rows: list[MetricRow], dataset_name: str) -> lis
     ]
 
 
-def _eval_note(results: dict[str, Any] | None, rows: list[MetricRow]) -> str:
+def _eval_note(results: dict[str, Any] | None, rows: list[MetricRow], unit: str = "%") -> str:
     if not rows:
         return "This probe records no test metrics."
+    values = "values in percent" if unit == "%" else "errors in minutes, lower is better"
     if results is None:
         return (
-            "The probe's own test metrics (values in percent, from its probe.json). No per-video confidence "
+            f"The probe's own test metrics ({values}, from its probe.json). No per-video confidence "
             "intervals: it was published without the results JSON of the run that saved it."
         )
     videos = max((row.videos for row in rows), default=0)
     return (
-        f"The probe's own test metrics (values in percent) from the run that saved it; intervals are "
+        f"The probe's own test metrics ({values}) from the run that saved it; intervals are "
         f"{CONFIDENCE:.0%} Student t intervals of the mean over the {videos} test videos."
     )
 

@@ -21,7 +21,14 @@ from plstitch_eval import __version__
 from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub.safe_load import load_safetensors_file, sha256_file
 from plstitch_eval.linear import LinearProbeResult
-from plstitch_eval.probes.kinds import LinearProbeHead, fill_head, registered_kind
+from plstitch_eval.probes.kinds import (
+    LinearProbeHead,
+    RegressionHead,
+    build_head,
+    fill_head,
+    is_regression,
+    registered_kind,
+)
 from plstitch_eval.probes.onnx_files import ONNX_FILES
 from plstitch_eval.probes.probe import (
     PROBE_JSON,
@@ -73,23 +80,29 @@ def save_probe(
     overwrite: bool = False,
     *,
     store: str | os.PathLike | None = None,
+    task: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write `head` and its provenance (from the store `manifest`) into `folder` atomically; returns it.
 
     Why: a probe is only usable on features made exactly like its training features, so the folder records
     them. The weights are checked to load strictly into the head that `kind` builds before anything is
-    written. `store` (the feature store's path) goes into ``source.store``.
+    written. `store` (the feature store's path) goes into ``source.store``. `task`: a regression task's
+    block (`head` a `RegressionHead`; `class_names` are then its outputs).
     """
     folder = check_probe_target(folder, overwrite)
     entry = registered_kind(kind, str(folder))
-    if entry.wrap is not None:
+    if is_regression(task) != isinstance(head, RegressionHead):
+        raise ProbeError(f"probe {folder}: a regression task's probe needs a RegressionHead, and only it.")
+    if entry.wrap is not None and not isinstance(head, RegressionHead):
         head = entry.wrap(head)
     settings = _finite_or_none(json_round_trip(dict(settings)))
     class_names = [str(name) for name in class_names]
     state = {k: v.detach().cpu().contiguous().clone() for k, v in head.state_dict().items()}
     feature_dim = _feature_dim(manifest, head, folder)
     causal = _causal(head, settings, folder)
-    fill_head(entry.builder(settings, feature_dim, len(class_names)), state, f"head of probe {folder}")
+    task = None if task is None else _finite_or_none(json_round_trip(dict(task)))
+    empty = build_head(kind, settings, feature_dim, len(class_names), task, str(folder))
+    fill_head(empty, state, f"head of probe {folder}")
     model = manifest.get("model") or {}
     record: dict[str, Any] = {
         "schema": PROBE_SCHEMA,
@@ -114,6 +127,8 @@ def save_probe(
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "plstitch_version": __version__,
     }
+    if task is not None:
+        record["task"] = task
     tmp = temp_dir_beside(folder)
     try:
         with atomic_path(tmp / PROBE_WEIGHTS) as weights:  # save_file makes 0600 files: umask perms
@@ -210,7 +225,10 @@ def load_probe(folder: str | os.PathLike, record_name: str = PROBE_JSON) -> Prob
             "or use the plstitch version that wrote it."
         )
     kind = _field(record, "kind", str, path)
-    entry = registered_kind(kind, str(path))
+    registered_kind(kind, str(path))
+    task = record.get("task")
+    if task is not None and not (isinstance(task, dict) and isinstance(task.get("columns", []), list)):
+        raise ProbeError(f"{path}: 'task' must be a JSON object with a columns array; {RESAVE_FIX}.")
     class_names = _field(record, "class_names", list, path)
     encoder = _field(record, "encoder", dict, path)
     feature_dim = encoder.get("feature_dim")
@@ -231,7 +249,7 @@ def load_probe(folder: str | os.PathLike, record_name: str = PROBE_JSON) -> Prob
             f"weights were changed after saving: {RESAVE_FIX}."
         )
     state = load_safetensors_file(weights_path, fix=RESAVE_FIX)
-    head = entry.builder(settings, feature_dim, len(class_names))
+    head = build_head(kind, settings, feature_dim, len(class_names), task, str(path))
     fill_head(head, state, str(weights_path))
     head.eval()
     fps = record.get("fps")
@@ -252,6 +270,7 @@ def load_probe(folder: str | os.PathLike, record_name: str = PROBE_JSON) -> Prob
         dataset=record.get("dataset"),
         source=record.get("source") or {},
         folder=folder,
+        task=task,
     )
 
 

@@ -3,11 +3,14 @@
 A *kind* names a builder in a registry (`register_probe_kind`): ``builder(settings, feature_dim,
 num_classes)`` returns an empty head that the weights fill strictly (`fill_head`). Kinds shipped: ``linear``
 (`LinearProbeHead`, the chosen head of a linear-probe grid) and ``temporal`` (`TemporalProbeHead` around an
-MS-TCN). Every head maps one video's features ``[T, D]`` to logits ``[T, C]``.
+MS-TCN). Every head maps one video's features ``[T, D]`` to logits ``[T, C]``. A regression task's probe
+(`RegressionHead`, `build_head`) wraps such a head: its outputs times the target scale, within the task's
+bounds, in minutes.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -128,6 +131,36 @@ def _build_linear(settings: dict, feature_dim: int, num_classes: int) -> nn.Modu
     return LinearProbeHead.empty(feature_dim, num_classes)
 
 
+class RegressionHead(nn.Module):
+    """A regression probe's head: ``clamp(inner(x) * scale, low, high)``, minutes within the task's bounds.
+
+    Why: heads train on targets divided by a scale (`protocols.regression.target_scale`); the probe gives
+    minutes, as the protocol scored them. `extra_inputs` columns (the elapsed minutes with ``--elapsed``)
+    follow the encoder's features in the inner head's input.
+    """
+
+    def __init__(self, inner: nn.Module, scale: float, low: float | None, high: float | None, extra: int = 0):
+        super().__init__()
+        self.inner = inner
+        self.extra_inputs = int(extra)
+        self.register_buffer("scale", torch.tensor(float(scale)))
+        self.register_buffer("low", torch.tensor(-math.inf if low is None else float(low)))
+        self.register_buffer("high", torch.tensor(math.inf if high is None else float(high)))
+
+    @property
+    def causal(self) -> bool | None:
+        return getattr(self.inner, "causal", None)
+
+    @property
+    def feature_dim(self) -> int | None:
+        """The encoder's feature dim D (the inner head takes D + `extra_inputs` columns)."""
+        value = getattr(self.inner, "feature_dim", None)
+        return None if value is None else int(value) - self.extra_inputs
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return torch.clamp(self.inner(inputs) * self.scale, self.low, self.high)
+
+
 def _build_temporal(settings: dict, feature_dim: int, num_classes: int) -> nn.Module:
     # Imported here: the temporal package imports this module to save its probes (a real cycle).
     from plstitch_eval.temporal.mstcn import MultiStageTCN
@@ -136,12 +169,28 @@ def _build_temporal(settings: dict, feature_dim: int, num_classes: int) -> nn.Mo
     missing = [k for k in keys if k not in settings]
     if missing:
         raise ProbeError(f"temporal probe settings lack {', '.join(missing)}; pass asdict(TemporalConfig).")
-    model = MultiStageTCN(feature_dim, num_classes, **{k: settings[k] for k in keys})
+    sizes = {k: settings[k] for k in keys}
+    model = MultiStageTCN(feature_dim, num_classes, **sizes, refine=settings.get("refine", "softmax"))
     return TemporalProbeHead(model)
 
 
 def _wrap_temporal(head: nn.Module) -> nn.Module:
     return head if isinstance(head, TemporalProbeHead) else TemporalProbeHead(head)
+
+
+def is_regression(task: Mapping | None) -> bool:
+    """Whether a probe's task block names a regression head (absent: the phase classifier)."""
+    return bool(task) and task.get("head") == "regression"
+
+
+def build_head(kind: str, settings: dict, feature_dim: int, outputs: int, task: Mapping | None, where: str):
+    """The empty head of a probe: `kind`'s builder, wrapped in a `RegressionHead` for a regression task
+    (scale and bounds are buffers, filled by the strict load like the weights)."""
+    entry = registered_kind(kind, where)
+    if not is_regression(task):
+        return entry.builder(settings, feature_dim, outputs)
+    extra = 1 if task.get("elapsed") else 0
+    return RegressionHead(entry.builder(settings, feature_dim + extra, outputs), 1.0, None, None, extra)
 
 
 register_probe_kind("linear", _build_linear)

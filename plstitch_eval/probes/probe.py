@@ -3,7 +3,8 @@
 A probe folder holds two files and nothing else (no pickle)::
 
     probe.json          schema, kind, class names, encoder {spec, weights_sha256, feature_dim}, preprocessing,
-                        fps, causal, settings, metrics, dataset, source, created, plstitch_version, weights
+                        fps, causal, settings, metrics, dataset, source, created, plstitch_version, weights;
+                        a regression task's probe also ``task`` (name, head, outputs, columns, its settings)
     probe.safetensors   the head's state dict (its sha256 is recorded in probe.json and checked at load)
 """
 
@@ -47,6 +48,21 @@ class Probe:
     dataset: str | None
     source: dict
     folder: Path | None = field(default=None)
+    task: dict | None = field(default=None)  # a regression task's block; None: the phase classifier
+
+    @property
+    def task_name(self) -> str:
+        return str((self.task or {}).get("name", "phases"))
+
+    @property
+    def is_regression(self) -> bool:
+        """Whether the probe gives minutes (anticipation, remaining duration) rather than classes."""
+        return bool(self.task) and self.task.get("head") == "regression"
+
+    @property
+    def value_columns(self) -> list[str]:
+        """A regression probe's output columns (e.g. ``remaining_min``, ``next_<class>_min``)."""
+        return [str(c) for c in (self.task or {}).get("columns", [])]
 
     @property
     def name(self) -> str:
@@ -59,6 +75,39 @@ class Probe:
 
     def logits(self, features: np.ndarray) -> np.ndarray:
         """Logits [T, C] (float32) of one video's features [T, D]."""
+        self._require_classes()
+        return self._head_outputs(self._checked(features))
+
+    def values(self, features: np.ndarray, frame_times: np.ndarray) -> np.ndarray:
+        """A regression probe's outputs [T, K] in minutes (float64), within its task's bounds; `frame_times`
+        (seconds) give the elapsed-minutes input of a probe trained with ``--elapsed``."""
+        if not self.is_regression:
+            raise ProbeError(
+                f"probe {self.name} recognises classes ({', '.join(self.class_names[:4])}, ...); it gives "
+                "no minutes: use a probe saved with --task anticipation or rsd."
+            )
+        x = self._checked(features)
+        if (self.task or {}).get("elapsed"):
+            minutes = np.asarray(frame_times, np.float64).reshape(-1) / 60.0
+            if len(minutes) != len(x):
+                raise ProbeError(f"probe {self.name}: {len(x)} frames but {len(minutes)} frame times.")
+            x = np.concatenate([x, minutes.astype(np.float32)[:, None]], axis=1)
+        return self._head_outputs(x).astype(np.float64)
+
+    def _require_classes(self) -> None:
+        if self.is_regression:
+            raise ProbeError(
+                f"probe {self.name} is a regression probe (task {self.task_name}): it predicts minutes, not "
+                "classes; use a phase probe here, or plstitch predict for its minutes."
+            )
+
+    def _head_outputs(self, x: np.ndarray) -> np.ndarray:
+        if len(x) == 0:
+            return np.zeros((0, self.num_classes), np.float32)
+        with torch.no_grad():
+            return self.head(torch.from_numpy(np.ascontiguousarray(x))).cpu().numpy()
+
+    def _checked(self, features: np.ndarray) -> np.ndarray:
         x = np.asarray(features, dtype=np.float32)
         dim = self.encoder.get("feature_dim")
         if x.ndim != 2 or (dim is not None and x.shape[1] != dim):
@@ -66,10 +115,7 @@ class Probe:
                 f"probe {self.folder or self.kind} expects features [frames, {dim}], got shape "
                 f"{list(x.shape)}; extract features with the probe's encoder {self.encoder.get('spec')}."
             )
-        if len(x) == 0:
-            return np.zeros((0, self.num_classes), np.float32)
-        with torch.no_grad():
-            return self.head(torch.from_numpy(np.ascontiguousarray(x))).cpu().numpy()
+        return x
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """Softmax of the logits over classes, [T, C]."""

@@ -84,9 +84,20 @@ def test_options_of_another_task_are_refused_in_one_line(store, tmp_path: Path) 
     assert "--horizon" in line
     line = refused("linear", "--features", store.root, "--task", "rsd", "--anticipate", "phases")
     assert "--task rsd takes neither" in line
-    line = refused("linear", "--features", store.root, "--task", "rsd", "--save", tmp_path / "probe")
-    assert line.startswith("error: --save: not with --task rsd")
-    assert not (tmp_path / "probe").exists()
+    line = refused("linear", "--features", store.root, "--task", "rsd", "--relaxed")
+    assert line.startswith("error: --relaxed: not with --task rsd")
+    line = refused(  # a regression probe is saved (test_regression_probe.py), but not from a training subset
+        "linear",
+        "--features",
+        store.root,
+        "--task",
+        "rsd",
+        "--train-fraction",
+        "0.5",
+        "--save",
+        tmp_path / "p",
+    )
+    assert "--save" in line and not (tmp_path / "p").exists()
     line = refused("knn", "--features", store.root, "--task", "tools")
     assert "knn takes --task phases, anticipation, rsd" in line
     line = refused("knn", "--features", store.root, "--task", "rsd", "--k", "5", "--k", "10")

@@ -64,6 +64,22 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"root": root, "store": tmp / "store", "probe": tmp / "probe", "results": tmp / "results.json"}
 
 
+@pytest.fixture(scope="package")
+def regression_probes(data, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """An rsd linear probe (with the elapsed input), a causal rsd MS-TCN and an anticipation linear probe."""
+    tmp = tmp_path_factory.mktemp("regression-probes")
+    store = ["--features", data["store"], "--device", "cpu"]
+    runs = {
+        "rsd": ("linear", "--task", "rsd", "--elapsed", "--epochs", 3),
+        "tcn": ("temporal", "--task", "rsd", "--causal", "--epochs", 2, "--stages", 2, "--layers", 3),
+        "ant": ("linear", "--task", "anticipation", "--horizon", 0.05, "--epochs", 3),
+    }
+    for name, (command, *args) in runs.items():
+        done = invoke(command, *store, *args, "--save", tmp / name)
+        assert done.exit_code == 0, done.output
+    return {name: tmp / name for name in runs}
+
+
 def video_file(data: dict[str, Path], name: str = VIDEO) -> Path:
     return data["root"] / "videos" / f"{name}.mp4"
 

@@ -101,3 +101,30 @@ def test_model_folder_options_are_refused_for_a_model_folder(tmp_path) -> None:
     (tmp_path / "model").mkdir()
     result = invoke("push-to-hub", tmp_path / "model", "--repo-id", "me/x", "--out", tmp_path / "repo")
     assert "--out and --results go with a probe folder" in one_error_line(result)
+
+
+def test_published_rsd_probe_predicts_minutes_and_its_card_names_the_task(data, tmp_path, hf_cache) -> None:  # noqa: F811
+    from huggingface_hub import ModelCard
+
+    from tests.eval.predict.conftest import read_csv
+
+    probe, results = tmp_path / "rsd", tmp_path / "rsd.json"
+    done = invoke(
+        "temporal", "--features", data["store"], "--task", "rsd", "--causal", "--epochs", 2, "--stages", 2,
+        "--layers", 2, "--device", "cpu", "--save", probe, "--json", results,
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    publish(hf_cache, probe, tmp_path / "repo", "me/c80-rsd", "--results", results)
+    config = json.loads((tmp_path / "repo" / "config.json").read_text())
+    assert config["task"]["name"] == "rsd" and config["task"]["columns"] == ["remaining_min"]
+    card = ModelCard.load(tmp_path / "repo" / "README.md")
+    assert "remaining-surgery-duration" in card.data.tags and card.data.pipeline_tag is None
+    recorded = {r.metric_name: r.metric_value for r in card.data.eval_results}
+    measured = json.loads(results.read_text())["metrics"]
+    assert recorded["MAE"] == round(measured["MAE"], 4) and "Test value (min)" in card.text
+    assert "predicts the remaining surgery duration" in card.text and "| Task | rsd:" in card.text
+    video = video_file(data)
+    folder = predict(probe, video, tmp_path / "runs" / "folder")
+    assert predict("hf-hub:me/c80-rsd", video, tmp_path / "runs" / "hub") == folder
+    header, _ = read_csv(tmp_path / "runs" / "hub" / f"{VIDEO}.csv")
+    assert header[2] == "remaining_min"
