@@ -1,5 +1,6 @@
-"""The cells of a run (one per model x dataset x protocol), where their files go, and whether a results file
-on disk is done, stale or made otherwise: what lets a rerun finish only what is missing."""
+"""The cells of a run (one per model x dataset x protocol, and per regression task x protocol x seed), where
+their files go, and whether a results file on disk is done, stale or made otherwise: what lets a rerun finish
+only what is missing."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.datasets_file import DatasetSpec
+from plstitch_eval.benchmark.inputs import PHASES
 from plstitch_eval.benchmark.models import model_dirs, sha256_text
 from plstitch_eval.errors import PlstitchError
 from plstitch_eval.features import FeatureStore, compat_key
@@ -22,7 +24,8 @@ MAX_ERRORS_SHOWN = 3
 
 @dataclass
 class Cell:
-    """One (model, dataset, protocol) of the run, with where its files go and how it ended."""
+    """One (model, dataset, protocol) of the run (a regression task's: and task, seed), with where its files
+    go and how it ended."""
 
     model: str
     model_dir: str
@@ -36,6 +39,8 @@ class Cell:
     metrics: dict[str, float | None] = field(default_factory=dict)
     metrics_std: dict[str, float | None] = field(default_factory=dict)
     fraction: float = 1.0  # the share of the training videos it trains on (`--fractions`)
+    task: str = PHASES  # `--tasks`: phases (the phase table) or a regression task
+    seed: int | None = None  # a regression task's cell: its seed (None: a deterministic protocol, k-NN)
 
     @property
     def store(self) -> Path:
@@ -44,29 +49,54 @@ class Cell:
 
     @property
     def results_path(self) -> Path:
-        """This cell's results JSON (a cell below fraction 1: in the folder `fraction-<F>` beside)."""
+        """This cell's results JSON (a cell below fraction 1: in the folder `fraction-<F>` beside; a
+        regression task's: `<task>/<protocol>[-seed<S>].json`)."""
         folder = self.out / RESULTS_DIR / self.model_dir / self.dataset.name
+        if self.task != PHASES:
+            seed = "" if self.seed is None else f"-seed{self.seed}"
+            return folder / self.task / f"{self.protocol}{seed}.json"
         if self.fraction < 1:
             folder = folder / f"fraction-{self.fraction:g}"
         return folder / f"{self.protocol}.json"
 
     @property
     def name(self) -> str:
-        """`model | dataset | protocol` (`| 1/8 of train` below fraction 1), for status lines and errors."""
+        """`model | dataset | protocol` (`| 1/8 of train` below fraction 1; a task's `model | dataset | task |
+        protocol | seed S`), for status lines and errors."""
+        if self.task != PHASES:
+            seed = "" if self.seed is None else f" | seed {self.seed}"
+            return f"{self.model} | {self.dataset.name} | {self.task} | {self.protocol}{seed}"
         share = f" | {fraction_label(self.fraction)} of train" if self.fraction < 1 else ""
         return f"{self.model} | {self.dataset.name} | {self.protocol}{share}"
 
 
 def plan_cells(config: BenchmarkConfig) -> list[Cell]:
-    """Every cell, model-major (then dataset, protocol, fraction): the order they run and appear in."""
+    """Every cell, model-major (then dataset, protocol, fraction): the order they run and appear in; then the
+    regression tasks' cells, model-major (then dataset, task, protocol, seed)."""
     dirs = model_dirs(config.models)
-    return [
+    phases = [
         Cell(model, dirs[model], dataset, protocol, config.out, fraction=fraction)
         for model in config.models
         for dataset in config.datasets
         for protocol in config.protocols
         for fraction in config.fractions
     ]
+    tasks = [
+        Cell(model, dirs[model], dataset, protocol, config.out, task=task, seed=seed)
+        for model in config.models
+        for dataset in config.datasets
+        for task in config.regression_tasks
+        for protocol in config.task_protocols(task)
+        for seed in config.cell_seeds(protocol)
+    ]
+    return (phases if PHASES in config.tasks else []) + tasks
+
+
+def cell_settings(config: BenchmarkConfig, cell: Cell) -> dict[str, Any]:
+    """What the cell's numbers depend on: a phase cell's `settings`, a task cell's `task_cell_settings`."""
+    if cell.task == PHASES:
+        return config.settings(cell.model, cell.dataset, cell.protocol, cell.fraction)
+    return config.task_cell_settings(cell.model, cell.dataset, cell.task, cell.protocol, cell.seed)
 
 
 def store_digest(manifest: dict[str, Any]) -> str:

@@ -1,9 +1,10 @@
-"""`BenchmarkConfig`: the models x datasets x protocols of one run and each step's config, checked up front,
-and the settings a cell's numbers depend on (what a rerun must match)."""
+"""`BenchmarkConfig`: the models x datasets x protocols (x tasks x seeds) of one run and each step's config,
+checked up front, and the settings a cell's numbers depend on (what a rerun must match)."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from plstitch_eval.benchmark.datasets_file import DatasetSpec, check_unique_names, parse_datasets
-from plstitch_eval.benchmark.inputs import parse_metrics, parse_protocols
+from plstitch_eval.benchmark.inputs import PHASES, parse_metrics, parse_protocols, parse_tasks
 from plstitch_eval.benchmark.models import expand_models
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.extract import ExtractOptions
@@ -33,10 +34,15 @@ from plstitch_eval.protocols.fractions import (
     parse_fractions,
 )
 from plstitch_eval.protocols.registry import CV_TASK, cv_task
+from plstitch_eval.protocols.regression import HEADS as REGRESSION_HEADS
 from plstitch_eval.protocols.settings import protocol_config
+from plstitch_eval.tasks import TaskSettings, get_task
+from plstitch_eval.tasks.registry import DEFAULT_HORIZON_MIN
 from plstitch_eval.temporal.fit import TemporalConfig
 
-__all__ = ["RUNTIME_FIELDS", "BenchmarkConfig"]
+__all__ = ["RUNTIME_FIELDS", "UNSEEDED", "BenchmarkConfig"]
+
+UNSEEDED = ("knn",)  # task cells of these protocols are deterministic: one cell, no seed
 
 
 @dataclass
@@ -67,6 +73,11 @@ class BenchmarkConfig:
     overwrite: bool = False  # recompute cells made with other settings, replace stores made differently
     trust_pickle: bool = False
     progress: bool = True
+    # regression tasks beside the phase table (`--tasks`, docs/benchmark.md#tasks), their targets' settings
+    tasks: str | Sequence[str] = (PHASES,)
+    horizon: float | None = None  # anticipation's horizon in minutes (None: TaskSettings' default, 3)
+    anticipate: str | None = None  # what anticipation predicts (None: auto)
+    seeds: str | int | Sequence[int] | None = None  # seeds of the task cells that have one; None: (cv_seed,)
     # the fraction one cell runs at (`at_fraction`; its protocol reads it): not set by hand
     train_fraction: TrainFraction | None = field(default=None, repr=False)
 
@@ -98,6 +109,91 @@ class BenchmarkConfig:
             raise ConfigError(f"--val-fraction must be between 0 and 1, got {self.val_fraction}.")
         self.fractions = parse_fractions(self.fractions)
         self.fraction_seeds = parse_fraction_seeds(self.fraction_seeds, SEEDS_FLAG)
+        self._check_tasks()
+
+    def _check_tasks(self) -> None:
+        """`--tasks`, `--horizon`, `--anticipate` and `--seeds`, each refused in one line before anything
+        runs: an option no asked task reads, a task no protocol of `--protocols` fits, `--fractions`."""
+        self.tasks = parse_tasks(self.tasks)
+        seeds_given = self.seeds is not None
+        self.seeds = parse_fraction_seeds(self.seeds, "--seeds") if seeds_given else (self.cv_seed,)
+        regression = self.regression_tasks
+        if (self.horizon is not None or self.anticipate is not None) and not any(
+            get_task(task).uses_horizon for task in regression
+        ):
+            raise ConfigError(
+                "--horizon and --anticipate set anticipation's targets; add anticipation to --tasks."
+            )
+        _ = self.task_settings  # a bad --horizon or --anticipate is TaskSettings' one line
+        for task in regression:
+            if not self.task_protocols(task):
+                fits = [p for p in get_task(task).protocols if p in REGRESSION_HEADS]
+                raise ConfigError(
+                    f"--tasks {task}: none of --protocols {','.join(self.protocols)} fits it; it runs with "
+                    f"{', '.join(fits)} (and cv with --cv-protocol one of them)."
+                )
+        if regression and self.label_efficiency:
+            raise ConfigError(
+                "--fractions runs the phase cells on shares of the training videos; the --tasks cells train "
+                "on the whole training split: run them in a command without --fractions (the same --out is "
+                "fine)."
+            )
+        seeded = [p for task in regression for p in self.task_protocols(task) if p not in UNSEEDED]
+        if seeds_given and not seeded:
+            raise ConfigError(
+                "--seeds: the seeds of the --tasks cells of linear, temporal and cv; no such cell is asked "
+                "(the phase cells take --seed)."
+            )
+
+    @property
+    def regression_tasks(self) -> tuple[str, ...]:
+        """The tasks of `--tasks` other than phases (each with cells of its own and a table section)."""
+        return tuple(task for task in self.tasks if task != PHASES)
+
+    @property
+    def task_settings(self) -> TaskSettings:
+        """The regression tasks' target settings: `--horizon`, `--anticipate` (TaskSettings' defaults)."""
+        horizon = DEFAULT_HORIZON_MIN if self.horizon is None else self.horizon
+        return TaskSettings(horizon, self.anticipate or "auto")
+
+    def task_protocols(self, task: str) -> tuple[str, ...]:
+        """The protocols of `--protocols` that fit regression task `task` (cv: when `--cv-protocol` does)."""
+        fits = [p for p in get_task(task).protocols if p in REGRESSION_HEADS]
+        return tuple(p for p in self.protocols if p in fits or (p == CV_TASK and self.cv_protocol in fits))
+
+    def cell_seeds(self, protocol: str) -> tuple[int | None, ...]:
+        """The seeds of a task's cells on `protocol`: `seeds`, or (None,) for a deterministic one (k-NN)."""
+        return (None,) if protocol in UNSEEDED else tuple(self.seeds)
+
+    def task_record(self, task: str) -> dict[str, Any]:
+        """What a task cell's targets depend on: the task, and the horizon and what is anticipated if it reads
+        them (so another --horizon leaves the rsd cells valid)."""
+        record = {"name": task, **self.task_settings.record()}
+        if not get_task(task).uses_horizon:
+            del record["horizon_min"], record["anticipate"]
+        return record
+
+    def at_seed(self, seed: int | None) -> BenchmarkConfig:
+        """This config as a task cell of `seed` runs it: the linear probe's, the MS-TCN's, CV's and each other
+        protocol config's seed set to it (None, k-NN: as it is)."""
+        if seed is None:
+            return self
+        view = copy.copy(self)
+        view.linear = dataclasses.replace(self.linear, seed=seed)
+        view.temporal = dataclasses.replace(self.temporal, seed=seed)
+        view.cv_seed = seed
+        view.protocol_configs = {name: _seeded(c, seed) for name, c in self.protocol_configs.items()}
+        return view
+
+    def task_cell_settings(
+        self, model: str, dataset: DatasetSpec, task: str, protocol: str, seed: int | None
+    ) -> dict[str, Any]:
+        """A task cell's settings: the protocol's at `seed` (`settings`), the task's (`task_record`), seed."""
+        settings = self.at_seed(seed).settings(model, dataset, protocol)
+        settings["task"] = self.task_record(task)
+        if seed is not None:
+            settings["seed"] = seed
+        return settings
 
     @property
     def label_efficiency(self) -> bool:
@@ -151,3 +247,10 @@ class BenchmarkConfig:
         if fraction < 1:  # full cells keep the settings they had before `--fractions` existed
             settings["train_fraction"] = {"fraction": fraction, "seeds": list(self.fraction_seeds)}
         return json.loads(json.dumps(settings, sort_keys=True, default=str))  # as it reads back from JSON
+
+
+def _seeded(config: Any, seed: int) -> Any:
+    """A protocol config with its `seed` field set to `seed` (a config without one: as it is)."""
+    if dataclasses.is_dataclass(config) and "seed" in {f.name for f in dataclasses.fields(config)}:
+        return dataclasses.replace(config, seed=seed)
+    return config

@@ -1,5 +1,5 @@
-"""The comma lists of `plstitch benchmark` (`--models`, `--datasets`, `--protocols`, `--metrics`): the one
-splitter they share, and the protocols and table metrics a run may name."""
+"""The comma lists of `plstitch benchmark` (`--models`, `--datasets`, `--protocols`, `--metrics`, `--tasks`):
+the one splitter they share, and the protocols, table metrics and tasks a run may name."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from plstitch_eval.tables import METRIC_LABELS
 
 PROTOCOLS = benchmark_protocols()  # the shipped ones; `parse_protocols` asks the registry at each call
 PROTOCOL_LABELS = TASK_LABELS  # a live view of the registry's labels
+PHASES = "phases"  # the task of the phase table's cells (today's benchmark)
 
 
 def parse_protocols(protocols: str | Sequence[str]) -> tuple[str, ...]:
@@ -45,4 +46,21 @@ def split_items(value: str | Sequence[str], option: str) -> list[str]:
     items = [item.strip() for part in parts for item in str(part).split(",")]
     if not items or any(not item for item in items):
         raise ConfigError(f"{option} has an empty item (two commas in a row, or nothing at all).")
+    return items
+
+
+def parse_tasks(tasks: str | Sequence[str]) -> tuple[str, ...]:
+    """`phases,anticipation,rsd` -> the tasks; an unknown name is the task registry's one line (with close
+    matches); a classification task other than phases is refused: the phase table runs it as a protocol."""
+    from plstitch_eval.tasks import REGRESSION, get_task  # the registry loads the shipped tasks and plugins
+
+    items = tuple(dict.fromkeys(split_items(tasks, "--tasks")))
+    for item in items:
+        task = get_task(item, "tasks")
+        if item != PHASES and task.head != REGRESSION:
+            protocols = ", ".join(task.results_tasks.values()) or ", ".join(task.protocols)
+            raise ConfigError(
+                f"--tasks {item}: a {task.head} task, scored as a protocol of the phase table; leave it out "
+                f"of --tasks and add {protocols} to --protocols."
+            )
     return items

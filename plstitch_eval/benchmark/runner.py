@@ -21,6 +21,7 @@ from plstitch_eval.benchmark.cells import (
     MAX_ERRORS_SHOWN,
     RESULTS_DIR,
     Cell,
+    cell_settings,
     cell_state,
     plan_cells,
     read_cell_metrics,
@@ -28,8 +29,11 @@ from plstitch_eval.benchmark.cells import (
 )
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.datasets_file import DatasetSpec
+from plstitch_eval.benchmark.inputs import PHASES
 from plstitch_eval.benchmark.label_efficiency import write_label_efficiency
 from plstitch_eval.benchmark.table import TABLE_JSON, TABLE_MD, benchmark_table, format_value, table_markdown
+from plstitch_eval.benchmark.task_table import write_tasks
+from plstitch_eval.benchmark.tasks import run_task_cell, task_status
 from plstitch_eval.errors import ConfigError, PlstitchError
 from plstitch_eval.extract import ExtractSummary, ExtractTarget, extract_many, select_videos
 from plstitch_eval.features import FeatureStore
@@ -56,6 +60,7 @@ class BenchmarkResult:
     rank: int = 0
     label_efficiency: str | None = None  # `--fractions`: the label-efficiency tables (markdown)
     label_figure: Path | None = None  # and their figure (`<out>/label_efficiency.png`)
+    tasks_figure: Path | None = None  # `--tasks` with a regression task: `<out>/tasks.png`
 
     @property
     def failed(self) -> list[Cell]:
@@ -80,9 +85,7 @@ def run_benchmark(
     """
     _check_out_dir(config.out)
     cells = plan_cells(config)
-    states = {
-        id(c): cell_state(c, config.settings(c.model, c.dataset, c.protocol, c.fraction)) for c in cells
-    }
+    states = {id(c): cell_state(c, cell_settings(config, c)) for c in cells}
     conflicts = [(c, why) for c in cells for state, why in [states[id(c)]] if state == "conflict"]
     if conflicts and not config.overwrite:
         cell, why = conflicts[0]
@@ -104,15 +107,29 @@ def run_benchmark(
         teardown_distributed(info)
     if not info.is_main:
         return BenchmarkResult(config.out, cells, rank=info.rank)
-    table = benchmark_table(config, cells)
-    markdown = table_markdown(table)
+    return _write_tables(config, cells, info.rank)
+
+
+def _write_tables(config: BenchmarkConfig, cells: list[Cell], rank: int) -> BenchmarkResult:
+    """The table of the phase cells (markdown + JSON), the regression tasks' sections, block and figure after
+    it (`--tasks`), and the label-efficiency files (`--fractions`)."""
+    phases = [c for c in cells if c.task == PHASES]
+    table = benchmark_table(config, phases)
+    markdown = table_markdown(table) if PHASES in config.tasks else ""
+    figure = None
+    if config.regression_tasks:  # a `tasks` block; failed task cells also count in `failed` and `ok`
+        table["tasks"], more, figure = write_tasks(config, cells, config.out)
+        markdown = f"{markdown}{more}" if markdown else more.lstrip("\n")
+        table["failed"] += table["tasks"]["failed"]
+        table["ok"] = not table["failed"]
     write_json_atomic(config.out / TABLE_JSON, table)
     write_text_atomic(config.out / TABLE_MD, markdown)
     result = BenchmarkResult(
-        config.out, cells, table, markdown, config.out / TABLE_MD, config.out / TABLE_JSON, info.rank
+        config.out, cells, table, markdown, config.out / TABLE_MD, config.out / TABLE_JSON, rank
     )
+    result.tasks_figure = figure
     if config.label_efficiency:  # --fractions: the curves' tables and figure
-        result.label_efficiency, result.label_figure = write_label_efficiency(config, cells, config.out)
+        result.label_efficiency, result.label_figure = write_label_efficiency(config, phases, config.out)
     return result
 
 
@@ -318,9 +335,11 @@ class _Runner:
                 "model": cell.model,
                 "dataset": cell.dataset.name,
                 "protocol": cell.protocol,
-                "settings": self.config.settings(cell.model, cell.dataset, cell.protocol, cell.fraction),
+                "settings": cell_settings(self.config, cell),
                 "store_sha256": store_digest(FeatureStore(cell.store).manifest),
             }
+            if cell.task != PHASES:
+                results["benchmark"].update(task=cell.task, seed=cell.seed)
             write_results(cell.results_path, results)
             cell.metrics, cell.metrics_std = read_cell_metrics(cell.results_path)
         except KeyboardInterrupt:
@@ -334,7 +353,10 @@ class _Runner:
 
     def _protocol(self, cell: Cell) -> dict[str, Any]:
         """The cell's results dict: its registered protocol run on its store (`Protocol.run`), at the cell's
-        fraction of the training videos (a protocol that draws no subset there fails the cell)."""
+        fraction of the training videos (a protocol that draws no subset there fails the cell); a regression
+        task's cell: its task's head (`tasks.run_task_cell`)."""
+        if cell.task != PHASES:
+            return run_task_cell(self.config, cell)
         config = self.config.at_fraction(cell.fraction)
         results = get_protocol(cell.protocol).run(cell.store, config, cell.dataset.split_scheme)
         if cell.fraction < 1 and "train_fraction" not in results:
@@ -369,15 +391,19 @@ class _Runner:
             text = f"{prefix} failed   {cell.name}: {cell.error}"
             target.print(text, style="red", highlight=False, soft_wrap=True)
         else:
-            metrics = self.config.table_metrics(cell.dataset, cell.protocol)
-            numbers = ", ".join(
-                f"{METRIC_LABELS.get(m, m)} {format_value(cell.metrics.get(m))}" for m in metrics
-            )
+            numbers = self._numbers(cell)
             how = "(finished earlier)" if cell.resumed else f"({cell.seconds:.1f} s)"
             label = "skipped" if cell.resumed else "done   "
             console.print(f"{prefix} {label}  {cell.name}: {numbers} {how}", highlight=False, soft_wrap=True)
         if self.on_cell_done is not None:
             self.on_cell_done(cell)
+
+    def _numbers(self, cell: Cell) -> str:
+        """A done cell's numbers on its status line: its table columns (a task cell: its task's metrics)."""
+        if cell.task != PHASES:
+            return task_status(cell)
+        metrics = self.config.table_metrics(cell.dataset, cell.protocol)
+        return ", ".join(f"{METRIC_LABELS.get(m, m)} {format_value(cell.metrics.get(m))}" for m in metrics)
 
 
 def describe_error(exc: BaseException) -> str:

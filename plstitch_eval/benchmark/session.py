@@ -85,6 +85,8 @@ def benchmark_session(config: BenchmarkConfig, json_path: Path | None) -> int:
     if result.label_figure is not None:
         line = f"label efficiency: {result.label_figure} (and .md, .json beside it)"
         console.print(line, highlight=False, soft_wrap=True)
+    if result.tasks_figure is not None:  # --tasks with a regression task
+        console.print(f"tasks figure: {result.tasks_figure}", highlight=False, soft_wrap=True)
     if not result.ok:
         print_error(failed_cells_line(result))
         return 1

@@ -9,7 +9,7 @@ from typing import Any
 
 from plstitch_eval.benchmark.cells import Cell
 from plstitch_eval.benchmark.config import BenchmarkConfig
-from plstitch_eval.benchmark.inputs import PROTOCOL_LABELS
+from plstitch_eval.benchmark.inputs import PHASES, PROTOCOL_LABELS
 from plstitch_eval.benchmark.models import COLLECTIONS
 from plstitch_eval.benchmark.paper import paper_numbers, paper_results
 from plstitch_eval.tables import METRIC_LABELS
@@ -19,7 +19,8 @@ TABLE_MD, TABLE_JSON = "table.md", "table.json"
 
 
 def benchmark_table(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str, Any]:
-    """The table as JSON (`plstitch.benchmark/v1`): columns, one record per cell (numbers, paper, error)."""
+    """The table as JSON (`plstitch.benchmark/v1`): columns, one record per cell (numbers, paper, error);
+    no columns when `--tasks` leaves phases out (the regression tasks' block is `task_table.py`'s)."""
     columns = [
         {
             "dataset": dataset.name,
@@ -33,6 +34,7 @@ def benchmark_table(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str,
         for dataset in config.datasets
         for protocol in config.protocols
         for metric in config.table_metrics(dataset, protocol)
+        if PHASES in config.tasks
     ]
     records = []
     for cell in cells:

@@ -1,4 +1,4 @@
-"""CLI command `benchmark`: models x datasets x protocols in one resumable run, then the paper-style table.
+"""CLI command `benchmark`: models x datasets x protocols (x tasks) in one resumable run, then the tables.
 
 Library imports sit inside the commands, for start-up time (`plstitch_eval/commands/__init__.py`).
 """
@@ -100,6 +100,35 @@ FractionsOpt = Annotated[
         "(default 1: all; nested subsets, the same for every model); OUT/label_efficiency.md, .json, .png.",
     ),
 ]
+TasksOpt = Annotated[
+    str,
+    typer.Option(
+        "--tasks",
+        help="Comma-separated tasks: phases (the phase table), anticipation, rsd or a plugin's regression "
+        "task (`plstitch tasks`); each regression task gets cells per protocol and seed, a table section "
+        "with paired differences and OUT/tasks.png (docs/benchmark.md#tasks).",
+    ),
+]
+BenchmarkHorizonOpt = Annotated[
+    float | None,
+    typer.Option("--horizon", help="--tasks anticipation: the horizon in minutes (default 3)."),
+]
+BenchmarkAnticipateOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--anticipate",
+        help="--tasks anticipation: phases, tools or phases,tools (default auto: phases, and "
+        "tools where the store has tool labels).",
+    ),
+]
+SeedsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--seeds",
+        help="--tasks: the seeds of the linear, temporal and cv cells, e.g. 0,1,2 (or a count: 3 = 0,1,2; "
+        "default --seed); mean ± std over them. k-NN is deterministic: one cell.",
+    ),
+]
 TableJsonOpt = json_opt("Also write the table JSON to this file; - prints it on stdout.")
 
 
@@ -108,6 +137,10 @@ def benchmark(
     datasets: DatasetsOpt,
     out: BenchmarkOutOpt,
     protocols: ProtocolsOpt = "knn,linear",
+    tasks: TasksOpt = "phases",
+    horizon: BenchmarkHorizonOpt = None,
+    anticipate: BenchmarkAnticipateOpt = None,
+    seeds: SeedsOpt = None,
     metrics: MetricsOpt = None,
     config_file: ConfigFileOpt = None,
     set_items: BenchmarkSetOpt = None,
@@ -138,12 +171,12 @@ def benchmark(
     overwrite: OverwriteCellsOpt = False,
     json_path: TableJsonOpt = None,
 ) -> None:
-    """Evaluate every model on every dataset with every protocol; print the paper-style table.
+    """Evaluate every model on every dataset with every protocol (and task); print the paper-style table.
 
     One feature store per (model, dataset), one results JSON per cell, the table in OUT/table.md and
-    OUT/table.json with the paper's numbers beside ours. Rerunning the same command finishes only what is
-    missing. A failing cell is named in the table and the exit code is 1. Under torchrun
-    (`torchrun ... -m plstitch_eval benchmark ...`) each store's extraction is sharded over the ranks.
+    OUT/table.json with the paper's numbers beside ours (--tasks: a section per regression task). Rerunning
+    the same command finishes only what is missing. A failing cell is named in the table; exit code 1.
+    Under torchrun (`torchrun ... -m plstitch_eval benchmark ...`) extraction is sharded over the ranks.
     """
     from plstitch_eval.benchmark.config import BenchmarkConfig
     from plstitch_eval.benchmark.session import benchmark_session, protocol_tables
@@ -151,13 +184,9 @@ def benchmark(
 
     settings = protocol_tables(config_file, set_items, device)  # the flags go over --config and --set
     encode = encode_settings(
-        batch_size=batch_size,
-        num_workers=num_workers,
-        device=device,
-        precision=precision,
-        decoder=decoder,
+        batch_size=batch_size, num_workers=num_workers, device=device, precision=precision, decoder=decoder,
         decode_device=decode_device,
-    )
+    )  # fmt: skip
     config = BenchmarkConfig(
         models=models,
         datasets=datasets,
@@ -175,7 +204,8 @@ def benchmark(
         protocol_configs=settings.unsectioned,
         cv_folds=folds,
         cv_protocol=cv_protocol,
-        **given(cv_seed=seed, fractions=fractions, fraction_seeds=fraction_seeds),
+        **given(cv_seed=seed, fractions=fractions, fraction_seeds=fraction_seeds, seeds=seeds),
+        **given(tasks=tasks, horizon=horizon, anticipate=anticipate),
         overwrite=overwrite,
         trust_pickle=trust_pickle,
     )

@@ -324,6 +324,7 @@ def temporal_head(
     fit = fit_temporal_regression(pairs, val_pairs, val_error, config, progress)
     preds = {item.video: data.clip(fit.predict(data.inputs(item)) * scale) for item in test}
     record = {
+        "select_metric": data.task.select_metric,  # the epoch is chosen on the task's validation error
         "target_scale_min": scale,
         "best_epoch": fit.best_epoch,
         "val_scores": fit.val_scores,
@@ -334,6 +335,8 @@ def temporal_head(
 
 
 HEAD_FITS = {"knn": knn_head, "linear": linear_head, "temporal": temporal_head}  # a head by protocol name
+# what a head's record overrides of its config's phase settings (a regression has no classes to balance)
+HEAD_CHOICE: dict[str, dict[str, Any]] = {"linear": {"balance_classes": False}, "temporal": {}}
 
 
 CHOICES = {"linear": "the linear probe chooses its head", "temporal": "the temporal probe chooses its epoch"}

@@ -17,7 +17,13 @@ from plstitch_eval.features import FeatureStore
 from plstitch_eval.protocols.cv import check_fold_holdout
 from plstitch_eval.protocols.data import load_videos
 from plstitch_eval.protocols.registry import CV_TASK, config_record
-from plstitch_eval.protocols.regression import HEAD_FITS, predictions_record, score_references, task_data
+from plstitch_eval.protocols.regression import (
+    HEAD_CHOICE,
+    HEAD_FITS,
+    predictions_record,
+    score_references,
+    task_data,
+)
 from plstitch_eval.results_json import results_record
 from plstitch_eval.splits import holdout_by_video, kfold_by_video, resolve_splits
 from plstitch_eval.tasks import TaskSettings
@@ -83,7 +89,10 @@ def run_regression_cv(
         "folds": folds,
         "seed": seed,
         **config_record(config),
+        **HEAD_CHOICE.get(head, {}),
     }
+    if head in HEAD_CHOICE:  # what the fold heads choose on: the task's validation error
+        protocol["select_metric"] = data.task.select_metric
     results = results_record(
         f"{CV_TASK}-{data.task.results_task(head)}",
         store.manifest,

@@ -1,0 +1,313 @@
+"""The regression tasks' part of a benchmark's table (`--tasks anticipation,rsd`): `table.json`'s `tasks`
+block, the task sections of `table.md` and `tasks.png`. Per task, dataset and protocol: each model's headline
+metrics in minutes (mean ± sample std over the seeds), the task's reference rows, and paired per-video
+differences with 95 % t intervals, of the first `--models` entry against each other model and of each model
+against each reference row.
+
+Why paired by video: every model is scored on the same test videos, so taking the difference video by video
+removes what makes one video harder than another; each video's value is averaged over the seeds first, so the
+interval is over the test videos (`utils/stats.paired_difference`, as the label-efficiency differences).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from plstitch_eval.benchmark.cells import Cell
+from plstitch_eval.benchmark.config import BenchmarkConfig
+from plstitch_eval.benchmark.inputs import PHASES, PROTOCOL_LABELS
+from plstitch_eval.benchmark.tasks import format_minutes
+from plstitch_eval.protocols.registry import CV_TASK
+from plstitch_eval.tasks import Task, get_task
+from plstitch_eval.utils.stats import mean_std, paired_difference
+
+__all__ = ["CONFIDENCE", "REFERENCE", "TASKS_FIGURE", "paired_metrics", "tasks_block", "tasks_markdown"]
+
+TASKS_FIGURE = "tasks.png"  # <out>/tasks.png
+CONFIDENCE = 0.95
+REFERENCE = "reference: "  # a reference row's label: `reference: naive`
+
+PerVideo = dict[str, dict[str, Any]]  # video -> {metric: value}
+
+
+def paired_metrics(task: Task, metrics: Sequence[str]) -> list[str]:
+    """The metrics the differences pair on: the task's select metric, per group where it has groups
+    (anticipation: phase_wMAE, tool_wMAE; rsd: MAE); else its first metric."""
+    select = (task.select_metric.split() or [""])[0]
+    paired = [m for m in metrics if m == select or m.endswith(f"_{select}")]
+    return paired or list(metrics[:1])
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _read(cell: Cell) -> dict[str, Any]:
+    """A done cell's results JSON ({} for a cell not done, or a file gone since)."""
+    if cell.status != "done":
+        return {}
+    try:
+        return json.loads(cell.results_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _stats(records: Sequence[tuple[int | None, dict[str, Any]]], metrics: Sequence[str]) -> dict[str, Any]:
+    """Seeds, and per metric the mean and sample std over the seeds where it is defined (one: std None)."""
+    spreads = {}
+    for metric in metrics:
+        values = [v for _, record in records for v in [_number(record.get(metric))] if v is not None]
+        spreads[metric] = mean_std(values) if values else (None, None)
+    return {
+        "seeds": [seed for seed, _ in records],
+        "metrics": {m: mean for m, (mean, _) in spreads.items()},
+        "metrics_std": {m: std for m, (_, std) in spreads.items()},
+    }
+
+
+def _video_means(blocks: Sequence[PerVideo | None], metric: str) -> dict[str, float]:
+    """Each test video's `metric` averaged over the seeds (one per-video block each) where it is defined."""
+    values: dict[str, list[float]] = {}
+    for block in blocks:
+        for video, record in (block or {}).items():
+            value = _number((record or {}).get(metric))
+            if value is not None:
+                values.setdefault(video, []).append(value)
+    return {video: sum(v) / len(v) for video, v in values.items()}
+
+
+def _difference(
+    a: str, b: str, kind: str, metric: str, a_means: dict[str, float], b_means: dict[str, float]
+) -> dict[str, Any] | None:
+    """`a - b` paired over the videos both define: mean, 95 % t interval, in how many videos a is lower."""
+    videos = sorted(set(a_means) & set(b_means))
+    if not videos:
+        return None
+    x, y = [a_means[v] for v in videos], [b_means[v] for v in videos]
+    return {
+        "metric": metric,
+        "kind": kind,
+        "a": a,
+        "b": b,
+        "videos": len(videos),
+        "a_lower": sum(p < q for p, q in zip(x, y, strict=True)),
+        **paired_difference(x, y, CONFIDENCE),
+    }
+
+
+def _results_task(config: BenchmarkConfig, task: Task, protocol: str) -> str:
+    """The results `task` of the section's cells (`linear-rsd`; cv: `cv-linear-rsd`)."""
+    if protocol == CV_TASK:
+        return f"{CV_TASK}-{task.results_task(config.cv_protocol)}"
+    return task.results_task(protocol)
+
+
+def _section(
+    config: BenchmarkConfig, task: Task, dataset: str, protocol: str, cells: Sequence[Cell], data: dict
+) -> dict[str, Any]:
+    """One (task, dataset, protocol): model rows, reference rows and the paired differences."""
+    done = [c for c in cells if c.status == "done" and data[id(c)]]
+    held = [m for m in task.metrics if any(m in (data[id(c)].get("metrics") or {}) for c in done)]
+    metrics = held or list(task.metrics)
+    paired = paired_metrics(task, metrics)
+    models = list(config.models)
+    own = {m: [data[id(c)] for c in done if c.model == m] for m in models}
+    rows = []
+    for model in models:
+        failed = [c.seed for c in cells if c.model == model and c.status == "failed"]
+        records = [(c.seed, data[id(c)].get("metrics") or {}) for c in done if c.model == model]
+        rows.append({"row": model, "kind": "model", **_stats(records, metrics), "failed_seeds": failed})
+    by_seed: dict[int | None, dict[str, Any]] = {}  # each seed's references: the first model's that has it
+    for cell in done:
+        by_seed.setdefault(cell.seed, data[id(cell)].get("references") or {})
+    names = list(next(iter(by_seed.values()), {}))
+    for name in names:
+        records = [(seed, (refs.get(name) or {}).get("metrics") or {}) for seed, refs in by_seed.items()]
+        description = next((refs[name].get("description") for refs in by_seed.values() if name in refs), None)
+        rows.append(
+            {
+                "row": REFERENCE + name,
+                "kind": "reference",
+                "description": description,
+                **_stats(records, metrics),
+            }
+        )
+    differences = []
+    pairs = [(models[0], other, "model") for other in models[1:]]
+    pairs += [(model, name, "reference") for model in models for name in names]
+    for a, b, kind in pairs:
+        for metric in paired:
+            a_means = _video_means([d.get("per_video") for d in own[a]], metric)
+            if kind == "model":
+                b_means = _video_means([d.get("per_video") for d in own[b]], metric)
+            else:  # the reference of the same seeds as a's cells (cv records no per-video references)
+                refs = [((d.get("references") or {}).get(b) or {}).get("per_video") for d in own[a]]
+                b_means = _video_means(refs, metric)
+            found = _difference(a, b if kind == "model" else REFERENCE + b, kind, metric, a_means, b_means)
+            if found is not None:
+                differences.append(found)
+    return {
+        "task": task.name,
+        "dataset": dataset,
+        "protocol": protocol,
+        "label": PROTOCOL_LABELS[config.task(protocol)],
+        "results_task": _results_task(config, task, protocol),
+        "metrics": metrics,
+        "paired_metrics": paired,
+        "rows": rows,
+        "differences": differences,
+    }
+
+
+def _cell_record(config: BenchmarkConfig, cell: Cell) -> dict[str, Any]:
+    done = cell.status == "done"
+    return {
+        "model": cell.model,
+        "model_dir": cell.model_dir,
+        "dataset": cell.dataset.name,
+        "adapter": cell.dataset.adapter,
+        "task": cell.task,
+        "protocol": cell.protocol,
+        "table_task": config.task(cell.protocol),
+        "seed": cell.seed,
+        "status": cell.status,
+        "resumed": cell.resumed,
+        "error": cell.error,
+        "features": str(cell.store),
+        "results": str(cell.results_path) if done else None,
+        "metrics": cell.metrics if done else {},
+        "metrics_std": cell.metrics_std if done else {},
+        "seconds": cell.seconds,
+    }
+
+
+def tasks_block(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str, Any]:
+    """`table.json`'s `tasks` block: the tasks and their settings, one record per task cell, one section per
+    (task, dataset, protocol) with its rows and paired differences, and the failed task cells."""
+    mine = [c for c in cells if c.task != PHASES]
+    data = {id(c): _read(c) for c in mine}
+    tasks = [get_task(name) for name in config.regression_tasks]
+    sections = [
+        _section(config, task, dataset.name, protocol, group, data)
+        for task in tasks
+        for dataset in config.datasets
+        for protocol in config.task_protocols(task.name)
+        for group in [[c for c in mine if (c.task, c.dataset, c.protocol) == (task.name, dataset, protocol)]]
+    ]
+    records = [_cell_record(config, c) for c in mine]
+    failed = [r for r in records if r["status"] == "failed"]
+    return {
+        "tasks": [
+            {
+                "task": t.name,
+                "summary": t.summary,
+                "metrics": list(t.metrics),
+                "select_metric": t.select_metric,
+            }
+            for t in tasks
+        ],
+        "settings": {t.name: config.task_record(t.name) for t in tasks},
+        "unit": "minutes",
+        "seeds": list(config.seeds),
+        "baseline": config.models[0],
+        "confidence": CONFIDENCE,
+        "cells": records,
+        "sections": sections,
+        "failed": [
+            {k: r[k] for k in ("model", "dataset", "task", "protocol", "seed", "error")} for r in failed
+        ],
+    }
+
+
+def _md(text: Any) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _row_cells(row: dict[str, Any], metrics: Sequence[str]) -> list[str]:
+    if not row["seeds"]:
+        return ["failed" if row.get("failed_seeds") else "-"] * len(metrics)
+    return [format_minutes(row["metrics"].get(m), row["metrics_std"].get(m)) for m in metrics]
+
+
+def _difference_text(d: dict[str, Any] | None) -> str:
+    if d is None:
+        return "-"
+    interval = "" if d["ci_low"] is None else f" [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+    return f"{d['mean']:+.3f}{interval} ({d['a_lower']}/{d['videos']})"
+
+
+def _section_markdown(section: dict[str, Any]) -> list[str]:
+    metrics = section["metrics"]
+    lines = ["", f"**{section['dataset']}, {section['label']}** (`{section['results_task']}`)", ""]
+    lines += ["| Model | " + " | ".join(metrics) + " |", "| --- |" + " ---: |" * len(metrics)]
+    lines += [f"| {_md(r['row'])} | " + " | ".join(_row_cells(r, metrics)) + " |" for r in section["rows"]]
+    if section["differences"]:
+        paired = section["paired_metrics"]
+        lines += [
+            "",
+            "| a − b (per video) | " + " | ".join(paired) + " |",
+            "| --- |" + " ---: |" * len(paired),
+        ]
+        found = {(d["a"], d["b"], d["metric"]): d for d in section["differences"]}
+        for a, b in dict.fromkeys((d["a"], d["b"]) for d in section["differences"]):
+            texts = [_difference_text(found.get((a, b, m))) for m in paired]
+            lines.append(f"| {_md(a)} − {_md(b)} | " + " | ".join(texts) + " |")
+    return lines
+
+
+def tasks_markdown(block: dict[str, Any]) -> str:
+    """The task sections of `table.md`: per task, one table per (dataset, protocol) of models and reference
+    rows, then its paired differences; the failed task cells last."""
+    seeds = ", ".join(str(s) for s in block["seeds"])
+    lines: list[str] = []
+    for info in block["tasks"]:
+        settings = {
+            k: v for k, v in block["settings"][info["task"]].items() if k in ("horizon_min", "anticipate")
+        }
+        told = "".join(f"; {k} {v}" for k, v in settings.items())
+        lines += [
+            "",
+            f"## Task: {info['task']}",
+            "",
+            f"{info['summary']}{told}. Minutes, lower is better: mean ± sample std over the seeds {seeds} "
+            "(k-NN is deterministic: one run). Reference rows: the task's predictions from the training "
+            "videos alone (docs/tasks.md). a − b: per test video the difference of the per-video metric "
+            "(each video's value averaged over the seeds first), then its mean [95 % t interval over the "
+            "test videos] (in how many videos a is lower / videos); a is the first model "
+            f"({block['baseline']}) or the model set against a reference; below 0, a has the lower error.",
+        ]
+        for section in block["sections"]:
+            if section["task"] == info["task"]:
+                lines += _section_markdown(section)
+    if block["failed"]:
+        lines += [
+            "",
+            f"Failed task cells ({len(block['failed'])}; rerun the same command to retry them):",
+            "",
+        ]
+        lines += [
+            "| Model | Dataset | Task | Protocol | Seed | Error |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {_md(f['model'])} | {_md(f['dataset'])} | {f['task']} | {f['protocol']} | "
+            f"{'-' if f['seed'] is None else f['seed']} | {_md(f['error'] or '')} |"
+            for f in block["failed"]
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_tasks(
+    config: BenchmarkConfig, cells: Sequence[Cell], out: Path
+) -> tuple[dict[str, Any], str, Path]:
+    """The `tasks` block, its markdown and `out/tasks.png` (the block names the figure)."""
+    from plstitch_eval.benchmark.task_figure import plot_tasks  # matplotlib: only when tasks are asked
+
+    block = tasks_block(config, cells)
+    figure = plot_tasks(block, out / TASKS_FIGURE)
+    block["figure"] = figure.name
+    return block, tasks_markdown(block), figure
