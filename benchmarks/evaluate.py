@@ -36,7 +36,7 @@ def clustered(n: int, dim: int, classes: int, rng: np.random.Generator) -> tuple
 def bench_knn(args: argparse.Namespace) -> None:
     from sklearn.neighbors import KNeighborsClassifier
 
-    from plstitch_eval.knn import KnnConfig, knn_predict
+    from plstitch_eval.knn_vote import KnnConfig, knn_predict
 
     rng = np.random.default_rng(0)
     train, labels = clustered(args.n_train, args.dim, args.classes, rng)
@@ -76,7 +76,7 @@ def _gemm_seconds(batch: int, dim: int, outputs: int, threads: int, repeats: int
 
 
 def bench_linear(args: argparse.Namespace) -> None:
-    from plstitch_eval.linear import LinearConfig, train_linear_grid
+    from plstitch_eval.linear_grid import LinearConfig, train_linear_grid
 
     rng = np.random.default_rng(1)
     feats, labels = clustered(args.linear_n, args.dim, args.classes, rng)

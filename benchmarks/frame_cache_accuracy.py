@@ -30,7 +30,7 @@ from extract import make_mp4s
 import plstitch_eval.data.frames_lmdb as frames_lmdb
 from plstitch_eval.data.decoders import read_frames
 from plstitch_eval.data.frames_lmdb import FrameCache, decode_frame, encode_frame
-from plstitch_eval.features import FeatureStore
+from plstitch_eval.store.features import FeatureStore
 
 MODEL = "plstitch-tiny-synthetic"
 METRICS = ("accuracy", "macro_f1_video")

@@ -17,8 +17,8 @@
    per kernel class, the GPU's busy share; the profiler's table in FILE).
 3. k-NN on the GPU (`knn_predict`, CUDA: blocked matmul + top-k, features copied from the host) against its
    bare similarity GEMM on the GPU (features already there) and the same GEMM plus the host-to-device copy of
-   the features; identical query blocks (`plstitch_eval.knn.block_rows`); predictions against the CPU path
-   (FAISS) on 50,000 x 5,000 of them.
+   the features; identical query blocks (`plstitch_eval.knn_vote.block_rows`); predictions against the CPU
+   path (FAISS) on 50,000 x 5,000 of them.
 4. `--parts nvdec` (not in the default parts): PyAV's own NVDEC (`plstitch_eval.data.pyav_cuda`, frames left
    on the GPU as uint8 RGB) against PyAV on the CPU (host RGB; FFmpeg threads on every core, and one thread as
    each of extraction's per-core workers decodes) on one generated 854x480 25 fps H.264 file of `--seconds`:
@@ -59,7 +59,7 @@ from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.errors import DecodeError
 from plstitch_eval.extract import ExtractOptions, available_cores, extract_features
 from plstitch_eval.hub import DataConfig, Encoder
-from plstitch_eval.knn import KnnConfig, block_rows, knn_predict
+from plstitch_eval.knn_vote import KnnConfig, block_rows, knn_predict
 from plstitch_eval.preprocess import frame_plan, normalize_crops
 
 HERE = Path(__file__).resolve().parent

@@ -24,7 +24,7 @@ import time
 import numpy as np
 import torch
 
-from plstitch_eval.knn import KnnConfig, block_rows, knn_predict
+from plstitch_eval.knn_vote import KnnConfig, block_rows, knn_predict
 
 
 def interleaved_best(repeats: int, runs: dict) -> dict:

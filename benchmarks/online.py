@@ -33,8 +33,8 @@ import torch
 from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.data.synthetic import generate_synthetic
 from plstitch_eval.extract import ExtractOptions, extract_features
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.probes import LinearProbeHead, save_probe
+from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.utils.sender import free_port, wait_udp_listener
 
 HOST = "127.0.0.1"

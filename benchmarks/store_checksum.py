@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from plstitch_eval.features import FeatureStore, VideoFeatures
-from plstitch_eval.store_repair import CHECKSUMS
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
+from plstitch_eval.store.repair import CHECKSUMS
 
 
 def build_store(root: Path, videos: int, frames: int, dim: int) -> list[str]:

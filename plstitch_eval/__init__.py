@@ -26,6 +26,11 @@ MOVED_MODULES = {
     "plstitch_eval.hub.temporal_head": "plstitch_eval.hub.ranking_head",
     "plstitch_eval.temporal_protocol": "plstitch_eval.protocols.temporal",
     "plstitch_eval.tool_presence": "plstitch_eval.protocols.tools",
+    "plstitch_eval.features": "plstitch_eval.store.features",
+    "plstitch_eval.store_repair": "plstitch_eval.store.repair",
+    "plstitch_eval.store_locks": "plstitch_eval.store.locks",
+    "plstitch_eval.knn": "plstitch_eval.knn_vote",
+    "plstitch_eval.linear": "plstitch_eval.linear_grid",
 }
 alias_modules(MOVED_MODULES)
 

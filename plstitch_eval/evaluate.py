@@ -23,8 +23,8 @@ from plstitch_eval.extract import (
     extract_many,
 )
 from plstitch_eval.hub import Encoder, load_encoder
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.protocols import get_protocol
 from plstitch_eval.results_json import write_results
 from plstitch_eval.utils.console import logger

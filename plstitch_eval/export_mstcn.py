@@ -28,7 +28,7 @@ import numpy as np
 
 from plstitch_eval import __version__
 from plstitch_eval.errors import ConfigError, FeatureStoreError
-from plstitch_eval.features import MANIFEST, FeatureStore
+from plstitch_eval.store.features import MANIFEST, FeatureStore
 from plstitch_eval.utils.io import atomic_path, temp_dir_beside, write_json_atomic, write_text_atomic
 from plstitch_eval.utils.outputs import REPLACED_FOLDER, check_output_path, foreign_message, replace_folder
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from plstitch_eval.errors import ConfigError, EvaluationError, PlstitchError
-from plstitch_eval.features import MANIFEST, FeatureStore
+from plstitch_eval.store.features import MANIFEST, FeatureStore
 
 
 def resolve_splits(store: FeatureStore, scheme: str | None = None) -> dict[str, list[str]]:

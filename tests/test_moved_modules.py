@@ -44,6 +44,11 @@ PUBLIC_NAME = {
     "plstitch_eval.hub.temporal_head": "load_temporal_head",
     "plstitch_eval.temporal_protocol": "run_temporal",
     "plstitch_eval.tool_presence": "run_tool_linear",
+    "plstitch_eval.features": "FeatureStore",
+    "plstitch_eval.store_repair": "redo_command",
+    "plstitch_eval.store_locks": "store_lock",
+    "plstitch_eval.knn": "knn_predict",
+    "plstitch_eval.linear": "fit_linear_probe",
 }
 ALIAS_CHECK = """
 import importlib, sys

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 from sklearn.neighbors import NearestCentroid
 
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.protocols import stack_labelled
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.protocols.stores import write_store
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,7 +20,6 @@ import typer
 from typer.testing import CliRunner
 
 from plstitch_eval.commands import quickstart as quickstart_cmd
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import DataConfig, load_encoder, save_timm_dir
 from plstitch_eval.quickstart import (
     PROTOCOL_NAMES,
@@ -29,6 +28,7 @@ from plstitch_eval.quickstart import (
     default_model_spec,
     run_quickstart,
 )
+from plstitch_eval.store.features import FeatureStore
 
 SMALL_DATASET = {"n_videos": 6, "min_seconds": 8.0, "max_seconds": 12.0}
 # Floors of the shipped model on the synthetic test split (k=20, exp weighting, 1 fps), in accuracy points

@@ -19,8 +19,8 @@ import numpy as np
 from plstitch_eval.analysis.frames import dataset_records, encode_records
 from plstitch_eval.analysis.style import class_colors, new_figure, write_outputs
 from plstitch_eval.errors import ConfigError, FeatureStoreError
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
+from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.device import resolve_device, resolve_precision
 

@@ -21,8 +21,8 @@ import torch
 
 from plstitch_eval.analysis.progression import score_clips
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub.ranking_head import load_temporal_head
+from plstitch_eval.store.features import FeatureStore
 
 
 def kendall_tau_of_scores(scores: np.ndarray, frame_times: np.ndarray) -> float:

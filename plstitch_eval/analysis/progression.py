@@ -25,9 +25,9 @@ import torch
 from plstitch_eval.analysis.frames import dataset_records, encode_records
 from plstitch_eval.analysis.style import OKABE_ITO, new_figure, write_outputs
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
 from plstitch_eval.hub.ranking_head import load_temporal_head
+from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.device import resolve_device, resolve_precision
 

@@ -15,7 +15,7 @@ import numpy as np
 from plstitch_eval.analysis.frames import dataset_records, frame_at
 from plstitch_eval.analysis.style import RIGHT, WRONG, class_colors, new_figure, write_outputs
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import FeatureStore
+from plstitch_eval.store.features import FeatureStore
 
 
 @dataclass

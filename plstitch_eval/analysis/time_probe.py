@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 
 def normalised_time(frame_times: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from matplotlib.patches import Patch
 
 from plstitch_eval.analysis.style import ERROR_STRIP, UNLABELLED, class_colors, new_figure, write_outputs
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.features import FeatureStore
+from plstitch_eval.store.features import FeatureStore
 
 
 @dataclass

@@ -15,8 +15,8 @@ from threadpoolctl import threadpool_limits
 
 from plstitch_eval.analysis.style import UNLABELLED, class_colors, new_figure, write_outputs
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.metrics.clustering import clustering_scores
+from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.utils.console import logger
 
 

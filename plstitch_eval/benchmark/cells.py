@@ -14,8 +14,8 @@ from plstitch_eval.benchmark.datasets_file import DatasetSpec
 from plstitch_eval.benchmark.inputs import PHASES
 from plstitch_eval.benchmark.models import model_dirs, sha256_text
 from plstitch_eval.errors import PlstitchError
-from plstitch_eval.features import FeatureStore, compat_key
 from plstitch_eval.protocols.fractions import fraction_label
+from plstitch_eval.store.features import FeatureStore, compat_key
 
 CELL_SCHEMA = "plstitch.benchmark-cell/v1"
 FEATURES_DIR, RESULTS_DIR = "features", "results"

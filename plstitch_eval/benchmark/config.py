@@ -16,8 +16,8 @@ from plstitch_eval.benchmark.inputs import PHASES, parse_metrics, parse_protocol
 from plstitch_eval.benchmark.models import expand_models
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.extract import ExtractOptions
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.metrics.scoring import default_metrics
 from plstitch_eval.protocols import (
     RUNTIME_FIELDS,

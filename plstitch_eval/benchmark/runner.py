@@ -36,10 +36,10 @@ from plstitch_eval.benchmark.task_table import write_tasks
 from plstitch_eval.benchmark.tasks import run_task_cell, task_status
 from plstitch_eval.errors import ConfigError, PlstitchError
 from plstitch_eval.extract import ExtractSummary, ExtractTarget, extract_many, select_videos
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
 from plstitch_eval.protocols import get_protocol
 from plstitch_eval.results_json import write_results
+from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.tables import METRIC_LABELS
 from plstitch_eval.utils.console import console, error_console, logger, progress_bar
 from plstitch_eval.utils.device import resolve_device

@@ -17,8 +17,8 @@ from typing import Annotated, Any
 import typer
 
 from plstitch_eval.encode_options import EncodeOptions
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.utils.outputs import (
     EITHER,
     FILE,

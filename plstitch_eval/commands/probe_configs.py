@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from plstitch_eval.commands.options import given
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.temporal.fit import TemporalConfig
 from plstitch_eval.utils.device import resolve_device
 

@@ -16,8 +16,8 @@ from plstitch_eval.data.datasets import VideoRecord, labels_at, tools_at
 from plstitch_eval.errors import DecodeError
 from plstitch_eval.extract.chunks import FrameChunk
 from plstitch_eval.extract.summary import ELSEWHERE, VideoResult
-from plstitch_eval.features import BLACK_MARGINS, FeatureStore, VideoFeatures
 from plstitch_eval.preprocess import FramePlan, normalize_crops
+from plstitch_eval.store.features import BLACK_MARGINS, FeatureStore, VideoFeatures
 from plstitch_eval.utils.console import console
 from plstitch_eval.utils.device import autocast
 

@@ -23,8 +23,8 @@ from plstitch_eval.data.decoders import PYAV, Decoding, announce_decoding, resol
 from plstitch_eval.data.frames_lmdb import FrameCache
 from plstitch_eval.extract.chunks import FrameChunk, VideoJob, note_chunk
 from plstitch_eval.extract.shared import iter_shared_chunks
-from plstitch_eval.features import FeatureStore, VideoClaim, claim_video, file_state
 from plstitch_eval.preprocess import FramePlan
+from plstitch_eval.store.features import FeatureStore, VideoClaim, claim_video, file_state
 from plstitch_eval.utils.console import console
 
 CPU_WORKER_NICENESS = 10

@@ -30,9 +30,9 @@ from plstitch_eval.extract.sharding import broadcast_error, gather_results, my_s
 from plstitch_eval.extract.shared import decode_key
 from plstitch_eval.extract.store import build_manifest, check_out_folder, open_store, plan_videos
 from plstitch_eval.extract.summary import ELSEWHERE, ExtractSummary, MultiExtractSummary, VideoResult
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
 from plstitch_eval.preprocess import frame_plan
+from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.utils.console import console, logger, progress_bar
 from plstitch_eval.utils.device import resolve_device, resolve_precision
 from plstitch_eval.utils.distributed import DistInfo, init_distributed, teardown_distributed

@@ -24,7 +24,8 @@ from plstitch_eval.data.margin import detection_record
 from plstitch_eval.errors import FeatureStoreError
 from plstitch_eval.extract.chunks import VideoJob
 from plstitch_eval.extract.summary import VideoResult
-from plstitch_eval.features import (
+from plstitch_eval.preprocess import FramePlan
+from plstitch_eval.store.features import (
     LOCK_DIR,
     MANIFEST,
     STORE_FILES,
@@ -35,8 +36,7 @@ from plstitch_eval.features import (
     store_lock,
     store_owned,
 )
-from plstitch_eval.preprocess import FramePlan
-from plstitch_eval.store_repair import CHECKSUMS, file_sha256
+from plstitch_eval.store.repair import CHECKSUMS, file_sha256
 from plstitch_eval.utils.console import print_error
 from plstitch_eval.utils.outputs import check_output_path
 

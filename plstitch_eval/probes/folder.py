@@ -18,9 +18,8 @@ from safetensors.torch import save_file
 from torch import nn
 
 from plstitch_eval import __version__
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub.safe_load import load_safetensors_file, sha256_file
-from plstitch_eval.linear import LinearProbeResult
+from plstitch_eval.linear_grid import LinearProbeResult
 from plstitch_eval.probes.kinds import (
     LinearProbeHead,
     RegressionHead,
@@ -39,6 +38,7 @@ from plstitch_eval.probes.probe import (
     ProbeError,
     json_round_trip,
 )
+from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.utils.io import atomic_path, temp_dir_beside, write_json_atomic
 from plstitch_eval.utils.outputs import REPLACED_FOLDER, OwnedFiles, check_output_path, replace_folder
 

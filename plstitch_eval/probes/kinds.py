@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from plstitch_eval.hub.convert import state_dict_mismatch
-from plstitch_eval.linear import LinearProbeResult
+from plstitch_eval.linear_grid import LinearProbeResult
 from plstitch_eval.probes.probe import RESAVE_FIX, ProbeError
 
 Builder = Callable[[dict, int, int], nn.Module]

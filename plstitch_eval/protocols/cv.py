@@ -13,9 +13,8 @@ from typing import Any
 import numpy as np
 
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.features import FeatureStore
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.metrics.relaxed import relaxed_metrics
 from plstitch_eval.metrics.scoring import score_videos, with_relaxed
 from plstitch_eval.protocols.data import (
@@ -43,6 +42,7 @@ from plstitch_eval.protocols.registry import (
 from plstitch_eval.protocols.settings import default_config
 from plstitch_eval.results_json import build_results
 from plstitch_eval.splits import holdout_by_video, kfold_by_video, resolve_splits
+from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.temporal.fit import TemporalConfig
 
 

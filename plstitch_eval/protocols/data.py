@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from plstitch_eval.errors import EvaluationError, FeatureStoreError
-from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
-from plstitch_eval.knn import clamp_k
+from plstitch_eval.knn_vote import clamp_k
 from plstitch_eval.metrics.relaxed import RelaxedSpec, relaxed_spec
 from plstitch_eval.metrics.scoring import background_ids
 from plstitch_eval.splits import holdout_by_video, resolve_splits
+from plstitch_eval.store.features import MANIFEST, FeatureStore, VideoFeatures
 from plstitch_eval.utils.console import logger
 
 if TYPE_CHECKING:

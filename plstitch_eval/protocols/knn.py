@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
-from plstitch_eval.knn import KnnConfig, knn_predict_multi
+from plstitch_eval.knn_vote import KnnConfig, knn_predict_multi
 from plstitch_eval.metrics.relaxed import relaxed_metrics
 from plstitch_eval.metrics.scoring import score_videos, with_relaxed
 from plstitch_eval.protocols.data import (
@@ -35,6 +34,7 @@ from plstitch_eval.protocols.fractions import SubsetDraw, TrainFraction, fractio
 from plstitch_eval.protocols.registry import CvFit, Fold, Protocol, numbers_only, register_protocol
 from plstitch_eval.results_json import build_results
 from plstitch_eval.splits import resolve_splits
+from plstitch_eval.store.features import MANIFEST, FeatureStore, VideoFeatures
 
 TASK = "knn"
 

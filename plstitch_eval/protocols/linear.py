@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from plstitch_eval.features import FeatureStore, VideoFeatures
-from plstitch_eval.linear import LinearConfig, LinearProbeResult, fit_linear_probe
+from plstitch_eval.linear_grid import LinearConfig, LinearProbeResult, fit_linear_probe
 from plstitch_eval.metrics.relaxed import relaxed_metrics
 from plstitch_eval.metrics.scoring import score_videos, with_relaxed
 from plstitch_eval.protocols.data import (
@@ -33,6 +32,7 @@ from plstitch_eval.protocols.registry import (
 )
 from plstitch_eval.results_json import build_results
 from plstitch_eval.splits import check_holdout
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 TASK = "linear"
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.protocols.data import load_videos, require_videos, stack_labelled, store_context
 from plstitch_eval.protocols.registry import Protocol, register_protocol
 from plstitch_eval.splits import resolve_splits
+from plstitch_eval.store.features import FeatureStore
 
 TASK = "majority"
 

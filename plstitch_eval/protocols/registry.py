@@ -22,7 +22,7 @@ from plstitch_eval.errors import ConfigError
 from plstitch_eval.registry import Registry
 
 if TYPE_CHECKING:
-    from plstitch_eval.features import VideoFeatures
+    from plstitch_eval.store.features import VideoFeatures
 
 # the shipped protocols (name: its module in `plstitch_eval.protocols`), in the order the CLI lists them;
 # they register on the registry's first use (`load_shipped`): importing one protocol module loads no other

@@ -27,9 +27,8 @@ import numpy as np
 import torch
 
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.features import FeatureStore, VideoFeatures
-from plstitch_eval.knn import KnnConfig, clamp_k, knn_search, neighbour_weights
-from plstitch_eval.linear import GridTraining, LinearConfig, LinearGrid
+from plstitch_eval.knn_vote import KnnConfig, clamp_k, knn_search, neighbour_weights
+from plstitch_eval.linear_grid import GridTraining, LinearConfig, LinearGrid
 from plstitch_eval.protocols.data import (
     load_train_val_test,
     load_videos,
@@ -41,6 +40,7 @@ from plstitch_eval.protocols.fractions import SubsetDraw, TrainFraction, over_su
 from plstitch_eval.protocols.registry import config_record
 from plstitch_eval.results_json import results_record
 from plstitch_eval.splits import check_holdout, resolve_splits
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 from plstitch_eval.tasks import Scored, StoreInfo, Task, TaskSettings, task_for
 from plstitch_eval.temporal.fit import TemporalConfig
 from plstitch_eval.utils.device import resolve_device, torch_threads

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.protocols.cv import check_fold_holdout
 from plstitch_eval.protocols.data import load_videos
 from plstitch_eval.protocols.registry import CV_TASK, config_record
@@ -26,6 +25,7 @@ from plstitch_eval.protocols.regression import (
 )
 from plstitch_eval.results_json import results_record
 from plstitch_eval.splits import holdout_by_video, kfold_by_video, resolve_splits
+from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.tasks import TaskSettings
 
 

@@ -16,10 +16,10 @@ from typing import Any
 from torch import nn
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.probes.folder import save_probe
 from plstitch_eval.probes.kinds import LinearProbeHead, RegressionHead, TemporalProbeHead
 from plstitch_eval.protocols.regression import TaskData
+from plstitch_eval.store.features import FeatureStore
 
 SAVED_HEADS = ("linear", "temporal")  # k-NN keeps its memory bank, not a head: nothing to save
 

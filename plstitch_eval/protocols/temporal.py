@@ -23,7 +23,6 @@ import numpy as np
 import torch
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import FeatureStore, VideoFeatures
 from plstitch_eval.metrics.relaxed import RelaxedSpec, relaxed_metrics
 from plstitch_eval.metrics.scoring import score_videos, with_relaxed
 from plstitch_eval.probes import save_probe
@@ -38,6 +37,7 @@ from plstitch_eval.protocols.fractions import (
 from plstitch_eval.protocols.registry import CvFit, Fold, Protocol, numbers_only, register_protocol
 from plstitch_eval.results_json import build_results
 from plstitch_eval.splits import check_holdout
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 from plstitch_eval.temporal.fit import DEFAULT_THREADS, TemporalConfig, TemporalProbeResult, fit_temporal
 from plstitch_eval.utils.device import resolve_device
 from plstitch_eval.utils.stats import mean_std_by_key

@@ -21,13 +21,13 @@ import torch
 from sklearn.metrics import average_precision_score
 
 from plstitch_eval.errors import EvaluationError
-from plstitch_eval.features import MANIFEST, FeatureStore, VideoFeatures
-from plstitch_eval.linear import GridTraining, LinearConfig, LinearGrid
+from plstitch_eval.linear_grid import GridTraining, LinearConfig, LinearGrid
 from plstitch_eval.protocols.data import check_tools, take_subset
 from plstitch_eval.protocols.fractions import SubsetDraw, TrainFraction, fraction_of, over_subsets
 from plstitch_eval.protocols.registry import Protocol, numbers_only, register_protocol
 from plstitch_eval.results_json import results_record
 from plstitch_eval.splits import check_holdout, holdout_by_video, resolve_splits
+from plstitch_eval.store.features import MANIFEST, FeatureStore, VideoFeatures
 from plstitch_eval.utils.device import resolve_device, torch_threads
 
 TOOLS_TASK = "linear-tools"  # the results task of tool presence (multi-label linear probe, AP / mAP)

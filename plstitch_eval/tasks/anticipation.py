@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import VideoFeatures
 from plstitch_eval.metrics.anticipation import (
     anticipation_scores,
     anticipation_scores_per_video,
@@ -21,6 +20,7 @@ from plstitch_eval.metrics.anticipation import (
     phase_presence,
 )
 from plstitch_eval.metrics.remaining import mean_target_at_elapsed
+from plstitch_eval.store.features import VideoFeatures
 from plstitch_eval.tasks.registry import (
     REGRESSION,
     Regression,

@@ -21,7 +21,7 @@ from plstitch_eval.errors import ConfigError
 from plstitch_eval.registry import Registry, import_modules
 
 if TYPE_CHECKING:
-    from plstitch_eval.features import FeatureStore, VideoFeatures
+    from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 MULTI_CLASS, MULTI_LABEL, REGRESSION = "multi-class", "multi-label", "regression"
 HEADS = (MULTI_CLASS, MULTI_LABEL, REGRESSION)

@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from plstitch_eval.features import VideoFeatures
 from plstitch_eval.metrics.remaining import (
     mean_target_at_elapsed,
     naive_rsd,
@@ -19,6 +18,7 @@ from plstitch_eval.metrics.remaining import (
     rsd_scores,
     video_end_s,
 )
+from plstitch_eval.store.features import VideoFeatures
 from plstitch_eval.tasks.anticipation import elapsed_min
 from plstitch_eval.tasks.registry import (
     REGRESSION,

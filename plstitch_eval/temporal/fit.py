@@ -22,9 +22,9 @@ import torch
 from rich.progress import TextColumn
 
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.features import VideoFeatures
 from plstitch_eval.metrics.frames import frame_accuracy, macro_f1
 from plstitch_eval.metrics.segments import edit_score
+from plstitch_eval.store.features import VideoFeatures
 from plstitch_eval.temporal.mstcn import MultiStageTCN, mstcn_loss
 from plstitch_eval.utils.console import progress_bar
 from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision, torch_threads

@@ -1,7 +1,8 @@
 """k-NN while it trains: before a new run's first step (logged as step 0), every `eval_every` steps and at the
 last, the teacher backbone's k-NN accuracy on an evaluation dataset by the toolkit's own protocol
-(`plstitch_eval.knn`: FAISS cosine k-NN, k = 20, votes weighted exp(sim / 0.07)); bank = the dataset's train
-split, queries = `eval_split` (default its val split, else test). docs/training.md, "k-NN while it trains".
+(`plstitch_eval.knn_vote`: FAISS cosine k-NN, k = 20, votes weighted exp(sim / 0.07)); bank = the dataset's
+train split, queries = `eval_split` (default its val split, else test). docs/training.md, "k-NN while it
+trains".
 
 Why it equals `plstitch extract` + `plstitch knn` on the same weights: the frames are those extraction takes
 (`extract.chunks.iter_video_chunks` at `eval_fps` with the exported backbone's `DataConfig`, labelled by
@@ -31,7 +32,7 @@ from plstitch_eval.encode_options import EncodeOptions
 from plstitch_eval.errors import ConfigError, DataError
 from plstitch_eval.extract.chunks import VideoJob, iter_video_chunks
 from plstitch_eval.hub.run_folder import KNN_EVAL_NAME, KNN_FRAMES_DIR, knn_eval_path, knn_frames_dir
-from plstitch_eval.knn import KnnConfig, knn_predict
+from plstitch_eval.knn_vote import KnnConfig, knn_predict
 from plstitch_eval.metrics.frames import frame_metrics
 from plstitch_eval.preprocess import DataConfig, FramePlan, frame_plan, normalize_crops
 from plstitch_eval.utils.console import logger
@@ -152,7 +153,7 @@ def knn_scores(
     bank: Tensor, bank_labels: Tensor, queries: Tensor, query_frames: EvalFrames, num_classes: int
 ) -> dict[str, float]:
     """k-NN accuracy and macro F1 (per video, averaged; percent) of `queries` voted on by the labelled
-    `bank` frames (`plstitch_eval.knn.knn_predict`, `KnnConfig()` as `plstitch knn` runs it)."""
+    `bank` frames (`plstitch_eval.knn_vote.knn_predict`, `KnnConfig()` as `plstitch knn` runs it)."""
     keep = bank_labels >= 0
     preds = knn_predict(
         bank[keep].numpy(), bank_labels[keep].numpy(), queries.numpy(), KnnConfig(), num_classes=num_classes

@@ -9,7 +9,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from plstitch_eval.errors import FeatureStoreError
-from plstitch_eval.features import FeatureStore, VideoFeatures, claim_video, read_shapes
+from plstitch_eval.store.features import FeatureStore, VideoFeatures, claim_video, read_shapes
 from plstitch_eval.utils.io import atomic_path, write_text_atomic
 
 
@@ -185,7 +185,7 @@ def test_resuming_keeps_created_and_the_record_of_videos(tmp_path):
 _WRITER = """
 import sys
 import numpy as np
-from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 store = FeatureStore(sys.argv[1])
 for i in range(int(sys.argv[3])):
     n = 1 + i % 3
@@ -222,7 +222,7 @@ def test_a_claim_excludes_others_and_dies_with_its_process(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from plstitch_eval.features import claim_video; "
+            "import sys, time; from plstitch_eval.store.features import claim_video; "
             "c = claim_video(sys.argv[1], 'v1'); print('held', c is not None, flush=True); time.sleep(60)",
             str(root),
         ],

@@ -18,9 +18,9 @@ from plstitch_eval.cli import app
 from plstitch_eval.data.datasets import VideoRecord
 from plstitch_eval.errors import FeatureStoreError
 from plstitch_eval.extract.store import plan_videos
-from plstitch_eval.features import FeatureStore, VideoFeatures
 from plstitch_eval.protocols.data import check_labels, check_tools
-from plstitch_eval.store_repair import CHECKSUMS, missing_message, redo_command
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
+from plstitch_eval.store.repair import CHECKSUMS, missing_message, redo_command
 from tests.eval.protocols.stores import write_store
 
 MANIFEST = {

@@ -315,7 +315,7 @@ def test_two_runs_at_once_give_the_same_runs(tiny_reproduction, tmp_path: Path) 
     """`jobs=2`: runs train in two spawned processes; same runs, settings and (up to float noise) features."""
     import numpy as np
 
-    from plstitch_eval.features import FeatureStore
+    from plstitch_eval.store.features import FeatureStore
 
     config, summary, _ = tiny_reproduction
     parallel = dataclasses.replace(config, out=tmp_path / "parallel", jobs=2)

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from plstitch_eval.features import FeatureStore, VideoFeatures
 from plstitch_eval.protocols import (
     CvFit,
     Fold,
@@ -30,6 +29,7 @@ from plstitch_eval.protocols import (
     store_context,
 )
 from plstitch_eval.protocols.registry import config_record, numbers_only
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 NAME = "toy-centroid"
 

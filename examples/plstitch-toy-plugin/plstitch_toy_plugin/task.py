@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from plstitch_eval.features import VideoFeatures
 from plstitch_eval.metrics.remaining import mean_target_at_elapsed, video_end_s
+from plstitch_eval.store.features import VideoFeatures
 from plstitch_eval.tasks import REGRESSION, Regression, Scored, StoreInfo, Task, TaskSettings, register_task
 
 NAME = "toy-progress"

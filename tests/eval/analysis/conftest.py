@@ -10,7 +10,7 @@ import timm
 import torch
 from PIL import Image
 
-from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 CLASS_NAMES = ["Prep", "Cut", "Close"]
 STORE_VIDEOS = {"video01": 30, "video02": 24, "video41": 27, "video42": 21}

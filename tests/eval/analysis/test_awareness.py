@@ -78,7 +78,7 @@ def test_awareness_cli(tmp_path, vit_dirs, video_root):
 
 
 def control_store(root, feats: dict[str, np.ndarray], times: dict[str, np.ndarray] | None = None):
-    from plstitch_eval.features import FeatureStore, VideoFeatures
+    from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
     manifest = {
         "dataset": "toy",
@@ -164,7 +164,7 @@ def test_run_awareness_controls_from_stores(tmp_path):
 
 
 def read_features(root, video: str) -> np.ndarray:
-    from plstitch_eval.features import FeatureStore
+    from plstitch_eval.store.features import FeatureStore
 
     return FeatureStore(root).read(video).features
 

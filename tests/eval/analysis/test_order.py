@@ -12,7 +12,7 @@ from plstitch_eval.analysis.order import (
     video_order_tau,
 )
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 
 def pair_count_tau_b(x: np.ndarray, y: np.ndarray) -> float:

@@ -11,8 +11,8 @@ from plstitch_eval.analysis.progression import (
     window_starts,
 )
 from plstitch_eval.cli import app
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub.ranking_head import load_temporal_head
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.analysis.conftest import check_png
 from tests.official import (
     TINY,
@@ -70,7 +70,7 @@ def test_minmax_progress_and_bins():
 def test_progression_cli_on_features(tmp_path, run_dir):
     # a store made "with this backbone": random 32-d features for three videos
     rng = np.random.default_rng(1)
-    from plstitch_eval.features import VideoFeatures
+    from plstitch_eval.store.features import VideoFeatures
 
     store = FeatureStore.create(tmp_path / "store", {"dataset": "toy", "class_names": ["a"], "splits": {}})
     lengths = {"v1": 12, "v2": 7, "v3": 30}
@@ -143,7 +143,7 @@ def test_progression_from_an_official_checkpoint(tmp_path, monkeypatch):
     """A released-layout .pth (and the registry name that resolves to it) gives the authors' head's curves."""
     checkpoint = write_official_checkpoint(tmp_path / "pl_tiny.pth")
     rng = np.random.default_rng(2)
-    from plstitch_eval.features import VideoFeatures
+    from plstitch_eval.store.features import VideoFeatures
 
     store = FeatureStore.create(tmp_path / "store", {"dataset": "toy", "class_names": ["a"], "splits": {}})
     lengths = {"v1": 9, "v2": 14}

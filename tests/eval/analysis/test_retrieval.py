@@ -5,7 +5,7 @@ from typer.testing import CliRunner
 
 from plstitch_eval.analysis.retrieval import nearest_frames, parse_query
 from plstitch_eval.cli import app
-from plstitch_eval.features import FeatureStore
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.analysis.conftest import CLASS_NAMES, check_png
 
 runner = CliRunner()
@@ -62,7 +62,7 @@ def test_retrieval_cli_metadata_tiles(tmp_path, store_dir):
 
 
 def test_retrieval_cli_with_frames(tmp_path, video_root):
-    from plstitch_eval.features import VideoFeatures
+    from plstitch_eval.store.features import VideoFeatures
 
     rng = np.random.default_rng(0)
     store = FeatureStore.create(

@@ -3,7 +3,7 @@ import pytest
 
 from plstitch_eval.analysis.time_probe import normalised_time, time_probe
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 
 def closed_form_ridge(x_train, y_train, x_test, alpha):

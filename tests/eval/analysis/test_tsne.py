@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from plstitch_eval.analysis.tsne import subsample
 from plstitch_eval.cli import app
-from plstitch_eval.features import FeatureStore
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.analysis.conftest import CLASS_NAMES, check_png
 
 runner = CliRunner()

@@ -22,7 +22,7 @@ from plstitch_eval.benchmark.cells import (
 )
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.cli import app
-from plstitch_eval.features import FeatureStore
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.benchmark.conftest import SMALL_DATASET, cli_args, runner, table_json
 
 

@@ -12,7 +12,7 @@ from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.datasets_file import DatasetSpec
 from plstitch_eval.cli import app
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.knn import KnnConfig
+from plstitch_eval.knn_vote import KnnConfig
 from tests.eval.benchmark.conftest import cli_args, runner
 
 

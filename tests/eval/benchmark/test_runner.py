@@ -220,7 +220,7 @@ def test_the_models_of_a_dataset_share_one_decoding_pass(
     datasets_file: Path, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from plstitch_eval.extract import chunks
-    from plstitch_eval.features import FeatureStore
+    from plstitch_eval.store.features import FeatureStore
 
     monkeypatch.setenv("PLSTITCH_CACHE", str(cache))
     decoded: list[str] = []
@@ -244,7 +244,7 @@ def test_a_dataset_with_a_frame_cache_reads_its_frames_from_there(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from plstitch_eval.extract import chunks
-    from plstitch_eval.features import FeatureStore
+    from plstitch_eval.store.features import FeatureStore
 
     monkeypatch.setenv("PLSTITCH_CACHE", str(cache))
     lmdb = tmp_path / "synthetic.lmdb"

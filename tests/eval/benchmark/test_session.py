@@ -14,8 +14,8 @@ from plstitch_eval.benchmark.datasets_file import DatasetSpec
 from plstitch_eval.benchmark.runner import BenchmarkResult
 from plstitch_eval.benchmark.session import benchmark_session, failed_cells_line, protocol_tables
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.temporal.fit import TemporalConfig
 
 

@@ -11,8 +11,8 @@ from plstitch_eval.benchmark.datasets_file import DatasetSpec
 from plstitch_eval.benchmark.models import expand_models
 from plstitch_eval.benchmark.table import SCHEMA, benchmark_table, format_value, table_markdown
 from plstitch_eval.extract import ExtractOptions
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 
 
 def test_paper_numbers_sit_beside_ours(tmp_path: Path) -> None:

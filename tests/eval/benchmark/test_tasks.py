@@ -17,7 +17,7 @@ from plstitch_eval.benchmark import runner as bench_runner
 from plstitch_eval.benchmark.cells import cell_settings, cell_state, plan_cells
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.cli import app
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.linear_grid import LinearConfig
 from tests.eval.benchmark.conftest import EPOCHS, MODELS, SMALL_DATASET, cli_args, runner, table_json
 
 TASKS = ("anticipation", "rsd")

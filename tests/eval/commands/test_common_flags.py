@@ -12,8 +12,8 @@ import typer
 
 from plstitch_eval.cli import app
 from plstitch_eval.commands import analyze, data, frames, options, predict, publish, quickstart, reproduce
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 
 ADOPTED = (analyze, data, frames, predict, publish, quickstart, reproduce)
 COMMON = ('"--out"', '"--dataset"', '"--root"', '"--split"', '"--device"')

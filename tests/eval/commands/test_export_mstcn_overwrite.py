@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.export_mstcn import RECORD, export_mstcn
-from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 runner = CliRunner()
 

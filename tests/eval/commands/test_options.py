@@ -10,8 +10,8 @@ import typer
 
 from plstitch_eval.cli import app
 from plstitch_eval.commands import evaluate, options, temporal
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.temporal.fit import TemporalConfig
 
 COMMANDS = Path(evaluate.__file__).parent

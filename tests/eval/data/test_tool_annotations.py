@@ -118,8 +118,8 @@ def test_synthetic_dataset_ships_tool_files_and_old_copies_get_them(tmp_path: Pa
 
 def test_extraction_stores_tools_beside_phases(tmp_path: Path) -> None:
     from plstitch_eval.extract import ExtractOptions, extract_features
-    from plstitch_eval.features import FeatureStore
     from plstitch_eval.hub import load_encoder
+    from plstitch_eval.store.features import FeatureStore
 
     root = generate_synthetic(tmp_path / "syn", seed=2, workers=1, **TINY)
     adapter = get_dataset("cholec80", root)

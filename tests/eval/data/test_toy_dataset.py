@@ -24,7 +24,7 @@ from plstitch_eval.data.datasets.registry import (
     unregister_dataset,
 )
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import FeatureStore
+from plstitch_eval.store.features import FeatureStore
 from tests.media import write_video
 
 runner = CliRunner()

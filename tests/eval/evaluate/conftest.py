@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 CLASS_NAMES = ["background", "cut", "stir", "pour"]
 

@@ -174,7 +174,7 @@ def test_bracketed_paths_are_reported_verbatim(tmp_path, folder):
 
 
 def test_quiet_still_shows_warnings(tiny_store):
-    from plstitch_eval.features import VideoFeatures
+    from plstitch_eval.store.features import VideoFeatures
 
     for video in tiny_store.splits()["train"]:  # class 3 only in val/test: k-NN warns it cannot predict it
         item = tiny_store.read(video)

@@ -9,7 +9,7 @@ import pytest
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.evaluate import EvaluateConfig, result_paths
 from plstitch_eval.extract import ExtractOptions
-from plstitch_eval.knn import KnnConfig
+from plstitch_eval.knn_vote import KnnConfig
 
 
 def test_result_paths_name_one_json_per_protocol(tmp_path: Path) -> None:

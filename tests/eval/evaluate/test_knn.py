@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.knn import KnnConfig, knn_predict, knn_predict_multi
+from plstitch_eval.knn_vote import KnnConfig, knn_predict, knn_predict_multi
 
 
 def brute_knn(train, labels, queries, k, temperature, weighting, num_classes):
@@ -149,7 +149,7 @@ def test_padded_faiss_neighbours_never_vote(weighting, monkeypatch):
     The search is replaced by an unclamped one, so the padding reaches the voting (with index -1 taken
     literally it would vote for the last training frame's class).
     """
-    import plstitch_eval.knn as knn_module
+    import plstitch_eval.knn_vote as knn_module
 
     rng = np.random.default_rng(3)
     train = rng.normal(size=(6, 4)).astype(np.float32)
@@ -189,7 +189,7 @@ def test_blocked_search_matches_brute_force(data, weighting, chunk_size, k):
 def test_block_rows_bounds_the_similarity_block(data, monkeypatch):
     import torch
 
-    import plstitch_eval.knn as knn_module
+    import plstitch_eval.knn_vote as knn_module
 
     assert knn_module.block_rows(100_000, 4096) == 2**26 // 100_000
     assert knn_module.block_rows(10, 4096) == 4096
@@ -211,7 +211,7 @@ def test_block_rows_bounds_the_similarity_block(data, monkeypatch):
 
 
 def test_auto_backend_on_cpu_is_faiss(data, monkeypatch):
-    import plstitch_eval.knn as knn_module
+    import plstitch_eval.knn_vote as knn_module
 
     def no_torch(*_args, **_kwargs):
         raise AssertionError("backend='auto' on CPU must use FAISS")
@@ -231,7 +231,7 @@ def test_num_threads_is_restored(data):
 
 
 def test_prepare_is_division_by_the_norm_and_leaves_input_alone():
-    from plstitch_eval.knn import _prepare
+    from plstitch_eval.knn_vote import _prepare
 
     rng = np.random.default_rng(4)
     x = (rng.normal(size=(50, 16)) * rng.lognormal(size=(50, 1))).astype(np.float32)

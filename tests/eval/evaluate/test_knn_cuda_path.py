@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-import plstitch_eval.knn as knn_module
+import plstitch_eval.knn_vote as knn_module
 from plstitch_eval.errors import EvaluationError
-from plstitch_eval.knn import KnnConfig, clamp_k, knn_predict
+from plstitch_eval.knn_vote import KnnConfig, clamp_k, knn_predict
 
 CPU = torch.device("cpu")
 

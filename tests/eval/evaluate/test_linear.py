@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.linear import LinearConfig, class_weights, fit_linear_probe, train_linear_grid
+from plstitch_eval.linear_grid import LinearConfig, class_weights, fit_linear_probe, train_linear_grid
 
 FAST = {"epochs": 8, "batch_size": 256, "device": "cpu"}
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.cli import app
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.protocols import get_protocol
 from tests.eval.evaluate.conftest import make_store
 from tests.eval.evaluate.test_tool_presence import make_tool_store

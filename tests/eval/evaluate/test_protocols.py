@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from plstitch_eval.errors import ConfigError, EvaluationError, FeatureStoreError
-from plstitch_eval.features import FeatureStore, VideoFeatures
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.protocols import (
     SCHEMA,
     default_metrics,
@@ -22,6 +21,7 @@ from plstitch_eval.protocols import (
     run_linear,
     write_results,
 )
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 from .conftest import make_store, relabel
 

@@ -14,7 +14,6 @@ from plstitch_eval.cli import app
 from plstitch_eval.data.datasets.cholec80 import CHOLEC80_PHASES as ADAPTER_CHOLEC80
 from plstitch_eval.data.datasets.m2cai16 import M2CAI16_PHASES as ADAPTER_M2CAI16
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.features import FeatureStore, VideoFeatures
 from plstitch_eval.metrics.relaxed import (
     CHOLEC80_PHASES,
     M2CAI16_PHASES,
@@ -24,6 +23,7 @@ from plstitch_eval.metrics.relaxed import (
     relaxed_spec,
     window_frames,
 )
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 runner = CliRunner()
 PREP, CALOT, CLIP, DISS, PACK, CLEAN, RETR = range(7)  # Cholec80 class ids in the adapter's order

@@ -13,8 +13,7 @@ from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.errors import EvaluationError
-from plstitch_eval.features import FeatureStore, VideoFeatures
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.protocols.tools import (
     MAP,
     average_precisions,
@@ -25,6 +24,7 @@ from plstitch_eval.protocols.tools import (
     tool_frames,
     train_multilabel_grid,
 )
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 TOOLS = ["Grasper", "Hook", "Clipper", "Scissors"]
 

@@ -17,8 +17,8 @@ from plstitch_eval.cli import app
 from plstitch_eval.errors import ConfigError, DataError, FeatureStoreError
 from plstitch_eval.extract import ExtractOptions, ExtractTarget, extract_features, extract_many
 from plstitch_eval.extract.pipeline import cache_decoding
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.extract.test_clip_extract import clip_models  # noqa: F401 - the fixture, used by name
 
 runner = CliRunner()

@@ -8,7 +8,7 @@ import torch
 from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
-from plstitch_eval.features import FeatureStore
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.hub.conftest import make_tiny_vit
 from tests.eval.hub.test_convert import training_checkpoint
 

@@ -14,9 +14,9 @@ from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.data.video import ClipSampling, probe, read_frames
 from plstitch_eval.errors import FeatureStoreError
 from plstitch_eval.extract import ExtractOptions, extract_features
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import DataConfig, Encoder, ModelEntry, load_encoder
 from plstitch_eval.hub.registry import MODELS, register
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.data.test_read_clips import reference_windows
 from tests.eval.hub.test_clip_models import DIM, SIZE, timesformer_state, videomae_state
 

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from plstitch_eval.extract import ELSEWHERE, ExtractOptions, extract_features
-from plstitch_eval.features import FeatureStore, claim_video
+from plstitch_eval.store.features import FeatureStore, claim_video
 
 FPS = 5.0
 

@@ -25,9 +25,9 @@ from plstitch_eval.extract import (
     iter_video_chunks,
     make_loader,
 )
-from plstitch_eval.features import MANIFEST, FeatureStore
 from plstitch_eval.hub import load_encoder
 from plstitch_eval.preprocess import DataConfig, frame_plan
+from plstitch_eval.store.features import MANIFEST, FeatureStore
 
 pytestmark = pytest.mark.usefixtures("fresh_torchcodec_detection")  # some tests hide TorchCodec
 

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 from plstitch_eval.extract import ExtractOptions, extract_features
-from plstitch_eval.features import FeatureStore, compat_key
+from plstitch_eval.store.features import FeatureStore, compat_key
 
 
 def test_torchrun_two_ranks_match_one_process(cholec_root, tiny_model_dir, tmp_path):

@@ -14,9 +14,9 @@ from plstitch_eval.errors import DecodeError
 from plstitch_eval.extract.chunks import FrameChunk
 from plstitch_eval.extract.encode import EncodeLoop
 from plstitch_eval.extract.summary import ELSEWHERE
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import DataConfig
 from plstitch_eval.preprocess import frame_plan
+from plstitch_eval.store.features import FeatureStore
 
 
 class _Loader(list):

@@ -13,9 +13,9 @@ from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.data.video import read_frames
 from plstitch_eval.errors import ConfigError, DecodeError, FeatureStoreError
 from plstitch_eval.extract import ExtractOptions, extract_features
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
 from plstitch_eval.preprocess import frame_plan, prepare_frame
+from plstitch_eval.store.features import FeatureStore
 
 from .conftest import NATIVE_FPS, VIDEO_SECONDS, write_phase_tsv
 

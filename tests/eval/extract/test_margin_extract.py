@@ -21,7 +21,6 @@ from plstitch_eval.data.margin import MarginBox, detection_record
 from plstitch_eval.data.video import ClipSampling, read_frames
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.extract import VideoJob, iter_clip_chunks, iter_video_chunks
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
 from plstitch_eval.predict import (
     PredictOptions,
@@ -32,6 +31,7 @@ from plstitch_eval.predict import (
 )
 from plstitch_eval.preprocess import frame_plan, normalize_crops, prepare_frame
 from plstitch_eval.probes import LinearProbeHead, load_probe, save_probe
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.extract.conftest import NATIVE_FPS, ramp_frames, write_mp4, write_phase_tsv
 
 HEIGHT, WIDTH = 128, 192

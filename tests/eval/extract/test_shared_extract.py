@@ -24,8 +24,8 @@ from plstitch_eval.extract import (
     store_name,
     store_targets,
 )
-from plstitch_eval.features import MANIFEST, FeatureStore
 from plstitch_eval.hub import load_encoder
+from plstitch_eval.store.features import MANIFEST, FeatureStore
 from tests.eval.extract.test_clip_extract import clip_models  # noqa: F401 - the fixture, used by name
 
 FPS = 5.0

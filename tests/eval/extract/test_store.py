@@ -13,9 +13,16 @@ from plstitch_eval.data.datasets import VideoRecord
 from plstitch_eval.data.video import ClipSampling
 from plstitch_eval.errors import FeatureStoreError
 from plstitch_eval.extract.store import check_out_folder, plan_videos, preprocessing_record
-from plstitch_eval.features import LOCK_DIR, MANIFEST, VIDEO_FRAMES, FeatureStore, VideoFeatures, file_state
 from plstitch_eval.hub import DataConfig
 from plstitch_eval.preprocess import frame_plan
+from plstitch_eval.store.features import (
+    LOCK_DIR,
+    MANIFEST,
+    VIDEO_FRAMES,
+    FeatureStore,
+    VideoFeatures,
+    file_state,
+)
 
 
 def test_out_folder_must_be_new_empty_or_a_store(tmp_path):

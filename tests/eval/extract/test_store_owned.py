@@ -10,7 +10,7 @@ import pytest
 
 from plstitch_eval.errors import ConfigError, FeatureStoreError
 from plstitch_eval.extract.store import check_out_folder
-from plstitch_eval.features import LOCK_DIR, MANIFEST, FeatureStore, store_owned
+from plstitch_eval.store.features import LOCK_DIR, MANIFEST, FeatureStore, store_owned
 
 MANIFEST_OF_A_RUN = {"dataset": "toy", "model": {"spec": "toy", "provenance": {}}, "fps": 1.0}
 

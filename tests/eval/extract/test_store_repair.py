@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from plstitch_eval.cli import app
 from plstitch_eval.errors import FeatureStoreError
 from plstitch_eval.extract import ExtractOptions, extract_features
-from plstitch_eval.features import FeatureStore
+from plstitch_eval.store.features import FeatureStore
 
 from .conftest import make_cholec80
 

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
-from plstitch_eval.features import FeatureStore
+from plstitch_eval.store.features import FeatureStore
 
 from .conftest import make_cholec80
 

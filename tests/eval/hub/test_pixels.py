@@ -21,10 +21,10 @@ from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.data.video import read_frames
 from plstitch_eval.errors import DataError
 from plstitch_eval.extract import ExtractOptions, extract_features
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
 from plstitch_eval.hub.architectures.pixels import PIXELS_DATA_CONFIG, RawPixels
 from plstitch_eval.hub.registry import MODELS
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.extract.conftest import make_cholec80
 
 

@@ -22,7 +22,6 @@ from plstitch_eval.data.datasets import get_dataset
 from plstitch_eval.data.synthetic import PARAMS_FILE, VERSION, SyntheticConfig
 from plstitch_eval.data.video import read_frames
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import Converted, DataConfig, ModelEntry, load_encoder, register_converter
 from plstitch_eval.hub.converter_registry import (
     CLIP_CONVERTERS,
@@ -34,6 +33,7 @@ from plstitch_eval.hub.converter_registry import (
     unregister_converter,
 )
 from plstitch_eval.hub.model_registry import MODELS, SHIPPED, list_models, register, registered, unregister
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.extract.conftest import make_cholec80
 
 runner = CliRunner()

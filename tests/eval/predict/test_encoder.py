@@ -4,11 +4,11 @@ one line; a probe of a transformed store gets that transform."""
 from __future__ import annotations
 
 from plstitch_eval.extract import preprocessing_record
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub import load_encoder
 from plstitch_eval.predict import PredictOptions, load_probe_encoder
 from plstitch_eval.preprocess import frame_plan
 from plstitch_eval.probes import LinearProbeHead, load_probe, save_probe
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.predict.conftest import CPU, FPS, MODEL, edited_probe, invoke, one_error_line, video_file
 
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.predict import (
     PredictOptions,
     VideoSource,
@@ -18,6 +17,7 @@ from plstitch_eval.predict import (
     predict_videos,
 )
 from plstitch_eval.probes import load_probe, save_probe
+from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.temporal.mstcn import MultiStageTCN
 from tests.eval.predict.conftest import CPU, VIDEO, invoke, read_csv, video_file, whole_seconds
 from tests.media import remux

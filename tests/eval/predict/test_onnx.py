@@ -14,10 +14,10 @@ import torch
 ort = pytest.importorskip("onnxruntime", reason="the onnx extra (pip install 'plstitch[onnx]') is missing")
 onnx = pytest.importorskip("onnx", reason="the onnx extra (pip install 'plstitch[onnx]') is missing")
 
-from plstitch_eval.features import FeatureStore  # noqa: E402
 from plstitch_eval.hub.safe_load import sha256_file  # noqa: E402
 from plstitch_eval.predict.onnx import HEAD, ONNX_JSON, RECOGNIZER  # noqa: E402
 from plstitch_eval.probes import load_probe  # noqa: E402
+from plstitch_eval.store.features import FeatureStore  # noqa: E402
 from tests.eval.hub.conftest import hf_cache  # noqa: E402, F401 (a fixture: an offline cache as HF_HUB_CACHE)
 from tests.eval.predict.conftest import CPU, invoke, one_error_line, read_csv  # noqa: E402
 from tests.eval.predict.test_online import _temporal_probe  # noqa: E402

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.metrics.remaining import remaining_targets
 from plstitch_eval.predict import VideoPrediction, csv_text, plot_prediction
 from plstitch_eval.probes import ProbeError, load_probe
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.predict.conftest import CPU, VIDEO, invoke, read_csv, video_file, whole_seconds
 from tests.media import remux
 

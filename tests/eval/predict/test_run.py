@@ -10,10 +10,10 @@ import pytest
 
 from plstitch_eval.analysis.progression import minmax_progress, score_frames
 from plstitch_eval.data.video import read_frames
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub.ranking_head import load_temporal_head
 from plstitch_eval.predict import PredictOptions, VideoSource, load_probe_encoder
 from plstitch_eval.probes import load_probe
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.predict.conftest import CPU, FPS, MODEL, VIDEO, edited_probe, invoke, read_csv, video_file
 
 

@@ -9,8 +9,8 @@ import shutil
 import numpy as np
 import pytest
 
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.probes import load_probe
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.predict.conftest import CPU, VIDEO, invoke, one_error_line, video_file
 
 

@@ -13,9 +13,8 @@ from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.errors import PlstitchError
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.hub.safe_load import sha256_file
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.probes import (
     PROBE_JSON,
     PROBE_SCHEMA,
@@ -27,6 +26,7 @@ from plstitch_eval.probes import (
     save_probe,
 )
 from plstitch_eval.protocols import fit_linear_protocol, load_videos
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.evaluate.conftest import CLASS_NAMES, make_store
 from tests.eval.probes.conftest import DIM, MANIFEST, PREPROCESSING, one_line_error, random_head, save_random
 

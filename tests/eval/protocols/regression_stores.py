@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 from tests.eval.protocols.stores import CLASSES, write_store
 
 

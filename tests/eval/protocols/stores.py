@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from plstitch_eval.features import FeatureStore, VideoFeatures
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 from plstitch_eval.temporal.fit import TemporalConfig
 
 CLASSES = ["a", "b", "c", "d"]

@@ -18,15 +18,15 @@ import numpy as np
 import pytest
 
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import FeatureStore
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.protocols.regression import (
     fit_linear_regression,
     knn_regress,
     run_knn_regression,
     run_linear_regression,
 )
+from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.tasks import StoreInfo, TaskSettings, get_task
 from tests.eval.protocols.regression_stores import (
     anticipation_targets,

@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
-from plstitch_eval.features import FeatureStore
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.protocols.regression_cv import run_regression_cv
+from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.tasks import TaskSettings
 from tests.eval.protocols.stores import write_store
 

@@ -16,11 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
-from plstitch_eval.features import FeatureStore
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.probes import ProbeError, load_probe
 from plstitch_eval.protocols.regression import fit_validated
 from plstitch_eval.protocols.regression_probe import save_regression_probe
+from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.tasks import TaskSettings
 from plstitch_eval.temporal.fit import TemporalConfig
 from tests.eval.protocols.regression_stores import rsd_maes, rsd_targets

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plstitch_eval.features import FeatureStore
 from plstitch_eval.protocols.registry import (
     CV_TASK,
     Fold,
@@ -26,6 +25,7 @@ from plstitch_eval.protocols.registry import (
     get_protocol,
     registered_protocols,
 )
+from plstitch_eval.store.features import FeatureStore
 from tests.eval.protocols.stores import CLASSES, CellConfig, permuted_copy, write_store
 
 RUNS = [p.name for p in registered_protocols() if p.run is not None]

@@ -14,8 +14,8 @@ import pytest
 
 from plstitch_eval.cli import app
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.protocols import get_protocol, registered_protocols
 from plstitch_eval.protocols.settings import (
     apply_table,

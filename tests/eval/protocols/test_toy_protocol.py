@@ -20,7 +20,6 @@ from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.config_file import read_config_file
 from plstitch_eval.cli import app
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import FeatureStore, VideoFeatures
 from plstitch_eval.protocols import (
     TASK_LABELS,
     CvFit,
@@ -39,6 +38,7 @@ from plstitch_eval.protocols import (
     unregister_protocol,
 )
 from plstitch_eval.protocols.registry import config_record, numbers_only
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 from tests.eval.benchmark.conftest import SMALL_DATASET, cli_args, runner, table_json
 from tests.eval.evaluate.conftest import make_store
 

@@ -14,12 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
-from plstitch_eval.features import FeatureStore, VideoFeatures
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.protocols import run_cv, run_knn, run_linear, run_tool_linear
 from plstitch_eval.protocols.fractions import TrainFraction
 from plstitch_eval.protocols.temporal import temporal_run
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 from plstitch_eval.temporal.fit import TemporalConfig
 from tests.eval.evaluate.conftest import make_store
 

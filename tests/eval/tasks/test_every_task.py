@@ -23,9 +23,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plstitch_eval.features import FeatureStore, VideoFeatures
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.protocols import run_knn, run_linear
 from plstitch_eval.protocols.fractions import RULE, TrainFraction
 from plstitch_eval.protocols.regression import (
@@ -35,6 +34,7 @@ from plstitch_eval.protocols.regression import (
 )
 from plstitch_eval.protocols.regression_cv import run_regression_cv
 from plstitch_eval.protocols.temporal import temporal_run
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 from plstitch_eval.tasks import REGRESSION, Task, TaskSettings, get_task, registered_tasks
 from plstitch_eval.temporal.fit import TemporalConfig
 from tests.eval.protocols.stores import permuted_copy, write_store

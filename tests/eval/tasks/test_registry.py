@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import FeatureStore, VideoFeatures
-from plstitch_eval.knn import KnnConfig
-from plstitch_eval.linear import LinearConfig
+from plstitch_eval.knn_vote import KnnConfig
+from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.metrics.remaining import video_end_s
 from plstitch_eval.protocols.regression import run_knn_regression, run_linear_regression
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 from plstitch_eval.tasks import (
     MULTI_CLASS,
     MULTI_LABEL,

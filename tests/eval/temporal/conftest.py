@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from plstitch_eval.data.datasets.cholec80 import CHOLEC80_PHASES
-from plstitch_eval.features import FeatureStore, VideoFeatures
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 PHASES = list(CHOLEC80_PHASES)
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 import plstitch_eval.protocols.temporal as protocol
 from plstitch_eval.cli import app
 from plstitch_eval.errors import ConfigError
-from plstitch_eval.features import FeatureStore, VideoFeatures
 from plstitch_eval.probes import load_probe
+from plstitch_eval.store.features import FeatureStore, VideoFeatures
 from plstitch_eval.temporal.fit import TemporalConfig, video_logits
 
 from .conftest import make_procedure_store

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from plstitch_eval.errors import ConfigError, EvaluationError
-from plstitch_eval.features import VideoFeatures
 from plstitch_eval.metrics import frame_accuracy
+from plstitch_eval.store.features import VideoFeatures
 from plstitch_eval.temporal.fit import TemporalConfig, fit_temporal, predict_video, video_logits
 from plstitch_eval.temporal.mstcn import MultiStageTCN
 

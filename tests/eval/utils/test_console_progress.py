@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import TextColumn
 
 import plstitch_eval.utils.console as console_module
-from plstitch_eval.linear import LinearConfig, train_linear_grid
+from plstitch_eval.linear_grid import LinearConfig, train_linear_grid
 from plstitch_eval.utils.console import LineProgress, progress_bar
 
 

@@ -1,7 +1,7 @@
-"""Locks of a feature store's concurrent writers (`plstitch_eval.features`): the manifest's read-modify-write
-happens under the store's lock (`store_lock`), and an extraction claims each video it encodes (`claim_video`).
-Both are `flock` locks on files in the store's `.locks/`, so a killed process releases them with its open
-files; no stale lock is left behind.
+"""Locks of a feature store's concurrent writers (`plstitch_eval.store.features`): the manifest's
+read-modify-write happens under the store's lock (`store_lock`), and an extraction claims each video it
+encodes (`claim_video`). Both are `flock` locks on files in the store's `.locks/`, so a killed process
+releases them with its open files; no stale lock is left behind.
 """
 
 from __future__ import annotations

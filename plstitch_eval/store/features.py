@@ -34,14 +34,14 @@ import numpy as np
 from safetensors.numpy import load, save_file
 
 from plstitch_eval.errors import FeatureStoreError
-from plstitch_eval.store_locks import (  # noqa: F401 - the lock names are this module's API too
+from plstitch_eval.store.locks import (  # noqa: F401 - the lock names are this module's API too
     LOCK_DIR,
     STORE_LOCK,
     VideoClaim,
     claim_video,
     store_lock,
 )
-from plstitch_eval.store_repair import (
+from plstitch_eval.store.repair import (
     CHECKSUMS,
     VIDEO_FRAMES,
     feature_path,
