@@ -32,7 +32,7 @@ def predict_session(
     request: PredictRequest, probe: Probe, options: PredictOptions, json_path: Path | None
 ) -> int:
     """Predict the request's inputs with `probe`; write the outputs and the summary; the exit code."""
-    sources = request.sources(probe.class_names)
+    sources = request.sources(probe.label_classes)
     if request.out is not None:
         check_outputs(request.out, [s.name for s in sources], options.overwrite)  # before the model loads
     lines = JsonLines(request.jsonl, options.overwrite) if request.jsonl is not None else None

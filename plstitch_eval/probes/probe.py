@@ -60,6 +60,14 @@ class Probe:
         return bool(self.task) and self.task.get("head") == "regression"
 
     @property
+    def label_classes(self) -> list[str]:
+        """The phase names a case's labels use (`--labels`, `--dataset`): the probe's classes, or the phases
+        of a regression probe's training store."""
+        if self.is_regression:
+            return [str(c) for c in (self.task or {}).get("label_classes", [])]
+        return list(self.class_names)
+
+    @property
     def value_columns(self) -> list[str]:
         """A regression probe's output columns (e.g. ``remaining_min``, ``next_<class>_min``)."""
         return [str(c) for c in (self.task or {}).get("columns", [])]

@@ -43,6 +43,7 @@ def task_block(data: TaskData, scale: float) -> dict[str, Any]:
         "columns": columns,
         **data.settings.record(),
         "bounds": [low, high],
+        "label_classes": list(data.info.class_names),  # the store's phases: a case's labels, for its truth
         "target_scale_min": float(scale),
         "unit": "minutes",
     }

@@ -113,3 +113,21 @@ def test_regression_probe_is_refused_where_classes_are_needed(data, regression_p
     with pytest.raises(ProbeError, match="regression probe") as info:
         probe.predict(item.features)
     assert "\n" not in str(info.value)
+
+
+def test_a_labelled_case_gives_the_rsd_error_against_its_truth(data, regression_probes, tmp_path) -> None:
+    """`--dataset` reads the case's phase labels with the probe's training phases (not its outputs), so the
+    summary scores the minutes against the true remaining time."""
+    assert load_probe(regression_probes["rsd"]).label_classes == FeatureStore(data["store"]).class_names
+    done = invoke(
+        "predict", "--probe", regression_probes["rsd"], "--dataset", "cholec80", "--root", data["root"],
+        "--videos", VIDEO, "--out", tmp_path / "ds", *CPU,
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.stdout)["videos"][0]
+    _, rows = read_csv(tmp_path / "ds" / f"{VIDEO}.csv")
+    times = np.array([float(r["time_s"]) for r in rows])
+    minutes = np.array([float(r["remaining_min"]) for r in rows])
+    step = np.median(np.diff(times))  # the video ends one frame step after its last sampled frame
+    truth = (times[-1] + step - times) / 60.0
+    assert summary["MAE_min"] == pytest.approx(float(np.mean(np.abs(minutes - truth))), abs=1e-6)
