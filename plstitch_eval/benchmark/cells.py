@@ -5,6 +5,7 @@ only what is missing."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,3 +156,18 @@ def read_cell_metrics(path: Path) -> tuple[dict[str, float | None], dict[str, fl
     """(metrics, metrics_std) of a results JSON (NaN was written as null)."""
     data = json.loads(path.read_text(encoding="utf-8"))
     return dict(data.get("metrics") or {}), dict(data.get("metrics_std") or {})
+
+
+def read_done_results(cell: Cell) -> dict[str, Any]:
+    """A done cell's results JSON ({} for a cell not done, or a file gone or unreadable since)."""
+    if cell.status != "done":
+        return {}
+    try:
+        return json.loads(cell.results_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def finite_number(value: Any) -> float | None:
+    """A JSON metric as a float, None where it is missing, null or not finite."""
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None

@@ -9,13 +9,11 @@ video by video (each video's metric averaged over the subset seeds first), as th
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from plstitch_eval.benchmark.cells import Cell
+from plstitch_eval.benchmark.cells import Cell, finite_number, read_done_results
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.inputs import PROTOCOL_LABELS
 from plstitch_eval.protocols.fractions import fraction_label
@@ -46,19 +44,6 @@ def per_video_key(metric: str, record: dict[str, Any]) -> str | None:
     return None
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
-
-
-def _read(cell: Cell) -> dict[str, Any]:
-    if cell.status != "done":
-        return {}
-    try:
-        return json.loads(cell.results_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
 def _curve_record(cell: Cell, task: str, metrics: Sequence[str], data: dict[str, Any]) -> dict[str, Any]:
     block = data.get("train_fraction") or {}
     subsets = block.get("subsets") or []
@@ -69,8 +54,8 @@ def _curve_record(cell: Cell, task: str, metrics: Sequence[str], data: dict[str,
         "task": task,
         "fraction": cell.fraction,
         "status": cell.status,
-        "metrics": {m: _number(cell.metrics.get(m)) for m in metrics},
-        "metrics_std": {m: _number(cell.metrics_std.get(m)) for m in metrics} if subsets else {},
+        "metrics": {m: finite_number(cell.metrics.get(m)) for m in metrics},
+        "metrics_std": {m: finite_number(cell.metrics_std.get(m)) for m in metrics} if subsets else {},
         "seeds": block.get("seeds"),  # None at fraction 1: the whole training split, one run
         "train_videos": [len(s["videos"]) for s in subsets if "videos" in s] or None,
         "videos_of": subsets[0].get("videos_of") if subsets else None,
@@ -97,7 +82,7 @@ def label_efficiency(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str
             mine = [c for c in cells if c.dataset.name == dataset.name and c.protocol == protocol]
             per_video = {}
             for cell in mine:
-                data = _read(cell)
+                data = read_done_results(cell)
                 curves.append(_curve_record(cell, task, metrics, data))
                 per_video[(cell.model, cell.fraction)] = data.get("per_video") or {}
             differences += _differences(config, dataset.name, protocol, metrics, per_video)
@@ -129,8 +114,8 @@ def _differences(
                 pairs = []
                 for video in sorted(set(mine) & set(theirs)):
                     key = per_video_key(metric, mine[video])
-                    a = _number(mine[video].get(key)) if key else None
-                    b = _number(theirs[video].get(key)) if key else None
+                    a = finite_number(mine[video].get(key)) if key else None
+                    b = finite_number(theirs[video].get(key)) if key else None
                     if a is not None and b is not None:
                         pairs.append((a, b))
                 if not pairs:

@@ -11,13 +11,11 @@ interval is over the test videos (`utils/stats.paired_difference`, as the label-
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from plstitch_eval.benchmark.cells import Cell
+from plstitch_eval.benchmark.cells import Cell, finite_number, read_done_results
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.inputs import PHASES, PROTOCOL_LABELS
 from plstitch_eval.benchmark.tasks import format_minutes
@@ -42,25 +40,11 @@ def paired_metrics(task: Task, metrics: Sequence[str]) -> list[str]:
     return paired or list(metrics[:1])
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
-
-
-def _read(cell: Cell) -> dict[str, Any]:
-    """A done cell's results JSON ({} for a cell not done, or a file gone since)."""
-    if cell.status != "done":
-        return {}
-    try:
-        return json.loads(cell.results_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
 def _stats(records: Sequence[tuple[int | None, dict[str, Any]]], metrics: Sequence[str]) -> dict[str, Any]:
     """Seeds, and per metric the mean and sample std over the seeds where it is defined (one: std None)."""
     spreads = {}
     for metric in metrics:
-        values = [v for _, record in records for v in [_number(record.get(metric))] if v is not None]
+        values = [v for _, record in records for v in [finite_number(record.get(metric))] if v is not None]
         spreads[metric] = mean_std(values) if values else (None, None)
     return {
         "seeds": [seed for seed, _ in records],
@@ -74,7 +58,7 @@ def _video_means(blocks: Sequence[PerVideo | None], metric: str) -> dict[str, fl
     values: dict[str, list[float]] = {}
     for block in blocks:
         for video, record in (block or {}).items():
-            value = _number((record or {}).get(metric))
+            value = finite_number((record or {}).get(metric))
             if value is not None:
                 values.setdefault(video, []).append(value)
     return {video: sum(v) / len(v) for video, v in values.items()}
@@ -189,7 +173,7 @@ def tasks_block(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str, Any
     """`table.json`'s `tasks` block: the tasks and their settings, one record per task cell, one section per
     (task, dataset, protocol) with its rows and paired differences, and the failed task cells."""
     mine = [c for c in cells if c.task != PHASES]
-    data = {id(c): _read(c) for c in mine}
+    data = {id(c): read_done_results(c) for c in mine}
     tasks = [get_task(name) for name in config.regression_tasks]
     sections = [
         _section(config, task, dataset.name, protocol, group, data)

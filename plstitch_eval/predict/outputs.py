@@ -101,12 +101,7 @@ class VideoPrediction:
             return self._summary_of_minutes(edges)
         counts = np.bincount(self.predicted, minlength=len(class_names)) if self.frames else []
         out: dict[str, Any] = {
-            "video": self.video,
-            "source": self.source,
-            "frames": self.frames,
-            "seconds": round(float(edges[-1] - edges[0]), 6) if self.frames else 0.0,
-            "wall_seconds": self.wall_seconds,
-            **({} if self.ended is None else {"ended": self.ended, "last_time_s": round(self.last_time, 6)}),
+            **self._frame_fields(edges),
             "class_share": {
                 name: float(counts[i] / self.frames) for i, name in enumerate(class_names) if counts[i]
             },
@@ -125,6 +120,21 @@ class VideoPrediction:
             correct = (self.predicted == self.labels)[labelled]
             out["accuracy"] = float(correct.mean() * 100) if correct.size else None
             out["labelled_frames"] = int(labelled.sum())
+        return self._finished(out)
+
+    def _frame_fields(self, edges: np.ndarray) -> dict[str, Any]:
+        """The summary's first fields, whatever the probe: the video, its frames and time, how it ended."""
+        return {
+            "video": self.video,
+            "source": self.source,
+            "frames": self.frames,
+            "seconds": round(float(edges[-1] - edges[0]), 6) if self.frames else 0.0,
+            "wall_seconds": self.wall_seconds,
+            **({} if self.ended is None else {"ended": self.ended, "last_time_s": round(self.last_time, 6)}),
+        }
+
+    def _finished(self, out: dict[str, Any]) -> dict[str, Any]:
+        """The summary's last fields, whatever the probe: the black-margin box, the live record, the files."""
         out["black_margin"] = None if self.black_margin is None else dict(self.black_margin)
         if self.live is not None:
             out["live"] = dict(self.live)
@@ -136,23 +146,14 @@ class VideoPrediction:
         truth where it is known (`truth_minutes`)."""
         columns = list(self.columns or [])
         out: dict[str, Any] = {
-            "video": self.video,
-            "source": self.source,
-            "frames": self.frames,
-            "seconds": round(float(edges[-1] - edges[0]), 6) if self.frames else 0.0,
-            "wall_seconds": self.wall_seconds,
-            **({} if self.ended is None else {"ended": self.ended, "last_time_s": round(self.last_time, 6)}),
+            **self._frame_fields(edges),
             "first_min": dict(zip(columns, map(float, self.values[0]), strict=True)) if self.frames else {},
             "last_min": dict(zip(columns, map(float, self.values[-1]), strict=True)) if self.frames else {},
         }
         truth = self.truth_minutes
         if truth is not None:
             out["MAE_min"] = float(np.mean(np.abs(self.values[:, 0] - truth)))
-        out["black_margin"] = None if self.black_margin is None else dict(self.black_margin)
-        if self.live is not None:
-            out["live"] = dict(self.live)
-        out["files"] = dict(self.files)
-        return out
+        return self._finished(out)
 
 
 def csv_text(prediction: VideoPrediction, class_names: Sequence[str]) -> str:
