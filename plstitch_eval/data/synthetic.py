@@ -52,10 +52,19 @@ class SyntheticConfig:
     fps: int = 25
     min_seconds: float = 40.0
     max_seconds: float = 90.0
+    paced: bool = False  # each case's pace (its length) shows in its anatomy, in every frame
+
+    def params(self) -> dict:
+        """What params.json holds: the version and the fields; `paced` only when set, so an unpaced set's
+        folder name and params.json are those of synthetic v3 before the option existed."""
+        fields = asdict(self)
+        if not self.paced:
+            del fields["paced"]
+        return {"version": VERSION, **fields}
 
     def digest(self) -> str:
         """Short sha256 of the parameters and generator version."""
-        text = json.dumps({"version": VERSION, **asdict(self)}, sort_keys=True)
+        text = json.dumps(self.params(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -76,27 +85,33 @@ def generate_synthetic(
     min_seconds: float = 40.0,
     max_seconds: float = 90.0,
     workers: int | None = None,
+    paced: bool = False,
 ) -> Path:
     """Write (or reuse) the synthetic dataset and return its folder.
 
     `workers` processes render videos in parallel (default: one per CPU, at most 4, for large sets);
-    the output does not depend on it.
+    the output does not depend on it. `paced=True` shows each case's pace - its length relative to
+    `min_seconds`..`max_seconds` - in its anatomy (a longer case: a larger liver and gallbladder), so
+    remaining time and anticipation are learnable from frames; all else is drawn as in the unpaced set.
 
     `root=None` caches it under `cache_root()/synthetic-v3-<hash>`; an existing complete folder with the same
     parameters is reused (a copy made before tool labels existed gets its `tool_annotations/` added). Layout:
     `videos/videoNN.mp4`, `phase_annotations/videoNN-phase.txt`, `tool_annotations/videoNN-tool.txt`,
     `params.json`.
     """
-    config = SyntheticConfig(n_videos, size, seed, fps, float(min_seconds), float(max_seconds))
+    config = SyntheticConfig(n_videos, size, seed, fps, float(min_seconds), float(max_seconds), bool(paced))
     _validate(config)
     target = (
         Path(root).expanduser()
         if root is not None
         else cache_root() / f"synthetic-{VERSION}-{config.digest()}"
     )
-    params = {"version": VERSION, **asdict(config)}
+    params = config.params()
     if (target / PARAMS_FILE).is_file():
-        if json.loads((target / PARAMS_FILE).read_text()) != params:
+        stored = json.loads((target / PARAMS_FILE).read_text())
+        if stored.get("paced") is False:  # written by a caller with every field: the same set
+            del stored["paced"]
+        if stored != params:
             raise ConfigError(
                 f"{target}: holds a synthetic dataset with other parameters; choose another --root"
             )
@@ -154,7 +169,7 @@ def _write_video(folder: Path, config: SyntheticConfig, v: int) -> None:
     rng = np.random.default_rng([config.seed, v])
     phases = phase_timeline(rng, config)
     with _Encoder(folder / "videos" / f"{name}.mp4", config.size, config.fps) as encoder:
-        scene = Scene(rng, config.size, phases, float(config.fps))
+        scene = _scene(rng, config, phases)
         for start in range(0, len(phases), CHUNK):
             encoder.write(scene.render(np.arange(start, min(start + CHUNK, len(phases)))))
     rows = "".join(f"{i}\t{PHASES[p]}\n" for i, p in enumerate(phases))
@@ -180,7 +195,7 @@ def _add_tool_annotations(target: Path, config: SyntheticConfig) -> None:
         for v in range(config.n_videos):
             rng = np.random.default_rng([config.seed, v])
             phases = phase_timeline(rng, config)
-            scene = Scene(rng, config.size, phases, float(config.fps))
+            scene = _scene(rng, config, phases)
             _write_tool_file(tmp / f"video{v + 1:02d}{TOOL_SUFFIX}", scene, len(phases), config.fps)
         try:
             os.rename(tmp, target / TOOL_DIR)
@@ -228,3 +243,17 @@ class _Encoder:
                 self.container.mux(self.stream.encode(None))
         finally:
             self.container.close()
+
+
+def case_pace(config: SyntheticConfig, n_frames: int) -> float:
+    """A case's pace in [0, 1]: where its length lies between `min_seconds` (0) and `max_seconds` (1)."""
+    span = config.max_seconds - config.min_seconds
+    if span <= 0:
+        return 0.5
+    return float(np.clip((n_frames / config.fps - config.min_seconds) / span, 0.0, 1.0))
+
+
+def _scene(rng: np.random.Generator, config: SyntheticConfig, phases: np.ndarray) -> Scene:
+    """Video `v`'s scene; in a paced set its anatomy shows the case's pace."""
+    pace = case_pace(config, len(phases)) if config.paced else None
+    return Scene(rng, config.size, phases, float(config.fps), pace=pace)

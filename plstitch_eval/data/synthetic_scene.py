@@ -43,6 +43,8 @@ BURN_COLOUR = np.array([45, 30, 25], np.float32)
 CLIP_COLOUR = np.array([235, 235, 245], np.float32)
 FLUID_COLOUR = np.array([225, 200, 200], np.float32)
 BAG_COLOUR = np.array([235, 235, 220], np.float32)
+LIVER_REACH = (0.24, 0.42)  # a paced scene's liver edge (share of the side) for the shortest and longest case
+GB_SIZE = ((0.15, 0.085), (0.23, 0.125))  # ... and its gallbladder's half-axes
 
 
 def smooth_path(
@@ -116,6 +118,14 @@ def blend(image: np.ndarray, alpha: np.ndarray, colour: np.ndarray) -> np.ndarra
     return image
 
 
+def _colour(rng: np.random.Generator, low: list[float], high: list[float], pace: float | None) -> np.ndarray:
+    """A per-video colour: uniform in [low, high], or (drawn all the same, to keep the stream) by pace."""
+    drawn = rng.uniform(low, high)
+    if pace is not None:
+        drawn = np.asarray(low) + (np.asarray(high) - np.asarray(low)) * pace
+    return drawn.astype(np.float32)
+
+
 def anatomy_state(phases: np.ndarray, in_phase: np.ndarray) -> dict[str, np.ndarray]:
     """The irreversible state of the anatomy per frame, from its phase and the progress within that phase.
 
@@ -145,7 +155,17 @@ class Scene:
     bag, tools) are drawn per frame.
     """
 
-    def __init__(self, rng: np.random.Generator, size: int, phases: np.ndarray, fps: float) -> None:
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        size: int,
+        phases: np.ndarray,
+        fps: float,
+        pace: float | None = None,
+    ) -> None:
+        """`pace` in [0, 1] (a paced set's case length, short to long) sets the tissue colours, the liver's
+        reach and the gallbladder's size - a long case looks inflamed, with a large liver and a distended
+        gallbladder - in place of their random draws (still drawn, so all else is the unpaced scene)."""
         s = float(size)
         self.size, self.phases = size, phases
         self.hold = max(1, int(round(fps / CONTENT_FPS)))
@@ -171,10 +191,12 @@ class Scene:
         self.fov_centre, self.fov_radius = fov_centre, fov_radius
         # per-video colours: white balance, tissue, liver, fat, gallbladder, and a drift with progress
         self.gain = rng.uniform(0.8, 1.2, 3).astype(np.float32)
-        tissue = rng.uniform([150, 60, 55], [205, 100, 90]).astype(np.float32)
-        self.liver_colour = rng.uniform([95, 30, 25], [140, 55, 45]).astype(np.float32)
-        self.fat_colour = rng.uniform([200, 170, 90], [235, 205, 130]).astype(np.float32)
-        self.gb_colour = rng.uniform([70, 110, 50], [110, 150, 80]).astype(np.float32)
+        if pace is not None:  # one theatre's calibrated tower: colours mean the same in every case
+            self.gain = np.ones(3, np.float32)
+        tissue = _colour(rng, [150, 60, 55], [205, 100, 90], pace)
+        self.liver_colour = _colour(rng, [95, 30, 25], [140, 55, 45], pace)
+        self.fat_colour = _colour(rng, [200, 170, 90], [235, 205, 130], pace)
+        self.gb_colour = _colour(rng, [70, 110, 50], [110, 150, 80], pace)
         self.drift = rng.uniform([-30, 5, 0], [-15, 25, 15]).astype(np.float32)
         # static layers on the padded canvas, in scene coordinates (canvas pixel + offset = scene position)
         m = self.margin
@@ -186,6 +208,8 @@ class Scene:
             texture += 7.0 * np.sin(fx * cx + fy * cy + rng.uniform(0, 2 * np.pi))
         self.tissue = tissue + texture[..., None]
         liver_edge = rng.uniform(0.28, 0.38) * s
+        if pace is not None:
+            liver_edge = (LIVER_REACH[0] + (LIVER_REACH[1] - LIVER_REACH[0]) * pace) * s
         wave_f, wave_phase, wave_amp = (
             rng.uniform(1, 3) * 2 * np.pi / s,
             rng.uniform(0, 2 * np.pi),
@@ -194,6 +218,8 @@ class Scene:
         self.liver = np.clip(liver_edge + wave_amp * np.sin(wave_f * cx + wave_phase) - cy + 0.5, 0, 1)
         self.gb_centre = np.array([rng.uniform(0.4, 0.6) * s, liver_edge + rng.uniform(0.1, 0.16) * s])
         self.gb_axes = np.array([rng.uniform(0.16, 0.22), rng.uniform(0.09, 0.12)]) * s
+        if pace is not None:
+            self.gb_axes = (np.array(GB_SIZE[0]) + (np.array(GB_SIZE[1]) - np.array(GB_SIZE[0])) * pace) * s
         self.gb_angle = rng.uniform(-0.4, 0.4)
         home = ellipse(cx[None], cy[None], self.gb_centre[None], self.gb_axes[None], self.gb_angle)[0]
         self.gb_home = home

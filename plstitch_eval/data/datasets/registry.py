@@ -12,6 +12,7 @@ from typing import Any
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.registry import Registry, import_modules
 
+# the shipped adapters' modules (synthetic.py registers both synthetic and synthetic-paced)
 _SHIPPED = ("autolaparo", "breakfast", "cholec80", "folder", "gtea", "m2cai16", "synthetic")
 
 
