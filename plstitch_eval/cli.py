@@ -28,6 +28,7 @@ from plstitch_eval.commands import (
     predict,
     publish,
     quickstart,
+    report,
     reproduce,
     tasks,
     temporal,
@@ -144,7 +145,7 @@ def _unwrap_command_help(typer_app: typer.Typer) -> None:
 
 
 def _register_all() -> None:
-    evaluation = (quickstart, hub, data, tasks, evaluate, temporal, predict, benchmark, analyze)
+    evaluation = (quickstart, hub, data, tasks, evaluate, temporal, predict, report, benchmark, analyze)
     for module in (*evaluation, train, frames, reproduce, publish):
         module.register(app)
     _unwrap_command_help(app)

@@ -142,7 +142,18 @@ RuntimeOpt = Annotated[
         "folder (plstitch export-onnx PROBE --out DIR; --probe DIR).",
     ),
 ]
-OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace existing output files.")]
+RecordOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--record",
+        metavar="FILE",
+        help="With --online and one live source: write the stream to FILE (.mkv, .ts or .mp4) as it arrives, "
+        "remuxed, not re-encoded, flushed packet by packet; an existing FILE is refused unless --overwrite.",
+    ),
+]
+OverwriteOpt = Annotated[
+    bool, typer.Option("--overwrite", help="Replace existing output files (and an existing --record FILE).")
+]
 SummaryJsonOpt = json_opt(
     "Write the summary JSON to this file (atomically); - = stdout. Default: stdout, except with --online, "
     "whose stdout carries the per-second lines."
@@ -167,6 +178,7 @@ def predict(
     input_options: InputOptionOpt = None,
     connect_timeout: ConnectTimeoutOpt = None,
     reconnect_timeout: ReconnectTimeoutOpt = None,
+    record: RecordOpt = None,
     progression: ProgressionOpt = None,
     batch_size: EncodeBatchOpt = None,
     num_workers: NumWorkersOpt = None,
@@ -204,7 +216,9 @@ def predict(
         **given(which=which, follow_timeout=follow_timeout),
         overwrite=overwrite, progression=progression, trust_pickle=trust_pickle, runtime=runtime,
     )  # fmt: skip
-    live, live_flags = live_settings(input_format, input_options, connect_timeout, reconnect_timeout)
+    live, live_flags = live_settings(
+        input_format, input_options, connect_timeout, reconnect_timeout, record, overwrite
+    )
     request = PredictRequest(
         videos=list(videos or []), root=root, dataset=dataset, split=split, split_scheme=split_scheme,
         only=only, labels=list(labels or []), labels_fps=labels_fps, out=out, online=online,

@@ -31,6 +31,7 @@ import av
 from plstitch_eval.data.sampling import TargetClock
 from plstitch_eval.data.video import DecodedFrame, _frame_to_rgb
 from plstitch_eval.errors import ConfigError, DecodeError
+from plstitch_eval.predict.record import Recorder
 
 LIVE_SCHEMES = ("rtsp", "rtsps", "rtmp", "rtmps", "srt", "udp", "rtp", "tcp", "http", "https")
 # FFmpeg options a live source is opened with unless --input-option says otherwise: the decoder's low-delay
@@ -81,13 +82,15 @@ def parse_input_options(items: Sequence[str]) -> dict[str, str]:
 @dataclass(frozen=True)
 class LiveSource:
     """How to open one live source: its address, FFmpeg input format (None: from the address), the options
-    given by the user (over the low-delay defaults) and the two timeouts (seconds)."""
+    given by the user (over the low-delay defaults), the two timeouts (seconds) and where it is recorded."""
 
     address: str
     input_format: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
     connect_timeout: float = CONNECT_TIMEOUT_S
     reconnect_timeout: float = RECONNECT_TIMEOUT_S
+    recording: str | None = None  # --record FILE: the stream remuxed into FILE as it arrives (record.py)
+    overwrite_recording: bool = False
 
     def __post_init__(self) -> None:
         if not self.connect_timeout > 0:
@@ -184,6 +187,11 @@ class LiveReader:
         # then the reconnect one
         self._wait = source.connect_timeout + source.reconnect_timeout
         self._thread = threading.Thread(target=self._run, name=f"live {source.address}", daemon=True)
+        self.recorder = (
+            Recorder(Path(source.recording).expanduser(), source.overwrite_recording)
+            if source.recording
+            else None
+        )
 
     # ----------------------------------------------------------------------------------------- consumer side
 
@@ -224,6 +232,7 @@ class LiveReader:
             "dropped": self.dropped,
             "kept_up": round(1.0 - self.dropped / self.due, 6) if self.due else None,
             "gaps": list(self.gaps),
+            **({"recording": self.recorder.record()} if self.recorder is not None else {}),
         }
 
     # ------------------------------------------------------------------------------------------- reader side
@@ -234,6 +243,8 @@ class LiveReader:
         except BaseException as exc:  # handed to the consumer
             self._error = exc
         finally:
+            if self.recorder is not None:
+                self.recorder.close("stopped" if self._closing else (self.ended or END_OF_STREAM))
             with self._cond:
                 self._finished = True
                 self._cond.notify_all()
@@ -352,6 +363,8 @@ class LiveReader:
                 keyframe = keyframe or bool(packet.is_keyframe)
                 self._seen["keyframe"] = keyframe
                 pictured = self._decode_packet(packet, stream, pictured) or pictured
+                if self.recorder is not None:  # after decoding: muxing takes the packet over
+                    self.recorder.write(packet, stream)
                 if not pictured and time.perf_counter() - opened >= self.source.connect_timeout:
                     return (
                         NO_KEYFRAME

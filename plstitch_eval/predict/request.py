@@ -9,6 +9,7 @@ from pathlib import Path
 
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.predict.live import LiveSource, is_live, parse_input_options
+from plstitch_eval.predict.record import check_record_path
 from plstitch_eval.predict.sources import (
     STDIN,
     VideoSource,
@@ -60,6 +61,8 @@ class PredictRequest:
             )
         if not self.online:
             self._check_offline()
+        elif self.live is not None and self.live.recording is not None:
+            self._check_recording(self.live)
         if self.jsonl == "-" and self.summary_json is not None and str(self.summary_json) == "-":
             raise ConfigError("--jsonl - and --json - would share stdout; write one of them to a file.")
         if self.out is None and not self.online:
@@ -85,6 +88,16 @@ class PredictRequest:
         if online_only:
             raise ConfigError(f"{online_only[0]} goes with --online (predictions made as the video arrives).")
 
+    def _check_recording(self, live: LiveSource) -> None:
+        """--record: one live source, and a file it may write (before connecting)."""
+        live_videos = [v for v in self.videos if v != STDIN and is_live(v, live.input_format)]
+        if self.dataset is not None or len(self.videos) != 1 or len(live_videos) != 1:
+            raise ConfigError(
+                "--record FILE records one live source (a stream or capture device): give exactly one; "
+                "files and pipes are recordings already."
+            )
+        check_record_path(live.recording, live.overwrite_recording)
+
     def sources(self, class_names: list[str]) -> list[VideoSource]:
         """The inputs, each with its labels (a dataset's classes must be the probe's)."""
         if self.dataset is not None:
@@ -107,14 +120,17 @@ def live_settings(
     input_options: list[str] | None,
     connect_timeout: float | None,
     reconnect_timeout: float | None,
+    record: Path | None = None,
+    overwrite: bool = False,
 ) -> tuple[LiveSource | None, tuple[str, ...]]:
-    """How live sources are opened (their address filled per VIDEO; None when no live flag was given),
-    and the live flags that were given (refused without --online)."""
+    """How live sources are opened and recorded (their address filled per VIDEO; None when no live flag was
+    given), and the live flags that were given (refused without --online)."""
     given = {
         "--input-format": input_format,
         "--input-option": input_options or None,
         "--connect-timeout": connect_timeout,
         "--reconnect-timeout": reconnect_timeout,
+        "--record": record,
     }
     flags = tuple(flag for flag, value in given.items() if value is not None)
     if not flags:
@@ -124,7 +140,8 @@ def live_settings(
         for key, value in (("connect_timeout", connect_timeout), ("reconnect_timeout", reconnect_timeout))
         if value is not None
     }
-    live = LiveSource("", input_format, parse_input_options(input_options or []), **timeouts)
+    recording = {"recording": str(record), "overwrite_recording": overwrite} if record is not None else {}
+    live = LiveSource("", input_format, parse_input_options(input_options or []), **timeouts, **recording)
     return live, flags
 
 

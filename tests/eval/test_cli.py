@@ -20,7 +20,7 @@ def test_version():
 COMMANDS = (
     "quickstart", "models", "download", "datasets", "extract", "export-mstcn", "protocols", "knn", "linear",
     "cv", "score", "table", "temporal", "predict", "benchmark", "analyze", "train", "write-lmdb", "reproduce",
-    "export", "push-to-hub", "objectives", "export-onnx", "probes", "tasks",
+    "export", "push-to-hub", "objectives", "export-onnx", "probes", "tasks", "report",
 )  # fmt: skip
 
 

@@ -56,6 +56,7 @@ ARGS: dict[str, list[str]] = {
     "table": ["results.json"],
     "predict": ["--probe", "PROBE", "video.mp4"],
     "export-onnx": ["PROBE"],
+    "report": ["pred"],
     "benchmark": ["--models", "raw-pixels", "--datasets", "synthetic"],
     "train": ["--dataset", "synthetic", "--preset", "tiny-cpu"],
     "write-lmdb": ["--dataset", "synthetic"],
