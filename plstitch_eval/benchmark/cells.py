@@ -14,12 +14,13 @@ from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.datasets_file import DatasetSpec
 from plstitch_eval.benchmark.inputs import PHASES
 from plstitch_eval.benchmark.models import model_dirs, sha256_text
-from plstitch_eval.errors import PlstitchError
+from plstitch_eval.errors import ConfigError, PlstitchError
 from plstitch_eval.protocols.fractions import fraction_label
 from plstitch_eval.store.features import FeatureStore, compat_key
 
 CELL_SCHEMA = "plstitch.benchmark-cell/v1"
 FEATURES_DIR, RESULTS_DIR = "features", "results"
+SLURM_DIR = "slurm"  # `--executor slurm`: the jobs' record, their logs named by cell, submitit's files
 MAX_ERRORS_SHOWN = 3
 
 
@@ -116,7 +117,12 @@ def cell_state(cell: Cell, settings: dict[str, Any]) -> tuple[str, str]:
     done: made with `settings` from the store as it is now; stale: its store changed since (recompute);
     conflict: made with other settings or not by the benchmark (refused unless overwrite).
     """
-    path = cell.results_path
+    return results_state(cell.results_path, cell.store, settings)
+
+
+def results_state(path: Path, store: Path, settings: dict[str, Any]) -> tuple[str, str]:
+    """`cell_state` of the results JSON `path` scored on the feature store `store` (`--status` reads a cell
+    by its paths alone)."""
     if not path.exists():
         return "missing", ""
     try:
@@ -129,12 +135,27 @@ def cell_state(cell: Cell, settings: dict[str, Any]) -> tuple[str, str]:
     if mark["settings"] != settings:
         return "conflict", f"was made with other settings ({_settings_diff(mark['settings'], settings)})"
     try:
-        manifest = FeatureStore(cell.store).manifest
+        manifest = FeatureStore(store).manifest
     except PlstitchError:
-        return "stale", f"its feature store {cell.store} is gone"
+        return "stale", f"its feature store {store} is gone"
     if mark.get("store_sha256") != store_digest(manifest):
-        return "stale", f"its feature store {cell.store} changed since it was scored"
+        return "stale", f"its feature store {store} changed since it was scored"
     return "done", ""
+
+
+def checked_states(config: BenchmarkConfig, cells: list[Cell]) -> dict[int, tuple[str, str]]:
+    """Each cell's `cell_state`, by `id(cell)`; results made otherwise (a conflict) are refused in one line
+    unless `config.overwrite`."""
+    states = {id(c): cell_state(c, cell_settings(config, c)) for c in cells}
+    conflicts = [(c, why) for c in cells for state, why in [states[id(c)]] if state == "conflict"]
+    if conflicts and not config.overwrite:
+        cell, why = conflicts[0]
+        more = f" ({len(conflicts)} results files in all)" if len(conflicts) > 1 else ""
+        raise ConfigError(
+            f"{cell.results_path} {why}{more}; rerun with the options it was made with, choose another "
+            "--out, or pass --overwrite to recompute it."
+        )
+    return states
 
 
 def _settings_diff(old: Any, new: Any, prefix: str = "") -> str:

@@ -20,9 +20,10 @@ from plstitch_eval.benchmark.cells import (
     FEATURES_DIR,
     MAX_ERRORS_SHOWN,
     RESULTS_DIR,
+    SLURM_DIR,
     Cell,
     cell_settings,
-    cell_state,
+    checked_states,
     plan_cells,
     read_cell_metrics,
     store_digest,
@@ -83,17 +84,9 @@ def run_benchmark(
     the protocols and writes the results; only rank 0 returns the table. `on_cell_done` is called on rank 0
     after each cell ends (tests use it to interrupt a run).
     """
-    _check_out_dir(config.out)
+    check_out_dir(config.out)
     cells = plan_cells(config)
-    states = {id(c): cell_state(c, cell_settings(config, c)) for c in cells}
-    conflicts = [(c, why) for c in cells for state, why in [states[id(c)]] if state == "conflict"]
-    if conflicts and not config.overwrite:
-        cell, why = conflicts[0]
-        more = f" ({len(conflicts)} results files in all)" if len(conflicts) > 1 else ""
-        raise ConfigError(
-            f"{cell.results_path} {why}{more}; rerun with the options it was made with, choose another "
-            "--out, or pass --overwrite to recompute it."
-        )
+    states = checked_states(config, cells)
     info, device = init_distributed(resolve_device(config.extract.device))
     try:
         for cell in cells:
@@ -107,10 +100,20 @@ def run_benchmark(
         teardown_distributed(info)
     if not info.is_main:
         return BenchmarkResult(config.out, cells, rank=info.rank)
-    return _write_tables(config, cells, info.rank)
+    return write_tables(config, cells, info.rank)
 
 
-def _write_tables(config: BenchmarkConfig, cells: list[Cell], rank: int) -> BenchmarkResult:
+def run_cells(config: BenchmarkConfig, cells: list[Cell]) -> None:
+    """Run `cells` (their pending ones) as `run_benchmark` runs them, store and results JSON, without the
+    table: what one Slurm job of `--executor slurm` does for its cell (`benchmark/cell_job.py`)."""
+    info, device = init_distributed(resolve_device(config.extract.device))
+    try:
+        _Runner(config, cells, info, device, None).run()
+    finally:
+        teardown_distributed(info)
+
+
+def write_tables(config: BenchmarkConfig, cells: list[Cell], rank: int = 0) -> BenchmarkResult:
     """The table of the phase cells (markdown + JSON), the regression tasks' sections, block and figure after
     it (`--tasks`), and the label-efficiency files (`--fractions`)."""
     phases = [c for c in cells if c.task == PHASES]
@@ -133,12 +136,12 @@ def _write_tables(config: BenchmarkConfig, cells: list[Cell], rank: int) -> Benc
     return result
 
 
-def _check_out_dir(out: Path) -> None:
+def check_out_dir(out: Path) -> None:
     """Refuse an output folder that exists and holds something other than a benchmark."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; choose a new or empty folder.")
     if out.is_dir() and any(out.iterdir()):
-        ours = (FEATURES_DIR, RESULTS_DIR, TABLE_JSON, TABLE_MD)
+        ours = (FEATURES_DIR, RESULTS_DIR, TABLE_JSON, TABLE_MD, SLURM_DIR)
         if not any((out / name).exists() for name in ours):
             raise ConfigError(
                 f"--out {out} is not empty and holds no benchmark ({', '.join(ours)}); choose a new or "

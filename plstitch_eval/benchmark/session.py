@@ -1,5 +1,6 @@
 """One `plstitch benchmark` command line's run: the protocols' settings from `--config FILE` and `--set`
-(`protocol_tables`), then the run with its table, closing lines and exit code (`benchmark_session`)."""
+(`protocol_tables`), the Slurm settings of `--executor slurm` (`slurm_launch`), then the run - here, or as
+Slurm jobs - with its table, closing lines and exit code (`benchmark_session`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 
 from plstitch_eval.benchmark import runner
 from plstitch_eval.benchmark.config import BenchmarkConfig
-from plstitch_eval.benchmark.config_file import read_config_file
+from plstitch_eval.benchmark.config_file import read_config_file, read_slurm_table
 from plstitch_eval.benchmark.runner import BenchmarkResult
+from plstitch_eval.cluster import SLURM, SlurmSettings, check_executor, slurm_settings
 from plstitch_eval.protocols.settings import (
     Tables,
     merge_tables,
@@ -24,7 +26,7 @@ from plstitch_eval.utils.console import console, print_error, result_console
 from plstitch_eval.utils.device import resolve_device
 from plstitch_eval.utils.io import write_json_output
 
-__all__ = ["ProtocolTables", "benchmark_session", "failed_cells_line", "protocol_tables"]
+__all__ = ["ProtocolTables", "benchmark_session", "failed_cells_line", "protocol_tables", "slurm_launch"]
 
 FAILED_SHOWN = 3  # failed cells named in the closing line; the table names every one
 
@@ -60,11 +62,30 @@ def protocol_tables(
     return ProtocolTables(tables, bases, devices)
 
 
-def benchmark_session(config: BenchmarkConfig, json_path: Path | None) -> int:
-    """Run `config`; print the table (stdout, or stderr when `--json -` takes stdout) and where it is; the
-    exit code: 0, 1 when a cell failed, 130 when interrupted (what is finished stays)."""
+def slurm_launch(
+    executor: str, config_file: Path | None, *, wait: bool = False, **flags: Any
+) -> SlurmSettings | None:
+    """The Slurm settings of `--executor slurm` (`--config FILE`'s `[slurm]` table, the `--slurm-*` flags
+    and `--wait` over it); None for `--executor local`, which runs here as always."""
+    if check_executor(executor) != SLURM:
+        return None
+    table = read_slurm_table(config_file) if config_file is not None else {}
+    return slurm_settings(table, **flags, wait=wait or None)
+
+
+def benchmark_session(
+    config: BenchmarkConfig, json_path: Path | None, slurm: SlurmSettings | None = None
+) -> int:
+    """Run `config` (here, or with `slurm` as Slurm jobs); print the table (stdout, or stderr when `--json -`
+    takes stdout) and where it is; the exit code: 0, 1 when a cell failed, 130 when interrupted (what is
+    finished stays). On Slurm without the table yet (jobs still out): 0, after a line saying so."""
     try:
-        result = runner.run_benchmark(config)  # looked up when run, so a test can stand in for it
+        if slurm is None:
+            result = runner.run_benchmark(config)  # looked up when run, so a test can stand in for it
+        else:
+            from plstitch_eval.benchmark.slurm_run import run_on_slurm
+
+            result = run_on_slurm(config, slurm)
     except KeyboardInterrupt:
         print_error(
             f"{config.out} holds every cell finished so far; rerun the same command to finish the rest.",
@@ -72,7 +93,7 @@ def benchmark_session(config: BenchmarkConfig, json_path: Path | None) -> int:
             style="yellow",
         )
         return 130
-    if result.table is None:  # a torchrun rank other than 0: it extracted its share, rank 0 reports
+    if result is None or result.table is None:  # jobs still out, or a torchrun rank other than 0
         return 0
     to_stdout = json_path is not None and str(json_path) == "-"
     shown = console if to_stdout else result_console(soft_wrap=True)

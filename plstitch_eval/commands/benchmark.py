@@ -5,8 +5,10 @@ Library imports sit inside the commands, for start-up time (`plstitch_eval/comma
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -36,9 +38,26 @@ from plstitch_eval.commands.options import (
     out_opt,
 )
 from plstitch_eval.commands.probe_configs import knn_config, linear_config, temporal_config
+from plstitch_eval.commands.slurm_options import (
+    ExecutorOpt,
+    SlurmAccountOpt,
+    SlurmConstraintOpt,
+    SlurmCpusOpt,
+    SlurmGpusOpt,
+    SlurmMemOpt,
+    SlurmPartitionOpt,
+    SlurmQosOpt,
+    SlurmSbatchOpt,
+    SlurmTimeOpt,
+    StatusOpt,
+    WaitOpt,
+)
+
+if TYPE_CHECKING:
+    from plstitch_eval.benchmark.config import BenchmarkConfig
 
 ModelsOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--models",
         "-m",
@@ -47,7 +66,7 @@ ModelsOpt = Annotated[
     ),
 ]
 DatasetsOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--datasets",
         "-d",
@@ -133,9 +152,9 @@ TableJsonOpt = json_opt("Also write the table JSON to this file; - prints it on 
 
 
 def benchmark(
-    models: ModelsOpt,
-    datasets: DatasetsOpt,
     out: BenchmarkOutOpt,
+    models: ModelsOpt = None,
+    datasets: DatasetsOpt = None,
     protocols: ProtocolsOpt = "knn,linear",
     tasks: TasksOpt = "phases",
     horizon: BenchmarkHorizonOpt = None,
@@ -170,48 +189,87 @@ def benchmark(
     trust_pickle: TrustPickleOpt = False,
     overwrite: OverwriteCellsOpt = False,
     json_path: TableJsonOpt = None,
+    executor: ExecutorOpt = "local",
+    status: StatusOpt = False,
+    wait: WaitOpt = False,
+    slurm_partition: SlurmPartitionOpt = None,
+    slurm_account: SlurmAccountOpt = None,
+    slurm_time: SlurmTimeOpt = None,
+    slurm_gpus: SlurmGpusOpt = None,
+    slurm_cpus: SlurmCpusOpt = None,
+    slurm_mem: SlurmMemOpt = None,
+    slurm_qos: SlurmQosOpt = None,
+    slurm_constraint: SlurmConstraintOpt = None,
+    slurm_sbatch: SlurmSbatchOpt = None,
 ) -> None:
     """Evaluate every model on every dataset with every protocol (and task); print the paper-style table.
 
     One feature store per (model, dataset), one results JSON per cell, the table in OUT/table.md and
     OUT/table.json with the paper's numbers beside ours (--tasks: a section per regression task). Rerunning
     the same command finishes only what is missing. A failing cell is named in the table; exit code 1.
-    Under torchrun (`torchrun ... -m plstitch_eval benchmark ...`) extraction is sharded over the ranks.
+    Under torchrun (`torchrun ... -m plstitch_eval benchmark ...`) extraction is sharded over the ranks;
+    with --executor slurm each cell is a Slurm job (docs/cluster.md).
     """
-    from plstitch_eval.benchmark.config import BenchmarkConfig
-    from plstitch_eval.benchmark.session import benchmark_session, protocol_tables
-    from plstitch_eval.extract import ExtractOptions
+    from plstitch_eval.benchmark.session import benchmark_session, slurm_launch
+    from plstitch_eval.benchmark.slurm_status import print_benchmark_status
 
-    settings = protocol_tables(config_file, set_items, device)  # the flags go over --config and --set
-    encode = encode_settings(
-        batch_size=batch_size, num_workers=num_workers, device=device, precision=precision, decoder=decoder,
-        decode_device=decode_device,
+    if status:
+        raise typer.Exit(code=print_benchmark_status(out))
+    config = benchmark_config(locals())  # every option above, as the command parsed it
+    slurm = slurm_launch(
+        executor, config_file, wait=wait, partition=slurm_partition, account=slurm_account, time=slurm_time,
+        gpus=slurm_gpus, cpus=slurm_cpus, mem=slurm_mem, qos=slurm_qos, constraint=slurm_constraint,
+        sbatch=slurm_sbatch,
     )  # fmt: skip
-    config = BenchmarkConfig(
-        models=models,
-        datasets=datasets,
-        out=out,
-        protocols=protocols,
-        metrics=metrics,
-        extract=ExtractOptions(**encode, **given(fps=fps), crop_black_margin=crop_black_margin),
-        knn=knn_config(k, temperature, weighting, **settings.section("knn")),
-        linear=linear_config(
-            lr, wd, optimizer, epochs, select_metric=select_metric, seed=seed, **settings.section("linear")
-        ),
-        temporal=temporal_config(
-            epochs=temporal_epochs, causal=causal or None, seed=seed, **settings.section("temporal")
-        ),
-        protocol_configs=settings.unsectioned,
-        cv_folds=folds,
-        cv_protocol=cv_protocol,
-        **given(cv_seed=seed, fractions=fractions, fraction_seeds=fraction_seeds, seeds=seeds),
-        **given(tasks=tasks, horizon=horizon, anticipate=anticipate),
-        overwrite=overwrite,
-        trust_pickle=trust_pickle,
-    )
-    code = benchmark_session(config, json_path)
+    code = benchmark_session(config, json_path, slurm)
     if code:
         raise typer.Exit(code=code)
+
+
+def benchmark_config(options: Mapping[str, Any]) -> BenchmarkConfig:
+    """The run's `BenchmarkConfig` from `benchmark`'s options by name: the protocols' settings of `--config`
+    and `--set` with the flags over them, the encode settings, the cells' lists."""
+    from plstitch_eval.benchmark.config import BenchmarkConfig
+    from plstitch_eval.benchmark.session import protocol_tables
+    from plstitch_eval.errors import ConfigError
+    from plstitch_eval.extract import ExtractOptions
+
+    o = SimpleNamespace(**options)
+    if o.models is None or o.datasets is None:
+        raise ConfigError("benchmark needs --models and --datasets (only --status goes without them).")
+    settings = protocol_tables(o.config_file, o.set_items, o.device)  # the flags go over --config and --set
+    encode = encode_settings(
+        batch_size=o.batch_size, num_workers=o.num_workers, device=o.device, precision=o.precision,
+        decoder=o.decoder, decode_device=o.decode_device,
+    )  # fmt: skip
+    return BenchmarkConfig(
+        models=o.models,
+        datasets=o.datasets,
+        out=o.out,
+        protocols=o.protocols,
+        metrics=o.metrics,
+        extract=ExtractOptions(**encode, **given(fps=o.fps), crop_black_margin=o.crop_black_margin),
+        knn=knn_config(o.k, o.temperature, o.weighting, **settings.section("knn")),
+        linear=linear_config(
+            o.lr,
+            o.wd,
+            o.optimizer,
+            o.epochs,
+            select_metric=o.select_metric,
+            seed=o.seed,
+            **settings.section("linear"),
+        ),
+        temporal=temporal_config(
+            epochs=o.temporal_epochs, causal=o.causal or None, seed=o.seed, **settings.section("temporal")
+        ),
+        protocol_configs=settings.unsectioned,
+        cv_folds=o.folds,
+        cv_protocol=o.cv_protocol,
+        **given(cv_seed=o.seed, fractions=o.fractions, fraction_seeds=o.fraction_seeds, seeds=o.seeds),
+        **given(tasks=o.tasks, horizon=o.horizon, anticipate=o.anticipate),
+        overwrite=o.overwrite,
+        trust_pickle=o.trust_pickle,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -151,6 +151,19 @@ RecordOpt = Annotated[
         "remuxed, not re-encoded, flushed packet by packet; an existing FILE is refused unless --overwrite.",
     ),
 ]
+ServeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--serve",
+        metavar="HOST:PORT",
+        help="With --online: serve the live procedure page there (pip install 'plstitch[serve]'); loopback "
+        "needs no token, any other address --serve-token (one is generated and printed if not given).",
+    ),
+]
+ServeTokenOpt = Annotated[
+    str | None,
+    typer.Option("--serve-token", metavar="TOKEN", help="With --serve: the token the page's requests carry."),
+]
 OverwriteOpt = Annotated[
     bool, typer.Option("--overwrite", help="Replace existing output files (and an existing --record FILE).")
 ]
@@ -179,6 +192,8 @@ def predict(
     connect_timeout: ConnectTimeoutOpt = None,
     reconnect_timeout: ReconnectTimeoutOpt = None,
     record: RecordOpt = None,
+    serve: ServeOpt = None,
+    serve_token: ServeTokenOpt = None,
     progression: ProgressionOpt = None,
     batch_size: EncodeBatchOpt = None,
     num_workers: NumWorkersOpt = None,
@@ -201,6 +216,7 @@ def predict(
     # imported when run: the predict and probes packages pull in torchvision, torchcodec and timm (measured
     # +10 s or more on a 6 to 7 s start-up of `plstitch --help`, 2 busy cores)
     from plstitch_eval.predict import PredictOptions, PredictRequest, live_settings, predict_session
+    from plstitch_eval.predict.serve import serve_settings
     from plstitch_eval.predict.session import stopped_twice
     from plstitch_eval.probes.hub import resolve_probe
 
@@ -223,6 +239,7 @@ def predict(
         videos=list(videos or []), root=root, dataset=dataset, split=split, split_scheme=split_scheme,
         only=only, labels=list(labels or []), labels_fps=labels_fps, out=out, online=online,
         follow_timeout=follow_timeout, jsonl=jsonl, live=live, live_flags=live_flags, summary_json=json_path,
+        serve=serve_settings(serve, serve_token) if serve is not None else None,
     )  # fmt: skip
     request.check()
     probe = resolve_probe(probe_dir)

@@ -10,6 +10,7 @@ from pathlib import Path
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.predict.live import LiveSource, is_live, parse_input_options
 from plstitch_eval.predict.record import check_record_path
+from plstitch_eval.predict.serve import ServeSettings, check_serve_extra
 from plstitch_eval.predict.sources import (
     STDIN,
     VideoSource,
@@ -40,6 +41,7 @@ class PredictRequest:
     live: LiveSource | None = None  # the settings of live sources (their address filled per VIDEO)
     live_flags: tuple[str, ...] = ()  # live-only flags given on the command line, for the refusal
     summary_json: Path | None = None  # --json: where the summary goes (- = stdout)
+    serve: ServeSettings | None = None  # --serve HOST:PORT: the live page (serve.py)
 
     def check(self) -> None:
         """One way to name the inputs; --out unless online; stdin, live sources, --follow-timeout,
@@ -63,6 +65,8 @@ class PredictRequest:
             self._check_offline()
         elif self.live is not None and self.live.recording is not None:
             self._check_recording(self.live)
+        if self.serve is not None:
+            check_serve_extra()
         if self.jsonl == "-" and self.summary_json is not None and str(self.summary_json) == "-":
             raise ConfigError("--jsonl - and --json - would share stdout; write one of them to a file.")
         if self.out is None and not self.online:
@@ -85,6 +89,7 @@ class PredictRequest:
                 "--follow-timeout goes with --online (it follows a recording as it is written)."
             )
         online_only = (["--jsonl"] if self.jsonl is not None else []) + list(self.live_flags)
+        online_only += ["--serve"] if self.serve is not None else []
         if online_only:
             raise ConfigError(f"{online_only[0]} goes with --online (predictions made as the video arrives).")
 

@@ -5,8 +5,10 @@ the signal that stopped an online run)."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.text import Text
@@ -18,6 +20,7 @@ from plstitch_eval.predict.options import PredictOptions
 from plstitch_eval.predict.outputs import JsonLines, check_outputs
 from plstitch_eval.predict.request import PredictRequest, stopped_twice_line, stopped_verb
 from plstitch_eval.predict.run import PredictSummary, predict_decoding, predict_videos, run_online
+from plstitch_eval.predict.serve import LivePage, open_page
 from plstitch_eval.probes import Probe
 from plstitch_eval.utils.console import console, error_console, print_error, progress_bar
 from plstitch_eval.utils.io import write_json_output
@@ -47,7 +50,10 @@ def predict_session(
         if decoding.on_cuda or (options.decoder == "torchcodec" and not files_only):
             console.print(Text.assemble(("note:", "yellow"), ONLINE_DECODING_NOTE), soft_wrap=True)
         with ExitStack() as scope:
-            on_frame = scope.enter_context(lines).write if lines is not None else None
+            outputs = [scope.enter_context(lines).write] if lines is not None else []
+            page = live_page(request, probe, sources, scope)
+            outputs += [page.publish] if page is not None else []
+            on_frame = fan_out(outputs)
             summary = run_online(
                 probe,
                 model,
@@ -59,6 +65,8 @@ def predict_session(
                 follow_s=options.follow_timeout,
                 on_frame=on_frame,
             )
+            if page is not None:
+                page.finish(case_ended(summary))
     else:
         with progress_bar() as bar:
             task = bar.add_task("predict", total=len(sources))
@@ -66,6 +74,37 @@ def predict_session(
                 probe, model, sources, request.out, options, on_video=lambda _: bar.update(task, advance=1)
             )
     return report(summary, json_path, request)
+
+
+def live_page(request: PredictRequest, probe: Probe, sources: list, scope: ExitStack) -> LivePage | None:
+    """`--serve`: the live page, serving until the run ends (closed by `scope`)."""
+    if request.serve is None:
+        return None
+    page = open_page(request.serve, probe, [s.name for s in sources])
+    scope.callback(page.close)
+    return page
+
+
+def fan_out(outputs: list[Callable[[dict[str, Any]], None]]) -> Callable[[dict[str, Any]], None] | None:
+    """One `on_frame` handing each frame's row to every output (the JSON lines, the page)."""
+    if not outputs:
+        return None
+    if len(outputs) == 1:
+        return outputs[0]
+
+    def each(row: dict[str, Any]) -> None:
+        for output in outputs:
+            output(row)
+
+    return each
+
+
+def case_ended(summary: PredictSummary) -> str:
+    """How the case ended, as the page says it: the last video's end, or the stop."""
+    if summary.interrupted:
+        return stopped_verb(summary.stop_signal)
+    last = summary.predictions[-1] if summary.predictions else None
+    return (last.ended if last is not None else None) or "the run ended"
 
 
 def second_printer(with_video: bool, to_stderr: bool):

@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
-from plstitch_eval.data.datasets import autolaparo, breakfast, cholec80, folder, gtea, m2cai16, synthetic  # noqa: F401
-from plstitch_eval.data.datasets.base import DatasetAdapter, VideoRecord, decode, labels_at, tools_at
+from plstitch_eval.data.datasets import (  # noqa: F401
+    autolaparo,
+    breakfast,
+    cholec80,
+    cholect50,
+    folder,
+    gtea,
+    m2cai16,
+    synthetic,
+)
+from plstitch_eval.data.datasets.base import (
+    DatasetAdapter,
+    VideoRecord,
+    decode,
+    labels_at,
+    tools_at,
+    triplets_at,
+)
 from plstitch_eval.data.datasets.registry import (
     DatasetFacts,
     dataset_class,
@@ -30,5 +46,6 @@ __all__ = [
     "register_dataset",
     "registered_dataset",
     "tools_at",
+    "triplets_at",
     "unregister_dataset",
 ]

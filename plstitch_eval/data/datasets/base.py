@@ -26,7 +26,9 @@ class VideoRecord:
 
     `labels[i]` is the class id of annotation step i, i.e. of time ``i / label_fps`` seconds.
     `folder_fps` is the frame rate of a frame-folder source (None for video files). Datasets with instrument
-    annotations (Cholec80) add `tools`: presence [M, K] int8 of the adapter's `tool_names` at `tool_times`.
+    annotations (Cholec80) add `tools`: presence [M, K] int8 of the adapter's `tool_names` at `tool_times`;
+    datasets with action triplets (CholecT50) add `triplets`: multi-hot [M, T] int8 of `triplet_names` at
+    `triplet_times`.
     """
 
     name: str
@@ -36,6 +38,8 @@ class VideoRecord:
     folder_fps: float | None = None
     tools: np.ndarray | None = None  # [M, K] int8 0/1, one row per annotated time
     tool_times: np.ndarray | None = None  # [M] float64 seconds of those rows
+    triplets: np.ndarray | None = None  # [M, T] int8 0/1, one row per annotated time
+    triplet_times: np.ndarray | None = None  # [M] float64 seconds of those rows
 
 
 def labels_at(record: VideoRecord, times: np.ndarray | list[float]) -> tuple[np.ndarray, int]:
@@ -67,15 +71,28 @@ def tools_at(record: VideoRecord, times: np.ndarray | list[float]) -> np.ndarray
     """
     if record.tools is None or record.tool_times is None:
         return None
+    return _rows_at(record.tools, record.tool_times, times)
+
+
+def triplets_at(record: VideoRecord, times: np.ndarray | list[float]) -> np.ndarray | None:
+    """Triplet multi-hot [n, T] int8 at sample `times` (s), by `tools_at`'s rule; None without triplets."""
+    if record.triplets is None or record.triplet_times is None:
+        return None
+    return _rows_at(record.triplets, record.triplet_times, times)
+
+
+def _rows_at(values: np.ndarray, row_times: np.ndarray, times: np.ndarray | list[float]) -> np.ndarray:
+    """`values` [M, K] annotated at `row_times`, read at `times`: the last row at or before each time; -1
+    where no row covers it (before the first row, or over one row spacing past the last)."""
     times = np.asarray(times, dtype=np.float64)
-    row_times = np.asarray(record.tool_times, dtype=np.float64)
-    out = np.full((len(times), record.tools.shape[1]), -1, dtype=np.int8)
+    row_times = np.asarray(row_times, dtype=np.float64)
+    out = np.full((len(times), values.shape[1]), -1, dtype=np.int8)
     if not len(row_times):
         return out
     spacing = float(np.median(np.diff(row_times))) if len(row_times) > 1 else 1.0
     rows = np.searchsorted(row_times, times + 1e-6, side="right") - 1
     covered = (rows >= 0) & (times < row_times[-1] + spacing - 1e-6)
-    out[covered] = record.tools[rows[covered]]
+    out[covered] = values[rows[covered]]
     return out
 
 
@@ -101,6 +118,7 @@ class DatasetAdapter:
     default_eval_fps: float = 1.0
     background_classes: list[str] = []
     tool_names: ClassVar[list[str]] = []  # instruments annotated per frame (multi-label), if any
+    triplet_names: ClassVar[list[str]] = []  # action triplets annotated per frame (multi-label), if any
     split_schemes: ClassVar[tuple[str, ...]] = ("default",)
     # the data's terms of use (a published probe's card takes the strictest of these and its backbone's)
     license: ClassVar[str] = "unknown"

@@ -12,8 +12,9 @@ from typing import Any
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.registry import Registry, import_modules
 
-# the shipped adapters' modules (synthetic.py registers both synthetic and synthetic-paced)
-_SHIPPED = ("autolaparo", "breakfast", "cholec80", "folder", "gtea", "m2cai16", "synthetic")
+# the shipped adapters' modules (synthetic.py registers synthetic and synthetic-paced, cholect50.py cholect50
+# and cholect45)
+_SHIPPED = ("autolaparo", "breakfast", "cholec80", "cholect50", "folder", "gtea", "m2cai16", "synthetic")
 
 
 def _adopt(cls: object) -> object:

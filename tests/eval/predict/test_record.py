@@ -51,28 +51,32 @@ def test_recording_predicts_again_as_it_was_predicted_live(data, live_video, tmp
     assert offline.exit_code == 0, offline.output
     _, rows = read_csv(tmp_path / "again" / "case.csv")
     live_rows = [json.loads(line) for line in lines.read_text().splitlines()]
-    assert [round(float(r["time_s"]), 6) for r in rows] == [round(r["time_s"], 6) for r in live_rows]
-    assert [r["predicted"] for r in rows] == [r["predicted"] for r in live_rows]
+    again = {round(float(r["time_s"]), 6): r["predicted"] for r in rows}
+    # a busy machine drops live frames (the newest is kept): every live frame is a frame of the recording,
+    # with the same class, and the recording holds every frame that was due - predicted or dropped
+    assert {round(r["time_s"], 6): r["predicted"] for r in live_rows}.items() <= again.items()
+    assert len(again) == len(live_rows) + live_rows[-1]["dropped"]
 
 
 def test_a_killed_run_leaves_a_readable_recording(data, live_video, tmp_path):  # noqa: F811
     port = free_port(socket.SOCK_STREAM)
-    send = sender(live_video, f"tcp://{HOST}:{port}?listen=1", "--loops", "3")
+    send = sender(live_video, f"tcp://{HOST}:{port}?listen=1", "--loops", "8")
     recording, lines = tmp_path / "case.mkv", tmp_path / "live.jsonl"
     command = [
         sys.executable, "-m", "plstitch_eval", "predict", "--probe", str(data["probe"]), "--online",
         f"tcp://{HOST}:{port}", "--record", str(recording), "--jsonl", str(lines), *CPU,
     ]  # fmt: skip
     run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not lines.exists() or len(lines.read_text().splitlines()) < 6):
+    deadline = time.monotonic() + 180  # a busy machine starts python and torch slowly
+    while time.monotonic() < deadline and (not lines.exists() or len(lines.read_text().splitlines()) < 4):
         time.sleep(0.1)
-    seen = len(lines.read_text().splitlines())
+    seen = len(lines.read_text().splitlines()) if lines.exists() else 0
+    assert run.poll() is None, run.stderr.read()  # still predicting: the kill lands mid-stream
     os.kill(run.pid, signal.SIGKILL)
     run.wait(timeout=10)
     send.kill()
     send.wait(timeout=10)
-    assert seen >= 6, run.stderr.read()
+    assert seen >= 4, run.stderr.read()
     frames = _frames(recording)  # no trailer was written: readable all the same
     sent = _frames(live_video)
     assert len(frames) >= seen  # at least the frames predicted before the kill (sampled at 2 fps of 25)
