@@ -173,7 +173,7 @@ def test_redo_of_a_video_the_run_does_not_take_is_one_line(knn_root, tiny_model_
 
 
 @pytest.mark.parametrize(
-    ("dataset", "told"), [("nope", "Unknown dataset 'nope'"), ("cholec8", "'cholec80'?")]
+    ("dataset", "told"), [("nope", "Unknown dataset 'nope'"), ("cholec8", "Did you mean 'cholec80'")]
 )
 def test_an_unknown_dataset_is_told_before_a_missing_model(tmp_path, dataset, told):
     line = _one_error_line(
