@@ -11,8 +11,13 @@ For each model, transport and probe rate it reports, from the JSON lines and the
     python benchmarks/online.py --seconds 300                      # tiny model, UDP+TCP, 1 fps, 5 min
     python benchmarks/online.py --model vit-b16 --seconds 60 --fps 1  # pl-stitch-lemon's ViT-B/16, random
     python benchmarks/online.py --fps 1,5,10,25 --seconds 30         # the highest rate that keeps up
+    python benchmarks/online.py --probes 1,3 --rounds 3 --seconds 60  # three probes on one backbone vs one
 
-Probes are random linear heads on the model's features (timing only: the classes do not matter).
+Probes are random linear heads on the model's features (timing only: the classes do not matter). With
+`--probes 1,3` the runs of one probe and of three (one backbone: one decode and one encoder pass per frame)
+alternate `--rounds` times per transport, and a last line gives the three-probe run's latency p50, mean and
+p99 over the one-probe run's, and the same ratio for the in-process cost of predicting the clip as a file
+(best of `--rounds`; no sender, no network: decoding, the model's and the heads' own time).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import av
@@ -83,7 +89,7 @@ def stream_video(folder: Path, seconds: float, size: int) -> tuple[Path, Path]:
     return target, root
 
 
-def make_probe(folder: Path, synthetic: dict, model: str, fps: float) -> Path:
+def make_probe(folder: Path, synthetic: dict, model: str, fps: float, seed: int = 0) -> Path:
     """A random linear probe on `model`'s features at `fps` (its manifest from extracting a 2 s video)."""
     adapter = get_dataset("synthetic", **synthetic)
     store = folder / f"store-{fps:g}"
@@ -92,7 +98,7 @@ def make_probe(folder: Path, synthetic: dict, model: str, fps: float) -> Path:
         assert extract_features(adapter, model, store, options).ok
     features = FeatureStore(store)
     dim = int(features.manifest["feature_dim"])
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     head = LinearProbeHead(
         torch.zeros(dim),
         torch.ones(dim),
@@ -100,12 +106,20 @@ def make_probe(folder: Path, synthetic: dict, model: str, fps: float) -> Path:
         torch.zeros(len(features.class_names)),
     )
     return save_probe(
-        folder / f"probe-{fps:g}", "linear", head, features.manifest, features.class_names, {}, {}
+        folder / f"probe-{fps:g}" if not seed else folder / f"probe-{fps:g}-{seed}",
+        "linear",
+        head,
+        features.manifest,
+        features.class_names,
+        {},
+        {},
     )
 
 
-def run_one(probe: Path, video: Path, transport: str, seconds: float, loops: int, folder: Path) -> dict:
-    """Stream `video` (`loops` times) over `transport` while predict runs; the measured figures."""
+def run_one(
+    probes: list[Path], video: Path, transport: str, seconds: float, loops: int, folder: Path
+) -> dict:
+    """Stream `video` (`loops` times) over `transport` while predict runs `probes`; the measured figures."""
     kind = socket.SOCK_DGRAM if transport == "udp" else socket.SOCK_STREAM
     port = free_port(kind)
     address = f"{transport}://{HOST}:{port}"
@@ -113,7 +127,8 @@ def run_one(probe: Path, video: Path, transport: str, seconds: float, loops: int
     for path in (lines, summary):
         path.unlink(missing_ok=True)
     predict = [
-        "plstitch", "--quiet", "predict", "--probe", str(probe), "--online", address, "--jsonl", str(lines),
+        "plstitch", "--quiet", "predict", *(a for p in probes for a in ("--probe", str(p))),
+        "--online", address, "--jsonl", str(lines),
         "--json", str(summary), "--connect-timeout", "60" if transport == "tcp" else "3", "--device", "cpu",
     ]  # fmt: skip
     send_to = f"{address}?listen=1" if transport == "tcp" else address
@@ -139,15 +154,84 @@ def run_one(probe: Path, video: Path, transport: str, seconds: float, loops: int
     first, last = e2e[times < times[0] + 60], e2e[times > times[-1] - 60]
     return {
         "transport": transport,
+        "probes": len(probes),
         "samples": len(rows),
         "due": live["due"],
         "dropped": live["dropped"],
         "kept_up": live["kept_up"],
         "latency_ms": {q: round(float(np.percentile(latency, int(q[1:]))), 1) for q in ("p50", "p95", "p99")},
+        "latency_mean_ms": round(float(latency.mean()), 2),
         "e2e_ms": {q: round(float(np.percentile(e2e, int(q[1:]))), 1) for q in ("p50", "p99")},
         "lag_growth_ms_per_min": round(slope, 2),
         "e2e_first_last_min_ms": [round(float(first.mean()), 1), round(float(last.mean()), 1)],
         "seconds": round(float(times[-1] - times[0]), 1),
+    }
+
+
+def file_seconds(probes: list[Path], video: Path) -> float:
+    """Wall seconds of predicting `video` as a file with `probes` in this process (model loaded first)."""
+    from plstitch_eval.predict import (
+        PredictOptions,
+        ProbeSet,
+        VideoSource,
+        load_probe_encoder,
+        predict_online,
+    )
+    from plstitch_eval.probes import load_probe
+
+    loaded = ProbeSet.of([load_probe(p) for p in probes])
+    model = load_probe_encoder(loaded.first, PredictOptions(device="cpu", num_workers=0, progression=False))
+    return predict_online(loaded, model, VideoSource("clip", video), lambda _: None).wall_seconds
+
+
+def per_frame_ms(probes: list[Path], repeats: int = 200) -> dict[str, float]:
+    """The per-frame cost of the encoder pass and of the heads of 1 and of all `probes` (best of `repeats`
+    interleaved calls, ms): what several probes add to a frame, free of the stream's and other jobs' noise."""
+    from plstitch_eval.predict import FRAMEWISE_KINDS, PredictOptions, ProbeSet, load_probe_encoder
+    from plstitch_eval.predict.case import online_heads
+    from plstitch_eval.preprocess import prepare_frame
+    from plstitch_eval.probes import load_probe
+
+    loaded = [load_probe(p) for p in probes]
+    model = load_probe_encoder(loaded[0], PredictOptions(device="cpu", num_workers=0, progression=False))
+    image = np.random.default_rng(0).integers(0, 256, (224, 224, 3), dtype=np.uint8)
+    crop = prepare_frame(image, model.plan)[None]  # as `online._follow` hands a frame to the encoder
+    feature = model.encode(crop)[0].cpu().numpy()
+    heads = {n: online_heads(ProbeSet.of(loaded[:n]), FRAMEWISE_KINDS) for n in (1, len(loaded))}
+    best = {"encoder": float("inf"), **{f"heads_{n}": float("inf") for n in heads}}
+    for i in range(repeats):
+        started = time.perf_counter()
+        model.encode(crop)
+        best["encoder"] = min(best["encoder"], time.perf_counter() - started)
+        for n, head in heads.items():
+            started = time.perf_counter()
+            head.push(feature, float(i))
+            best[f"heads_{n}"] = min(best[f"heads_{n}"], time.perf_counter() - started)
+    return {key: round(value * 1000, 4) for key, value in best.items()}
+
+
+def compare(results: list[dict], file_times: dict[int, list[float]]) -> dict:
+    """Three probes over one: the live runs' latency p50, mean, p99 (medians over rounds), and the file's
+    best in-process time."""
+    few, many = min(file_times), max(file_times)
+
+    def median(n: int, key) -> float:
+        return float(np.median([key(r) for r in results if r["probes"] == n]))
+
+    ratio = {
+        name: round(median(many, key) / median(few, key), 3)
+        for name, key in (
+            ("latency_p50", lambda r: r["latency_ms"]["p50"]),
+            ("latency_mean", lambda r: r["latency_mean_ms"]),
+            ("latency_p99", lambda r: r["latency_ms"]["p99"]),
+        )
+    }
+    ratio["file"] = round(min(file_times[many]) / min(file_times[few]), 3)
+    return {
+        "compare": f"{many} probes / {few} probe (one backbone)",
+        "ratio": ratio,
+        f"p99_ms_{many}_probes": median(many, lambda r: r["latency_ms"]["p99"]),
+        "file_seconds": {str(n): round(min(t), 3) for n, t in file_times.items()},
     }
 
 
@@ -159,6 +243,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=300.0, help="stream length")
     parser.add_argument("--size", type=int, default=224, help="frame side of the synthetic stream")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--probes", default="1", help="probe counts on one backbone, comma-separated (1,3)")
+    parser.add_argument("--rounds", type=int, default=1, help="with several --probes: alternations")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -171,12 +257,32 @@ def main() -> None:
         short = {"n_videos": 1, "size": args.size, "seed": 1, "min_seconds": 2.0, "max_seconds": 2.0}
         short["root"] = generate_synthetic(folder / "short", workers=1, **short)
         model = random_vit_b(folder) if args.model == VIT_B else args.model
+        counts = [int(n) for n in args.probes.split(",")]
         for fps in [float(f) for f in args.fps.split(",")]:
-            probe = make_probe(folder, short, model, fps)
-            for transport in args.transports.split(","):
-                result = run_one(probe, video, transport, args.seconds, loops, folder)
-                result.update(model=args.model, fps=fps, cpu_threads=torch.get_num_threads(), frame=args.size)
-                print(json.dumps(result), flush=True)
+            probes = [make_probe(folder, short, model, fps, seed) for seed in range(max(counts))]
+            results: list[dict] = []
+            file_times: dict[int, list[float]] = {n: [] for n in counts}
+            for _ in range(args.rounds if len(counts) > 1 else 1):
+                for transport in args.transports.split(","):
+                    for n in counts:
+                        result = run_one(probes[:n], video, transport, args.seconds, loops, folder)
+                        result.update(
+                            model=args.model, fps=fps, cpu_threads=torch.get_num_threads(), frame=args.size
+                        )
+                        results.append(result)
+                        print(json.dumps(result), flush=True)
+                if len(counts) > 1:
+                    for n in counts:
+                        file_times[n].append(file_seconds(probes[:n], video))
+            if len(counts) > 1:
+                costs = per_frame_ms(probes[: max(counts)])
+                n = max(counts)
+                frame_ratio = (costs["encoder"] + costs[f"heads_{n}"]) / (costs["encoder"] + costs["heads_1"])
+                costs["frame_ratio"] = round(frame_ratio, 4)
+                print(
+                    json.dumps({**compare(results, file_times), "per_frame_ms": costs, "fps": fps}),
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

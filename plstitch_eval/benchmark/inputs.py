@@ -58,9 +58,14 @@ def parse_tasks(tasks: str | Sequence[str]) -> tuple[str, ...]:
     for item in items:
         task = get_task(item, "tasks")
         if item != PHASES and task.head != REGRESSION:
-            protocols = ", ".join(task.results_tasks.values()) or ", ".join(task.protocols)
+            cells = [name for name in task.results_tasks.values() if name in benchmark_protocols()]
+            if not cells:  # no benchmark cell runs it yet (triplets): its own command does
+                raise ConfigError(
+                    f"--tasks {item}: a {task.head} task that benchmark does not run yet; leave it out of "
+                    f"--tasks and run plstitch {' / '.join(task.protocols)} --task {item} on each store."
+                )
             raise ConfigError(
                 f"--tasks {item}: a {task.head} task, scored as a protocol of the phase table; leave it out "
-                f"of --tasks and add {protocols} to --protocols."
+                f"of --tasks and add {', '.join(cells)} to --protocols."
             )
     return items

@@ -8,6 +8,8 @@ from plstitch_eval.cluster.settings import (
     SLURM,
     SlurmSettings,
     check_executor,
+    executor_settings,
+    read_slurm_file,
     slurm_settings,
 )
 from plstitch_eval.cluster.states import (
@@ -39,12 +41,14 @@ __all__ = [
     "UNKNOWN",
     "SlurmSettings",
     "check_executor",
+    "executor_settings",
     "import_submitit",
     "job_log",
     "job_outcome",
     "job_phase",
     "job_states",
     "link_logs",
+    "read_slurm_file",
     "slurm_executor",
     "slurm_settings",
     "submit_array",

@@ -7,11 +7,21 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from plstitch_eval.errors import ConfigError
 
-__all__ = ["EXECUTORS", "LOCAL", "SLURM", "SlurmSettings", "check_executor", "slurm_settings"]
+__all__ = [
+    "EXECUTORS",
+    "LOCAL",
+    "SLURM",
+    "SlurmSettings",
+    "check_executor",
+    "executor_settings",
+    "read_slurm_file",
+    "slurm_settings",
+]
 
 LOCAL, SLURM = "local", "slurm"
 EXECUTORS = (LOCAL, SLURM)
@@ -90,3 +100,44 @@ def check_executor(executor: str) -> str:
     if executor not in EXECUTORS:
         raise ConfigError(f"--executor {executor!r}: choose {' or '.join(EXECUTORS)}.")
     return executor
+
+
+def executor_settings(
+    executor: str,
+    table: Mapping[str, Any] | str | Path | None = None,
+    *,
+    wait: bool = False,
+    **flags: Any,
+) -> SlurmSettings | None:
+    """The Slurm settings of `--executor slurm` (a `[slurm]` table, or the file holding it, the `--slurm-*`
+    flags and `--wait` over it); None for `--executor local`, which runs here as always."""
+    if check_executor(executor) != SLURM:
+        return None
+    if isinstance(table, (str, Path)):
+        table = read_slurm_file(table)
+    return slurm_settings(table, **flags, wait=wait or None)
+
+
+def read_slurm_file(path: str | Path) -> dict[str, Any]:
+    """The `[slurm]` table of a TOML file (`--slurm-config`; a benchmark `--config` file does too: its other
+    tables are not read here); a file that cannot be read or has no such table is one line."""
+    path = Path(path).expanduser()
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            raise ConfigError(
+                f"--slurm-config {path}: reading TOML needs Python 3.11+ or `pip install tomli`."
+            ) from None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"--slurm-config {path}: not a readable TOML file ({exc}).") from None
+    table = data.get("slurm")
+    if not isinstance(table, dict):
+        raise ConfigError(
+            f"--slurm-config {path}: write the Slurm settings as a [slurm] table (docs/cluster.md)"
+        )
+    return dict(table)

@@ -6,7 +6,7 @@ import inspect
 import json
 import textwrap
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -33,6 +33,22 @@ from plstitch_eval.commands.options import (
     given,
     json_opt,
     out_opt,
+)
+from plstitch_eval.commands.slurm_options import (
+    ExtractExecutorOpt,
+    ExtractStatusOpt,
+    ShardsOpt,
+    SlurmAccountOpt,
+    SlurmConfigOpt,
+    SlurmConstraintOpt,
+    SlurmCpusOpt,
+    SlurmGpusOpt,
+    SlurmMemOpt,
+    SlurmPartitionOpt,
+    SlurmQosOpt,
+    SlurmSbatchOpt,
+    SlurmTimeOpt,
+    WaitOpt,
 )
 from plstitch_eval.utils.console import result_console
 
@@ -103,7 +119,7 @@ def datasets() -> None:
     for name in list_datasets():
         cls = dataset_class(name)
         layout = (inspect.getdoc(inspect.getmodule(cls)) or inspect.getdoc(cls) or "").split("\n\n")[0]
-        classes = f"{len(cls.class_names)} classes" if cls.class_names else "classes from its files"
+        classes = f"{len(cls.class_names)} classes" if cls.class_names else _unnamed_classes(cls)
         facts = (
             f"{classes}; {cls.native_fps:g} fps native, evaluated at {cls.default_eval_fps:g} fps; "
             f"split schemes: {', '.join(cls.split_schemes)}"
@@ -114,6 +130,14 @@ def datasets() -> None:
         for text, style in ((facts, ""), (" ".join(layout.split()), "dim")):
             for line in textwrap.wrap(text, width, break_on_hyphens=False):
                 out.print(Text(f"  {line}", style=style))
+
+
+def _unnamed_classes(cls: Any) -> str:
+    """What `plstitch datasets` says of an adapter naming no classes: its other labels, or its files'."""
+    other = [f"{what} ({len(names)})" for what, names in (("CVS criteria", cls.cvs_names),) if names]
+    if getattr(cls, "skill_names", None):
+        other.append("skill scores per video")
+    return "no per-frame classes; " + ", ".join(other) if other else "classes from its files"
 
 
 def extract(
@@ -142,6 +166,20 @@ def extract(
     transform: TransformOpt = None,
     frames: FramesOpt = None,
     json_path: SummaryJsonOpt = None,
+    executor: ExtractExecutorOpt = "local",
+    shards: ShardsOpt = 1,
+    status: ExtractStatusOpt = False,
+    wait: WaitOpt = False,
+    slurm_partition: SlurmPartitionOpt = None,
+    slurm_account: SlurmAccountOpt = None,
+    slurm_time: SlurmTimeOpt = None,
+    slurm_gpus: SlurmGpusOpt = None,
+    slurm_cpus: SlurmCpusOpt = None,
+    slurm_mem: SlurmMemOpt = None,
+    slurm_qos: SlurmQosOpt = None,
+    slurm_constraint: SlurmConstraintOpt = None,
+    slurm_sbatch: SlurmSbatchOpt = None,
+    slurm_config: SlurmConfigOpt = None,
 ) -> None:
     """Extract frozen per-frame CLS features of a dataset into a resumable feature store.
 
@@ -150,36 +188,57 @@ def extract(
     Rerunning the same command resumes (a damaged feature file is extracted again); runs started at the same
     time into one --out share the videos; under torchrun (`torchrun ... -m plstitch_eval extract ...`) each
     rank takes a disjoint share of the videos.
+
+    --executor slurm --shards N: N Slurm jobs share the videos, into the same store (docs/cluster.md).
     """
     # imported when run: the extraction and hub packages pull in torchvision, torchcodec and timm (measured
     # +10 s or more on a 6 to 7 s start-up of `plstitch --help`, 2 busy cores)
-    from plstitch_eval.extract import ExtractOptions, ExtractRequest, extract_session, video_names
+    from plstitch_eval.cluster import executor_settings
+    from plstitch_eval.extract import ExtractRequest
+    from plstitch_eval.extract.slurm_run import extract_where, print_extract_status
 
-    options = ExtractOptions(
-        **encode_settings(
-            batch_size=batch_size,
-            num_workers=num_workers,
-            device=device,
-            precision=precision,
-            decoder=decoder,
-            decode_device=decode_device,
-        ),
-        **given(fps=fps),
-        overwrite=overwrite,
-        fail_fast=fail_fast,
-        videos=video_names(videos),
-        redo=video_names(redo),
-        split=split,
-        split_scheme=split_scheme,
-        resize_on_decode=resize_on_decode,
-        crop_black_margin=crop_black_margin,
-        frames=frames,
-    )
+    if status:
+        raise typer.Exit(code=print_extract_status(out))
+    options = _extract_options(
+        batch_size, num_workers, device, precision, decoder, decode_device, fps=fps, overwrite=overwrite,
+        fail_fast=fail_fast, videos=videos, redo=redo, split=split, split_scheme=split_scheme,
+        resize_on_decode=resize_on_decode, crop_black_margin=crop_black_margin, frames=frames,
+    )  # fmt: skip
+    slurm = executor_settings(
+        executor, slurm_config, wait=wait, partition=slurm_partition, account=slurm_account, time=slurm_time,
+        gpus=slurm_gpus, cpus=slurm_cpus, mem=slurm_mem, qos=slurm_qos, constraint=slurm_constraint,
+        sbatch=slurm_sbatch,
+    )  # fmt: skip
     load = {"revision": revision, "trust_pickle": trust_pickle, "transform": transform, **given(which=which)}
     request = ExtractRequest(dataset, out, root, model, load, json_path)
-    code = extract_session(request, options)
+    code = extract_where(request, options, slurm, shards)
     if code:
         raise typer.Exit(code=code)
+
+
+def _extract_options(
+    batch_size: int | None,
+    num_workers: int | None,
+    device: str | None,
+    precision: str | None,
+    decoder: str | None,
+    decode_device: str | None,
+    **settings: Any,
+) -> Any:
+    """The `ExtractOptions` of the command's flags (the encode settings through `encode_settings`)."""
+    from plstitch_eval.extract import ExtractOptions, video_names
+
+    encode = encode_settings(
+        batch_size=batch_size,
+        num_workers=num_workers,
+        device=device,
+        precision=precision,
+        decoder=decoder,
+        decode_device=decode_device,
+    )
+    videos, redo = video_names(settings.pop("videos")), video_names(settings.pop("redo"))
+    fps = settings.pop("fps")
+    return ExtractOptions(**encode, **given(fps=fps), videos=videos, redo=redo, **settings)
 
 
 def export_mstcn(

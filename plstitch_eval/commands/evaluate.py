@@ -7,6 +7,7 @@ against 0.5 s for `import plstitch_eval.cli` on a loaded 2-core box).
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -39,11 +40,21 @@ from plstitch_eval.commands.options import (
     out_opt,
 )
 from plstitch_eval.commands.probe_configs import knn_config, linear_config, temporal_config
-from plstitch_eval.commands.task_options import refuse_for_regression, task_settings
+from plstitch_eval.commands.task_options import (
+    fold_count,
+    refuse_classification_cv,
+    refuse_for_regression,
+    refuse_for_video_task,
+    task_settings,
+    video_task,
+)
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.console import is_quiet
 
 _knn_config, _linear_config = knn_config, linear_config  # their names before commands/probe_configs.py
+SkillScoreOpt = Annotated[
+    str | None, typer.Option("--skill-score", help="--task skill: the score regressed (default grs, GRS).")
+]
 TableOutOpt = out_opt("Also write the table to this file.", kind=Path | None, short=False, file=True)
 
 
@@ -120,10 +131,16 @@ def linear(
     json_path: JsonOpt = None,
     save: SaveProbeOpt = None,
     overwrite: OverwriteProbeOpt = False,
+    skill_score: SkillScoreOpt = None,
 ) -> None:
     """Linear probe: a grid of heads trained in one pass, best on validation, reported on test."""
     from plstitch_eval.protocols.fractions import fraction_config
 
+    if video_task(task, skill_score):  # skill: a ridge on each video's mean-pooled features
+        used = {"lr": bool(lr), "wd": bool(wd), "relaxed": relaxed, "save": save is not None}
+        used |= {"train-fraction": train_fraction is not None, "horizon": horizon is not None}
+        refuse_for_video_task(task, used)
+        return _skill_run(features, skill_score, split_scheme, None, None, json_path)
     fraction = fraction_config(train_fraction, fraction_seeds)
     settings = task_settings(task, "linear", horizon, anticipate, elapsed)
     if settings is not None:
@@ -138,7 +155,8 @@ def linear(
             features, task, "linear", settings, config, split_scheme, fraction, json_path, val_fraction,
             save, overwrite,
         )  # fmt: skip
-    LINEAR_TASKS[task](
+    run = _phase_linear if task == "phases" else partial(_multilabel_linear, task)  # multi-label: tools, ...
+    run(
         features, lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed,
         device, split_scheme, val_fraction, relaxed, json_path, save, overwrite, fraction,
     )  # fmt: skip
@@ -179,7 +197,9 @@ def _phase_linear(
 
 def cv(
     features: FeaturesOpt,
-    folds: Annotated[int, typer.Option(help="Number of folds (split by video).")] = 5,
+    folds: Annotated[
+        str, typer.Option(help="Number of folds (split by video); --task skill also loso or louo (JIGSAWS).")
+    ] = "5",
     protocol: Annotated[
         str, typer.Option(help="knn, linear or temporal (MS-TCN, defaults as `plstitch temporal`).")
     ] = "knn",
@@ -216,6 +236,7 @@ def cv(
     horizon: HorizonOpt = None,
     anticipate: AnticipateOpt = None,
     elapsed: ElapsedOpt = False,
+    skill_score: SkillScoreOpt = None,
 ) -> None:
     """k-fold cross-validation by video; prints mean ± std over folds."""
     from plstitch_eval.benchmark.config_file import read_config_file
@@ -229,33 +250,45 @@ def cv(
         section_configs,
     )
 
+    if video_task(task, skill_score):
+        refuse_for_video_task(task, {"relaxed": relaxed, "train-fraction": train_fraction is not None})
+        return _skill_run(features, skill_score, None, folds, seed or 0, json_path)
     file_tables = read_config_file(config_file) if config_file is not None else {}
     own_table = {protocol: file_tables[protocol]} if protocol in file_tables else {}
     tables = merge_tables(own_table, parse_set_items(set_items or [], protocol=protocol))
     bases = section_configs(tables)  # --set's fields; the flags given go over them
-    fold_seed = 0 if seed is None else seed
+    fold_seed, folds = 0 if seed is None else seed, fold_count(folds, task)
     configs = cv_head_configs(tables, bases, k, temperature, weighting, epochs, causal, seed, device)
     fraction = fraction_config(train_fraction, fraction_seeds)
     settings = task_settings(task, "cv" if task == "phases" else protocol, horizon, anticipate, elapsed)
     if settings is not None:
         refuse_for_regression(task, {"relaxed": relaxed, "train-fraction": fraction is not None})
         return regression_cv(features, task, settings, protocol, configs, folds, fold_seed, json_path)
+    refuse_classification_cv(task)
     results = run_cv(
-        features,
-        folds,
-        protocol,
-        configs["knn"],
-        configs["linear"],
-        seed=fold_seed,
-        relaxed=relaxed,
-        temporal_config=configs["temporal"],
-        progress=not is_quiet(),
-        config=cv_config(protocol, tables, fold_seed),
-        train_fraction=fraction,
-    )
+        features, folds, protocol, configs["knn"], configs["linear"], seed=fold_seed, relaxed=relaxed,
+        temporal_config=configs["temporal"], progress=not is_quiet(),
+        config=cv_config(protocol, tables, fold_seed), train_fraction=fraction,
+    )  # fmt: skip
     print_and_write_results(
         results, json_path, f"{folds}-fold CV by video ({protocol}{fraction_title(fraction, results)})"
     )
+
+
+def _skill_run(features, skill_score, scheme, folds, seed, json_path) -> None:  # noqa: ANN001
+    """`linear --task skill` (the store's split; `folds` None) or `cv --task skill --folds loso|louo|K`."""
+    from plstitch_eval.commands.results import print_and_write_results
+    from plstitch_eval.protocols.skill import run_skill_cv, run_skill_linear
+    from plstitch_eval.tasks.skill import DEFAULT_SCORE
+
+    name = skill_score or DEFAULT_SCORE
+    if folds is None:
+        results = run_skill_linear(features, name, scheme)
+        title = f"skill ({name}; ridge, alpha={results['protocol']['chosen_alpha']:g}) on {features}"
+    else:
+        results = run_skill_cv(features, folds, name, seed)
+        title = f"skill ({name}; ridge) CV by video, folds {folds}: mean ± std over folds"
+    print_and_write_results(results, json_path, title)
 
 
 def cv_head_configs(tables, bases, k, temperature, weighting, epochs, causal, seed, device) -> dict:  # noqa: ANN001
@@ -346,34 +379,41 @@ def table(
         write_text_atomic(out, text)
 
 
-def _tool_linear(
-    features, lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed, device,
+def _multilabel_linear(
+    task, features, lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed, device,
     split_scheme, val_fraction, relaxed, json_path, save, overwrite, fraction,
 ) -> None:  # fmt: skip
-    """`linear --task tools`: the multi-label probe (balanced unless --no-balance), AP per tool and mAP."""
+    """`linear --task tools|triplets`: the multi-label probe (balanced unless --no-balance), chosen on the
+    task's validation metric (mAP; mAP_IVT)."""
     from plstitch_eval.commands.results import print_and_write_results
-    from plstitch_eval.protocols import run_tool_linear
     from plstitch_eval.protocols.fractions import fraction_title
+    from plstitch_eval.protocols.multilabel import run_multilabel_linear
+    from plstitch_eval.tasks import get_task
 
+    chosen_task = get_task(task)
     refused = {"save": save is not None, "relaxed": relaxed, "select-metric": select_metric is not None}
     named = [f"--{option}" for option, used in refused.items() if used]
     if named:
         raise ConfigError(
-            f"{', '.join(named)}: only with --task phases (the tool probe is chosen on validation mAP and "
-            f"not saved); drop {'them' if len(named) > 1 else 'it'}."
+            f"{', '.join(named)}: only with --task phases (the {task} probe is chosen on validation "
+            f"{chosen_task.select_metric} and not saved); drop {'them' if len(named) > 1 else 'it'}."
         )
     balance = True if balance is None else balance
     config = linear_config(lr, wd, optimizer, epochs, batch_size, standardize, balance, None, seed, device)
     options = {"scheme": split_scheme, "val_fraction": val_fraction, "progress": True}
-    results = run_tool_linear(features, config, **options, train_fraction=fraction)
+    results = run_multilabel_linear(chosen_task, features, config, **options, train_fraction=fraction)
     proto = results["protocol"]
     chosen = f"lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g}"
     chosen += fraction_title(fraction, results)
-    title = f"tool presence (linear, {chosen})"
+    title = f"{MULTILABEL_TITLES.get(task, task)} (linear, {chosen})"
     print_and_write_results(results, json_path, title)
 
 
-LINEAR_TASKS = {"phases": _phase_linear, "tools": _tool_linear}  # `linear --task`: the classification tasks
+MULTILABEL_TITLES = {
+    "tools": "tool presence",
+    "triplets": "action triplets",
+    "cvs": "critical view of safety",
+}
 
 
 def _regression_run(

@@ -35,10 +35,11 @@ PredictDatasetOpt = dataset_opt(
 )
 PredictSplitOpt = split_opt("With --dataset: only this split.")
 ProbeOpt = Annotated[
-    str,
+    list[str],
     typer.Option(
         "--probe",
-        help="Probe folder (plstitch linear --save DIR), or a published probe hf-hub:ORG/NAME\\[@REV].",
+        help="Probe folder (plstitch linear --save DIR), or a published probe hf-hub:ORG/NAME\\[@REV]; "
+        "repeatable: probes of one backbone share one encoder pass, their columns prefixed <probe>.<column>.",
     ),
 ]
 VideosArg = Annotated[
@@ -164,6 +165,14 @@ ServeTokenOpt = Annotated[
     str | None,
     typer.Option("--serve-token", metavar="TOKEN", help="With --serve: the token the page's requests carry."),
 ]
+ShowFramesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--show-frames",
+        help="With --serve: show the newest video frame on the page (downscaled JPEG, same token); off by "
+        "default so that patient video stays off the page.",
+    ),
+]
 OverwriteOpt = Annotated[
     bool, typer.Option("--overwrite", help="Replace existing output files (and an existing --record FILE).")
 ]
@@ -194,6 +203,7 @@ def predict(
     record: RecordOpt = None,
     serve: ServeOpt = None,
     serve_token: ServeTokenOpt = None,
+    show_frames: ShowFramesOpt = False,
     progression: ProgressionOpt = None,
     batch_size: EncodeBatchOpt = None,
     num_workers: NumWorkersOpt = None,
@@ -216,6 +226,7 @@ def predict(
     # imported when run: the predict and probes packages pull in torchvision, torchcodec and timm (measured
     # +10 s or more on a 6 to 7 s start-up of `plstitch --help`, 2 busy cores)
     from plstitch_eval.predict import PredictOptions, PredictRequest, live_settings, predict_session
+    from plstitch_eval.predict.probeset import ProbeSet
     from plstitch_eval.predict.serve import serve_settings
     from plstitch_eval.predict.session import stopped_twice
     from plstitch_eval.probes.hub import resolve_probe
@@ -239,12 +250,13 @@ def predict(
         videos=list(videos or []), root=root, dataset=dataset, split=split, split_scheme=split_scheme,
         only=only, labels=list(labels or []), labels_fps=labels_fps, out=out, online=online,
         follow_timeout=follow_timeout, jsonl=jsonl, live=live, live_flags=live_flags, summary_json=json_path,
-        serve=serve_settings(serve, serve_token) if serve is not None else None,
+        serve=serve_settings(serve, serve_token, show_frames) if serve is not None else None,
+        show_frames=show_frames,
     )  # fmt: skip
     request.check()
-    probe = resolve_probe(probe_dir)
+    probes = ProbeSet.of([resolve_probe(folder) for folder in probe_dir])
     try:
-        code = predict_session(request, probe, options, json_path)
+        code = predict_session(request, probes, options, json_path)
     except KeyboardInterrupt as exc:  # a second Ctrl-C or SIGTERM: stopped at once
         raise typer.Exit(code=stopped_twice(exc, out)) from None
     if code:

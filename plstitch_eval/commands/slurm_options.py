@@ -5,6 +5,7 @@ the `[slurm]` table's value, else the dataclass default)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -33,8 +34,8 @@ WaitOpt = Annotated[
     bool,
     typer.Option(
         "--wait",
-        help="Wait for the jobs, then write the table (default: submit and return; rerun the command once "
-        "they have ended to write it).",
+        help="Wait for the jobs, then write what follows them: benchmark's table, extract's summary, how a "
+        "train job ended (default: submit and return; rerun the command once they have ended).",
         rich_help_panel=PANEL,
     ),
 ]
@@ -69,6 +70,74 @@ SlurmSbatchOpt = Annotated[
         "--slurm-sbatch",
         metavar="--KEY=VALUE",
         help="Any other sbatch option, repeatable (e.g. --slurm-sbatch=--exclusive).",
+        rich_help_panel=PANEL,
+    ),
+]
+ExtractExecutorOpt = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="local (here, as always) or slurm: the videos as --shards Slurm jobs (a job array) writing into "
+        "the one store; a rerun submits only shards with videos missing (`pip install 'plstitch[slurm]'`).",
+        rich_help_panel=PANEL,
+    ),
+]
+ShardsOpt = Annotated[
+    int,
+    typer.Option(
+        "--shards",
+        min=1,
+        help="With --executor slurm: how many jobs share the videos (video i goes to job i mod N).",
+        rich_help_panel=PANEL,
+    ),
+]
+ExtractStatusOpt = Annotated[
+    bool,
+    typer.Option(
+        "--status",
+        help="Only say how each shard of the Slurm extraction into --out stands (done, queued, running, "
+        "failed, videos stored): JSON on stdout, a line a shard on stderr.",
+        rich_help_panel=PANEL,
+    ),
+]
+TrainExecutorOpt = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="local (here, as always; torchrun for several GPUs) or slurm: the run as one Slurm job of "
+        "--nodes x --gpus-per-node processes, requeued from its last checkpoint "
+        "(`pip install 'plstitch[slurm]'`).",
+        rich_help_panel=PANEL,
+    ),
+]
+NodesOpt = Annotated[
+    int,
+    typer.Option("--nodes", min=1, help="With --executor slurm: nodes of the job.", rich_help_panel=PANEL),
+]
+GpusPerNodeOpt = Annotated[
+    int,
+    typer.Option(
+        "--gpus-per-node",
+        min=0,
+        help="GPUs per node, one process each (0: CPU, gloo).",
+        rich_help_panel=PANEL,
+    ),
+]
+TasksPerNodeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--tasks-per-node",
+        min=1,
+        help="Processes per node (default: --gpus-per-node, or 1 without GPUs).",
+        rich_help_panel=PANEL,
+    ),
+]
+SlurmConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--slurm-config",
+        help="A TOML file whose [slurm] table holds the Slurm settings (the keys of docs/cluster.md; the "
+        "--slurm-* flags go over it).",
         rich_help_panel=PANEL,
     ),
 ]

@@ -11,7 +11,7 @@ Library imports sit inside the commands, for start-up time (`plstitch_eval/comma
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -23,6 +23,22 @@ from plstitch_eval.commands.options import (
     out_opt,
     root_opt,
     split_opt,
+)
+from plstitch_eval.commands.slurm_options import (
+    GpusPerNodeOpt,
+    NodesOpt,
+    SlurmAccountOpt,
+    SlurmConfigOpt,
+    SlurmConstraintOpt,
+    SlurmCpusOpt,
+    SlurmMemOpt,
+    SlurmPartitionOpt,
+    SlurmQosOpt,
+    SlurmSbatchOpt,
+    SlurmTimeOpt,
+    TasksPerNodeOpt,
+    TrainExecutorOpt,
+    WaitOpt,
 )
 from plstitch_train.config import RunConfig
 from plstitch_train.presets import OBJECTIVES, PRESETS
@@ -201,6 +217,20 @@ def train(
     eval_split: EvalSplitOpt = None,
     eval_fps: EvalFpsOpt = None,
     set_values: SetOpt = None,
+    executor: TrainExecutorOpt = "local",
+    nodes: NodesOpt = 1,
+    gpus_per_node: GpusPerNodeOpt = 0,
+    tasks_per_node: TasksPerNodeOpt = None,
+    wait: WaitOpt = False,
+    slurm_partition: SlurmPartitionOpt = None,
+    slurm_account: SlurmAccountOpt = None,
+    slurm_time: SlurmTimeOpt = None,
+    slurm_cpus: SlurmCpusOpt = None,
+    slurm_mem: SlurmMemOpt = None,
+    slurm_qos: SlurmQosOpt = None,
+    slurm_constraint: SlurmConstraintOpt = None,
+    slurm_sbatch: SlurmSbatchOpt = None,
+    slurm_config: SlurmConfigOpt = None,
 ) -> None:
     """Pretrain PL-Stitch (L_vid + L_MIM + L_jigsaw) on videos; resumable, DDP under torchrun.
 
@@ -212,25 +242,42 @@ def train(
 
     Ctrl-C or SIGTERM: checkpoint after the current step, print the resume command, exit 130 / 143.
     A second Ctrl-C stops at once. --stop-on-collapse: checkpoint, one line, exit 3.
+    --executor slurm: one Slurm job, requeued from the last checkpoint (docs/cluster.md).
     """
-    from plstitch_train.launch import TrainRequest, train_session
+    from plstitch_eval.cluster import executor_settings
+    from plstitch_train.slurm import train_where
 
-    settings = dict(
-        data=data, dataset=dataset, root=root, split=split, init=init, epochs=epochs, max_steps=steps,
-        batch_size=batch_size, accum_steps=accum_steps, base_lr=lr, objective=objective, clip_len=clip_len,
-        lambda_vid=lambda_vid, lambda_mim=lambda_mim, lambda_jigsaw=lambda_jigsaw, reverse_time=reverse_time,
-        fps=fps, context_seconds=context_seconds, precision=precision, seed=seed, device=device,
-        num_workers=num_workers, checkpoint_every=checkpoint_every, cache_dir=cache_dir,
-        frame_store=frame_store, decoder=decoder, compile=compile_modules, collapse_every=collapse_every,
-        stop_on_collapse=stop_on_collapse, eval_every=eval_every, eval_dataset=eval_dataset,
-        eval_root=eval_root, eval_split=eval_split, eval_fps=eval_fps,
+    request = _train_request(locals())
+    slurm = executor_settings(
+        executor, slurm_config, wait=wait, partition=slurm_partition, account=slurm_account, time=slurm_time,
+        cpus=slurm_cpus, mem=slurm_mem, qos=slurm_qos, constraint=slurm_constraint, sbatch=slurm_sbatch,
     )  # fmt: skip
-    request = TrainRequest(
-        settings, list(set_values or []), preset, config_file, out, resume=resume, overwrite=overwrite
-    )
-    code = train_session(request)
+    code = train_where(request, slurm, nodes, gpus_per_node, tasks_per_node)
     if code:
         raise typer.Exit(code=code)
+
+
+# the TrainConfig settings the flags give, in order; each is the argument of its name but those renamed
+SETTINGS = (
+    "data", "dataset", "root", "split", "init", "epochs", "max_steps", "batch_size", "accum_steps", "base_lr",
+    "objective", "clip_len", "lambda_vid", "lambda_mim", "lambda_jigsaw", "reverse_time", "fps",
+    "context_seconds", "precision", "seed", "device", "num_workers", "checkpoint_every", "cache_dir",
+    "frame_store", "decoder", "compile", "collapse_every", "stop_on_collapse", "eval_every", "eval_dataset",
+    "eval_root", "eval_split", "eval_fps",
+)  # fmt: skip
+RENAMED = {"max_steps": "steps", "base_lr": "lr", "compile": "compile_modules"}  # setting: argument
+
+
+def _train_request(args: dict[str, Any]) -> Any:
+    """The `TrainRequest` of `train`'s arguments (`args`, by name): its settings, `--set` items, preset or
+    config file and run folder."""
+    from plstitch_train.launch import TrainRequest
+
+    settings = {name: args[RENAMED.get(name, name)] for name in SETTINGS}
+    return TrainRequest(
+        settings, list(args["set_values"] or []), args["preset"], args["config_file"], args["out"],
+        resume=args["resume"], overwrite=args["overwrite"],
+    )  # fmt: skip
 
 
 def objectives(json_path: JsonOpt = None) -> None:

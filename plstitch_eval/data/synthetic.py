@@ -29,7 +29,7 @@ import numpy as np
 
 from plstitch_eval.data.datasets.cholec80 import CHOLEC80_PHASES, TOOL_DIR, TOOL_SUFFIX
 from plstitch_eval.data.synthetic_scene import TOOL_COLUMNS, Scene
-from plstitch_eval.errors import ConfigError
+from plstitch_eval.errors import ConfigError, DataError
 from plstitch_eval.utils.console import logger
 from plstitch_eval.utils.io import temp_dir_beside
 
@@ -40,6 +40,29 @@ PHASE_SHARES = np.array([0.06, 0.30, 0.14, 0.22, 0.08, 0.12, 0.08])
 PARAMS_FILE = "params.json"
 PARALLEL_FROM_FRAMES = 10_000  # below this, starting worker processes costs more than it saves
 CHUNK = 100  # frames rendered at once
+SKILL_DIR, SKILL_SUFFIX = "skill_annotations", "-skill.txt"
+# JIGSAWS' six modified-OSATS parts, each rated 1-5; their sum is the global rating score (GRS, 6-30)
+SKILL_PARTS = (
+    "Respect for tissue",
+    "Suture/needle handling",
+    "Time and motion",
+    "Flow of operation",
+    "Overall performance",
+    "Quality of final product",
+)
+
+
+@dataclass(frozen=True)
+class CaseSkill:
+    """A synthetic surgeon: `level` in [0, 1] (steadiness of the instruments) and six rating parts (1-5)."""
+
+    level: float
+    parts: tuple[int, ...]
+
+    @property
+    def grs(self) -> int:
+        """The global rating score: the sum of the parts."""
+        return int(sum(self.parts))
 
 
 @dataclass(frozen=True)
@@ -53,13 +76,15 @@ class SyntheticConfig:
     min_seconds: float = 40.0
     max_seconds: float = 90.0
     paced: bool = False  # each case's pace (its length) shows in its anatomy, in every frame
+    skilled: bool = False  # each case has a surgeon's skill score, which shows in how the instruments move
 
     def params(self) -> dict:
-        """What params.json holds: the version and the fields; `paced` only when set, so an unpaced set's
-        folder name and params.json are those of synthetic v3 before the option existed."""
+        """What params.json holds: the version and the fields; `paced` and `skilled` only when set, so a
+        plain set's folder name and params.json are those of synthetic v3 before the options existed."""
         fields = asdict(self)
-        if not self.paced:
-            del fields["paced"]
+        for option in ("paced", "skilled"):
+            if not fields[option]:
+                del fields[option]
         return {"version": VERSION, **fields}
 
     def digest(self) -> str:
@@ -86,6 +111,7 @@ def generate_synthetic(
     max_seconds: float = 90.0,
     workers: int | None = None,
     paced: bool = False,
+    skilled: bool = False,
 ) -> Path:
     """Write (or reuse) the synthetic dataset and return its folder.
 
@@ -93,13 +119,17 @@ def generate_synthetic(
     the output does not depend on it. `paced=True` shows each case's pace - its length relative to
     `min_seconds`..`max_seconds` - in its anatomy (a longer case: a larger liver and gallbladder), so
     remaining time and anticipation are learnable from frames; all else is drawn as in the unpaced set.
+    `skilled=True` gives each case a surgeon's skill (`case_skill`: a global rating score and its six parts,
+    in `skill_annotations/`) that sets how steadily the instruments move; all else is drawn as without it.
 
     `root=None` caches it under `cache_root()/synthetic-v3-<hash>`; an existing complete folder with the same
     parameters is reused (a copy made before tool labels existed gets its `tool_annotations/` added). Layout:
     `videos/videoNN.mp4`, `phase_annotations/videoNN-phase.txt`, `tool_annotations/videoNN-tool.txt`,
     `params.json`.
     """
-    config = SyntheticConfig(n_videos, size, seed, fps, float(min_seconds), float(max_seconds), bool(paced))
+    config = SyntheticConfig(
+        n_videos, size, seed, fps, float(min_seconds), float(max_seconds), bool(paced), bool(skilled)
+    )
     _validate(config)
     target = (
         Path(root).expanduser()
@@ -109,8 +139,9 @@ def generate_synthetic(
     params = config.params()
     if (target / PARAMS_FILE).is_file():
         stored = json.loads((target / PARAMS_FILE).read_text())
-        if stored.get("paced") is False:  # written by a caller with every field: the same set
-            del stored["paced"]
+        for option in ("paced", "skilled"):
+            if stored.get(option) is False:  # written by a caller with every field: the same set
+                del stored[option]
         if stored != params:
             raise ConfigError(
                 f"{target}: holds a synthetic dataset with other parameters; choose another --root"
@@ -150,6 +181,8 @@ def _write_dataset(folder: Path, config: SyntheticConfig, workers: int | None) -
     (folder / "videos").mkdir()
     (folder / "phase_annotations").mkdir()
     (folder / TOOL_DIR).mkdir()
+    if config.skilled:
+        (folder / SKILL_DIR).mkdir()
     n_frames = config.n_videos * config.fps * (config.min_seconds + config.max_seconds) / 2
     default = min(4, os.cpu_count() or 1) if n_frames > PARALLEL_FROM_FRAMES else 1
     n_workers = min(workers or default, config.n_videos)
@@ -169,12 +202,14 @@ def _write_video(folder: Path, config: SyntheticConfig, v: int) -> None:
     rng = np.random.default_rng([config.seed, v])
     phases = phase_timeline(rng, config)
     with _Encoder(folder / "videos" / f"{name}.mp4", config.size, config.fps) as encoder:
-        scene = _scene(rng, config, phases)
+        scene = _scene(rng, config, phases, v)
         for start in range(0, len(phases), CHUNK):
             encoder.write(scene.render(np.arange(start, min(start + CHUNK, len(phases)))))
     rows = "".join(f"{i}\t{PHASES[p]}\n" for i, p in enumerate(phases))
     (folder / "phase_annotations" / f"{name}-phase.txt").write_text("Frame\tPhase\n" + rows)
     _write_tool_file(folder / TOOL_DIR / f"{name}{TOOL_SUFFIX}", scene, len(phases), config.fps)
+    if config.skilled:
+        _write_skill_file(folder / SKILL_DIR / f"{name}{SKILL_SUFFIX}", case_skill(config, v))
 
 
 def _write_tool_file(path: Path, scene: Scene, n_frames: int, fps: int) -> None:
@@ -195,7 +230,7 @@ def _add_tool_annotations(target: Path, config: SyntheticConfig) -> None:
         for v in range(config.n_videos):
             rng = np.random.default_rng([config.seed, v])
             phases = phase_timeline(rng, config)
-            scene = _scene(rng, config, phases)
+            scene = _scene(rng, config, phases, v)
             _write_tool_file(tmp / f"video{v + 1:02d}{TOOL_SUFFIX}", scene, len(phases), config.fps)
         try:
             os.rename(tmp, target / TOOL_DIR)
@@ -253,7 +288,42 @@ def case_pace(config: SyntheticConfig, n_frames: int) -> float:
     return float(np.clip((n_frames / config.fps - config.min_seconds) / span, 0.0, 1.0))
 
 
-def _scene(rng: np.random.Generator, config: SyntheticConfig, phases: np.ndarray) -> Scene:
-    """Video `v`'s scene; in a paced set its anatomy shows the case's pace."""
+def case_skill(config: SyntheticConfig, v: int) -> CaseSkill:
+    """Video `v`'s surgeon: a skill in [0, 1] and the six rating parts (1-5) it earns, drawn from a stream
+    of its own (seed, v, 1) so the video's other draws are those of the set without skill."""
+    rng = np.random.default_rng([config.seed, v, 1])
+    level = float(rng.uniform(0.0, 1.0))
+    parts = np.clip(np.rint(1.0 + 4.0 * level + rng.normal(0.0, 0.5, len(SKILL_PARTS))), 1, 5)
+    return CaseSkill(level, tuple(int(p) for p in parts))
+
+
+def _write_skill_file(path: Path, skill: CaseSkill) -> None:
+    """One video's skill file: the global rating score (sum of the parts, 6-30) and its six parts."""
+    header = "\t".join(("GRS", *SKILL_PARTS))
+    path.write_text(f"{header}\n" + "\t".join(str(x) for x in (skill.grs, *skill.parts)) + "\n")
+
+
+def skill_key(part: str) -> str:
+    """A rating part's key in a video's skill scores: `Suture/needle handling` -> `suture_needle_handling`."""
+    return "_".join(part.lower().replace("/", " ").split())
+
+
+def read_skill_file(path: Path) -> dict[str, float]:
+    """A video's skill scores by key (`grs` and the six parts' `skill_key`s) from its skill file."""
+    try:
+        header, values = path.read_text().splitlines()[:2]
+        scores = dict(zip(header.split("\t"), (float(x) for x in values.split("\t")), strict=True))
+    except (OSError, ValueError) as exc:
+        raise DataError(
+            f"{path}: not a skill file (a header GRS<TAB>parts and one row of numbers): {exc}; "
+            "delete the dataset folder to generate it again"
+        ) from None
+    return {"grs" if name == "GRS" else skill_key(name): value for name, value in scores.items()}
+
+
+def _scene(rng: np.random.Generator, config: SyntheticConfig, phases: np.ndarray, v: int) -> Scene:
+    """Video `v`'s scene; in a paced set its anatomy shows the case's pace, in a skilled set its instruments
+    the surgeon's skill."""
     pace = case_pace(config, len(phases)) if config.paced else None
-    return Scene(rng, config.size, phases, float(config.fps), pace=pace)
+    skill = case_skill(config, v).level if config.skilled else None
+    return Scene(rng, config.size, phases, float(config.fps), pace=pace, skill=skill)

@@ -126,6 +126,14 @@ def _colour(rng: np.random.Generator, low: list[float], high: list[float], pace:
     return drawn.astype(np.float32)
 
 
+def in_phase_progress(phases: np.ndarray) -> np.ndarray:
+    """Each frame's progress within its phase, 0 at the phase's first frame (phases sorted, as generated)."""
+    starts = np.searchsorted(phases, np.arange(N_PHASES))
+    ends = np.searchsorted(phases, np.arange(N_PHASES), side="right")
+    length = np.maximum(ends - starts, 1)
+    return ((np.arange(len(phases)) - starts[phases]) / length[phases]).astype(np.float32)
+
+
 def anatomy_state(phases: np.ndarray, in_phase: np.ndarray) -> dict[str, np.ndarray]:
     """The irreversible state of the anatomy per frame, from its phase and the progress within that phase.
 
@@ -162,20 +170,20 @@ class Scene:
         phases: np.ndarray,
         fps: float,
         pace: float | None = None,
+        skill: float | None = None,
     ) -> None:
         """`pace` in [0, 1] (a paced set's case length, short to long) sets the tissue colours, the liver's
         reach and the gallbladder's size - a long case looks inflamed, with a large liver and a distended
-        gallbladder - in place of their random draws (still drawn, so all else is the unpaced scene)."""
+        gallbladder - in place of their random draws (still drawn, so all else is the unpaced scene).
+        `skill` in [0, 1] (a skilled set's surgeon) sets how the instruments move: a novice's tips wander
+        up to three times as far from the work site and twice as fast as an expert's (same draws)."""
         s = float(size)
         self.size, self.phases = size, phases
         self.hold = max(1, int(round(fps / CONTENT_FPS)))
         n = len(phases)
         seconds = np.arange(n) / fps
         self.progress = np.linspace(0.0, 1.0, n, dtype=np.float32)
-        starts = np.searchsorted(phases, np.arange(N_PHASES))
-        ends = np.searchsorted(phases, np.arange(N_PHASES), side="right")
-        length = np.maximum(ends - starts, 1)
-        self.in_phase = ((np.arange(n) - starts[phases]) / length[phases]).astype(np.float32)
+        self.in_phase = in_phase_progress(phases)
         self.state = anatomy_state(phases, self.in_phase)
         # camera: integer pan of the scene under a fixed scope circle
         self.margin = int(np.ceil(PAN * s)) + 1
@@ -249,12 +257,13 @@ class Scene:
         self.bag_home = np.array([rng.uniform(0.62, 0.75), rng.uniform(0.62, 0.75)]) * s
         # tools: phase, kind, entry angle (per video) and a tip wandering around the work site
         self.tools = []
+        reach, tempo = (1.0, 1.0) if skill is None else (1.8 - 1.2 * skill, 0.5 + 0.5 * skill)
         for phase, spec in enumerate(PHASE_TOOLS):
             for kind, angle, presence in spec:
                 a = np.deg2rad(angle + rng.uniform(-20, 20))
                 base = fov_centre + 1.3 * fov_radius * np.array([np.cos(a), np.sin(a)])
                 target = self.gb_centre + rng.uniform(-0.1, 0.1, 2) * s
-                tips = target + smooth_path(rng, seconds, 0.12 * s, (6.0, 14.0))
+                tips = target + smooth_path(rng, seconds, 0.12 * s * reach, (6.0 * tempo, 14.0 * tempo))
                 self.tools.append((phase, kind, base, tips, on_off(rng, seconds, presence)))
         self.flicker = rng.normal(1.0, 0.03, n).astype(np.float32)
         self.noise_bank = rng.normal(0.0, 5.0, (NOISE_BANK, size, size, 3)).astype(np.float32)

@@ -33,6 +33,9 @@ The modules, in the order a run uses them:
 - `summary`: `VideoResult`, `ExtractSummary` and the end-of-run table;
 - `pipeline`: `extract_features`, the run end to end; `extract_many`, several encoders in one pass.
 - `request`: what a `plstitch extract` command line asks for, checked before a model loads, and its run.
+- `slurm_shards`, `slurm_run`: `--executor slurm --shards N`, the videos as N Slurm jobs into the same
+  store(s), their record, `--status` and the summary once all have ended (docs/cluster.md; imported by the
+  command only, from their own modules).
 Every name other modules use is importable from `plstitch_eval.extract` itself.
 """
 

@@ -12,7 +12,7 @@ import torch
 from rich.text import Text
 from torch.utils.data import DataLoader
 
-from plstitch_eval.data.datasets import VideoRecord, labels_at, tools_at
+from plstitch_eval.data.datasets import VideoRecord, cvs_at, labels_at, tools_at, triplets_at
 from plstitch_eval.errors import DecodeError
 from plstitch_eval.extract.chunks import FrameChunk
 from plstitch_eval.extract.summary import ELSEWHERE, VideoResult
@@ -106,6 +106,9 @@ class EncodeLoop:
         labels, _ = labels_at(record, frame_times)
         keep = len(labels)
         features = torch.cat(feats)[:keep].cpu().numpy()
-        tools = tools_at(record, frame_times[:keep])
-        self.store.write(VideoFeatures(record.name, features, labels, frame_times[:keep], tools))
+        tools, triplets = tools_at(record, frame_times[:keep]), triplets_at(record, frame_times[:keep])
+        cvs = cvs_at(record, frame_times[:keep])
+        self.store.write(
+            VideoFeatures(record.name, features, labels, frame_times[:keep], tools, triplets, cvs)
+        )
         return VideoResult(record.name, "done", frames=keep, seconds=time.perf_counter() - started)

@@ -101,6 +101,9 @@ def build_manifest(
         "class_names": list(adapter.class_names),
         "background_classes": list(getattr(adapter, "background_classes", []) or []),
         "tool_names": list(getattr(adapter, "tool_names", []) or []),
+        **triplet_names(adapter),
+        **cvs_names(adapter),
+        **skill_record(adapter),
         "native_fps": getattr(adapter, "native_fps", None),
         "splits": schemes[default_scheme],
         "split_scheme": default_scheme,
@@ -117,6 +120,32 @@ def build_manifest(
         "plstitch_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def triplet_names(adapter: DatasetAdapter) -> dict[str, list[str]]:
+    """`{"triplet_names": [...]}` for a dataset annotating action triplets (CholecT50/45), else {}: a store of
+    any other dataset keeps the manifest it always had."""
+    names = list(getattr(adapter, "triplet_names", []) or [])
+    return {"triplet_names": names} if names else {}
+
+
+def cvs_names(adapter: DatasetAdapter) -> dict[str, list[str]]:
+    """`{"cvs_names": ["C1", "C2", "C3"]}` for a dataset rating the critical view of safety (Endoscapes),
+    else {}: other stores keep the manifest they always had."""
+    names = list(getattr(adapter, "cvs_names", []) or [])
+    return {"cvs_names": names} if names else {}
+
+
+def skill_record(adapter: DatasetAdapter) -> dict[str, Any]:
+    """`{"skill_names": [...], "skill": {video: {name: score}}}` for a dataset rating each video's skill
+    (JIGSAWS, synthetic-skill: `VideoRecord.skill`), else {}: other stores keep the manifest they always had.
+    Read by the `skill` task (tasks/skill.py); every video the dataset lists, extracted or not."""
+    rated = [record for record in adapter.videos() if record.skill]
+    if not rated:
+        return {}
+    names = [str(n) for n in getattr(adapter, "skill_names", ()) or rated[0].skill]
+    scores = {r.name: {n: float(r.skill[n]) for n in names if n in r.skill} for r in rated}
+    return {"skill_names": names, "skill": scores}
 
 
 def check_out_folder(root: Path, overwrite: bool | None = None) -> None:

@@ -5,6 +5,9 @@
 - `segments.py`: segmental F1@k and Edit as MS-TCN's ``eval.py``;
 - `relaxed.py`: the relaxed-boundary block of the Cholec80 / M2CAI16 challenge script, its bugs fixed;
 - `clustering.py`: ARI / NMI of k-means clusters of features;
+- `triplets.py`: action-triplet mAPs (I, V, T, IV, IT, IVT) as CAMMA's ivtmetrics computes them;
+- `cvs.py`: critical view of safety (AP / mAP, Brier, F1, balanced accuracy) as SurgLatentGraph's CVSMetric;
+- `skill.py`: per-video skill scores (Spearman's rho, MAE), LOSO / LOUO folds and their reference rows;
 - `scoring.py`: what a dataset is scored with (headline metrics per family, background ids, frame +
   segment metrics per video, where the relaxed block sits in a results dict).
 

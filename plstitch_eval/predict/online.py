@@ -38,11 +38,13 @@ from plstitch_eval.data.video import (
     _video_stream,
 )
 from plstitch_eval.errors import ConfigError, DecodeError
+from plstitch_eval.predict.case import CaseHeads, CasePrediction, online_heads, online_prediction
 from plstitch_eval.predict.encoder import ProbeEncoder
 from plstitch_eval.predict.heads import OnlineHead
 from plstitch_eval.predict.live import Captured, LiveReader
 from plstitch_eval.predict.live_margin import live_margin
 from plstitch_eval.predict.outputs import VideoPrediction
+from plstitch_eval.predict.probeset import ProbeSet, as_probe_set
 from plstitch_eval.predict.sources import STDIN_NAME, VideoSource
 from plstitch_eval.preprocess import FramePlan, prepare_frame
 from plstitch_eval.probes import Probe
@@ -291,7 +293,7 @@ def online_plan(plan: FramePlan, source: VideoSource, decoding: Decoding = PYAV)
 
 
 def predict_online(
-    probe: Probe,
+    probe: Probe | ProbeSet,
     model: ProbeEncoder,
     source: VideoSource,
     emit: Callable[[OnlineUpdate], None],
@@ -300,18 +302,23 @@ def predict_online(
     follow_s: float = 0.0,
     stop: StopRequest | None = None,
     on_frame: Callable[[dict[str, Any]], None] | None = None,
-) -> VideoPrediction:
+    on_image: Callable[[np.ndarray], None] | None = None,
+) -> VideoPrediction | CasePrediction:
     """Follow one video as it decodes: encode each sampled frame at once, run the causal probe, `emit` an
     update at the first frame of every video second (every frame when they are further apart), and hand
-    every frame's row to `on_frame` (`--jsonl`).
+    every frame's row to `on_frame` (`--jsonl`) and its decoded RGB image to `on_image` (`--show-frames`).
 
     A file is decoded on the CPU by `decoding`'s decoder, a pipe by PyAV; a file still being written
     (`follows(path, follow_s)`) by PyAV too, waiting at its end until it was quiet for `follow_s` seconds; a
     live source (`source.live`) by a `LiveReader`, which keeps only the newest frame (the others dropped).
     Ctrl-C or SIGTERM (`stop`, installed here when not given) ends the video after the frame in hand; the
-    prediction holds the frames seen and says how the video ended (`ended`).
+    prediction holds the frames seen and says how the video ended (`ended`). Several probes (a `ProbeSet`)
+    share each frame's encoder pass; their prediction is a `CasePrediction`.
     """
-    check_causal(probe, model)
+    probes = as_probe_set(probe)
+    probe = probes.first
+    for each in probes.probes:
+        check_causal(each, model)
     with ExitStack() as scope:
         stop = stop if stop is not None else scope.enter_context(StopRequest())
         plan = online_plan(model.plan, source, decoding)
@@ -338,13 +345,13 @@ def predict_online(
                 decoding=decoding.on_cpu(),
             )
             samples = stamped(frames)
-        state = OnlineHead(probe, probe.kind in FRAMEWISE_KINDS)
+        state = online_heads(probes, FRAMEWISE_KINDS)
         started = time.perf_counter()
         margin: dict[str, Any] | None = plan.margin.to_dict() if plan.margin is not None else None
         try:
             if live is not None and plan.crop_black_margin:
                 samples, plan, margin = live_margin(samples, plan)
-            _follow(samples, state, plan, model, stop, emit, source.name, on_frame)
+            _follow(samples, state, plan, model, stop, emit, source.name, on_frame, on_image)
         except DecodeError:
             if not stop.requested:  # Ctrl-C/SIGTERM before a first frame came is no decoding failure
                 raise
@@ -353,12 +360,11 @@ def predict_online(
             ended = (live.ended if live else reader.ended if reader else None) or END_OF_RECORDING
     features = np.stack(state.features) if state.features else np.zeros((0, 0), np.float32)
     frame_times = np.asarray(state.times, dtype=np.float64)
-    return VideoPrediction(
+    return online_prediction(
+        state,
         video=source.name,
         source=source.shown,
         frame_times=frame_times,
-        **state.video_fields(),
-        task=probe.task_name if probe.is_regression else None,
         progression=model.progression(features) if len(features) else None,
         labels=source.ground_truth(frame_times),
         wall_seconds=time.perf_counter() - started,
@@ -396,7 +402,9 @@ def stamped(frames: Iterator[DecodedFrame]) -> Iterator[Captured]:
             close()  # a generator's container is closed now, not when collected
 
 
-def frame_row(video: str, state: OnlineHead, sample: Captured, latency_s: float) -> dict[str, Any]:
+def frame_row(
+    video: str, state: OnlineHead | CaseHeads, sample: Captured, latency_s: float
+) -> dict[str, Any]:
     """One `--jsonl` line: the CSV's fields (time_s, frame_index, then `heads.frame_fields`: predicted and a
     probability per class, or a regression probe's minutes) plus `video`, `captured_at` (Unix time the frame
     was decoded), `latency_s` (decoded to predicted) and `dropped` (frames dropped so far)."""
@@ -414,13 +422,14 @@ def frame_row(video: str, state: OnlineHead, sample: Captured, latency_s: float)
 
 def _follow(
     samples: Iterator[Captured],
-    state: OnlineHead,
+    state: OnlineHead | CaseHeads,
     plan: FramePlan,
     model: ProbeEncoder,
     stop: StopRequest,
     emit: Callable[[OnlineUpdate], None],
     video: str,
     on_frame: Callable[[dict[str, Any]], None] | None = None,
+    on_image: Callable[[np.ndarray], None] | None = None,
 ) -> None:
     """Encode and classify each frame as it comes (into `state`), `emit` the first of each video second,
     hand every frame's row to `on_frame`; stop after the frame in hand when Ctrl-C asked (`stop`)."""
@@ -433,6 +442,8 @@ def _follow(
             feature = model.encode(crop.pin_memory() if pin else crop)[0].cpu().numpy()
             state.push(feature, frame.time, frame.index)
             latency = time.perf_counter() - sample.captured
+            if on_image is not None:
+                on_image(frame.image)
             if on_frame is not None:
                 on_frame(frame_row(video, state, sample, latency))
             second = int(np.floor(frame.time + 1e-6))

@@ -36,16 +36,27 @@ def output_paths(out: str | Path, name: str) -> tuple[Path, Path]:
     return out / f"{name}.csv", out / f"{name}.png"
 
 
-def check_outputs(out: str | Path, names: Sequence[str], overwrite: bool) -> None:
-    """Refuse an `--out` that is a file, and existing output files unless `overwrite` (checked before any
-    model loads)."""
+def case_paths(out: str | Path, name: str, prefixes: Sequence[str] = ()) -> tuple[Path, ...]:
+    """A video's files: `output_paths`, or with several probes' `prefixes` the CSV and one figure per probe
+    (`OUT/<name>.<prefix>.png`)."""
+    csv_path, png_path = output_paths(out, name)
+    if not prefixes:
+        return csv_path, png_path
+    return (csv_path, *(Path(out) / f"{name}.{prefix}.png" for prefix in prefixes))
+
+
+def check_outputs(
+    out: str | Path, names: Sequence[str], overwrite: bool, prefixes: Sequence[str] = ()
+) -> None:
+    """Refuse an `--out` that is a file, and existing output files (`case_paths`) unless `overwrite` (checked
+    before any model loads)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{out} is a file; --out must be a folder (new or existing).")
     check_output_path(out, "--out")  # not under a regular file
     if overwrite:
         return
-    existing = [str(p) for name in names for p in output_paths(out, name) if p.exists()]
+    existing = [str(p) for name in names for p in case_paths(out, name, prefixes) if p.exists()]
     if existing:
         more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
         raise ConfigError(
@@ -159,25 +170,42 @@ class VideoPrediction:
 def csv_text(prediction: VideoPrediction, class_names: Sequence[str]) -> str:
     """The per-frame CSV: time_s, frame_index (sample number at the probe's fps), predicted class name, a
     probability per class (shortest repr: reads back to the same float32), progression if any."""
-    handle = io.StringIO()
-    writer = csv.writer(handle, lineterminator="\n")
+    header, cells = probe_cells(prediction, class_names)
+    return table_text(prediction, [header], [cells])
+
+
+def probe_cells(prediction: VideoPrediction, class_names: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+    """The probe's CSV columns and their cells per frame: predicted and a probability per class, or a
+    regression probe's minutes."""
     minutes = prediction.values
     if minutes is None:
-        header = [*FIXED_COLUMNS, *probability_columns(class_names)]
-    else:
-        header = [*FIXED_COLUMNS[:2], *(prediction.columns or [])]
+        header = [FIXED_COLUMNS[2], *probability_columns(class_names)]
+        rows = [
+            [
+                class_names[int(prediction.predicted[i])],
+                *(repr(float(p)) for p in prediction.probabilities[i]),
+            ]
+            for i in range(prediction.frames)
+        ]
+        return header, rows
+    return list(prediction.columns or []), [[repr(float(v)) for v in row] for row in minutes]
+
+
+def table_text(
+    prediction: VideoPrediction, headers: Sequence[list[str]], cells: Sequence[list[list[str]]]
+) -> str:
+    """A CSV of time_s, frame_index, the probes' columns (each probe's `probe_cells`, side by side) and the
+    progression of `prediction` if any."""
+    handle = io.StringIO()
+    writer = csv.writer(handle, lineterminator="\n")
+    header = [*FIXED_COLUMNS[:2], *(name for part in headers for name in part)]
     if prediction.progression is not None:
         header.append(PROGRESSION_COLUMN)
     writer.writerow(header)
     indices = prediction.frame_indices
     for i, time_s in enumerate(prediction.frame_times):
         index = i if indices is None else int(indices[i])
-        row: list[Any] = [f"{time_s:.6f}", index]
-        if minutes is None:
-            row.append(class_names[int(prediction.predicted[i])])
-            row += [repr(float(p)) for p in prediction.probabilities[i]]
-        else:
-            row += [repr(float(v)) for v in minutes[i]]
+        row: list[Any] = [f"{time_s:.6f}", index, *(cell for part in cells for cell in part[i])]
         if prediction.progression is not None:
             row.append(f"{prediction.progression[i]:.6f}")
         writer.writerow(row)

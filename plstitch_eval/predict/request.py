@@ -42,6 +42,7 @@ class PredictRequest:
     live_flags: tuple[str, ...] = ()  # live-only flags given on the command line, for the refusal
     summary_json: Path | None = None  # --json: where the summary goes (- = stdout)
     serve: ServeSettings | None = None  # --serve HOST:PORT: the live page (serve.py)
+    show_frames: bool = False  # --show-frames: the page shows the newest video frame (needs --serve)
 
     def check(self) -> None:
         """One way to name the inputs; --out unless online; stdin, live sources, --follow-timeout,
@@ -67,6 +68,10 @@ class PredictRequest:
             self._check_recording(self.live)
         if self.serve is not None:
             check_serve_extra()
+        elif self.show_frames:
+            raise ConfigError(
+                "--show-frames goes with --serve HOST:PORT (it shows the frame on the live page)."
+            )
         if self.jsonl == "-" and self.summary_json is not None and str(self.summary_json) == "-":
             raise ConfigError("--jsonl - and --json - would share stdout; write one of them to a file.")
         if self.out is None and not self.online:

@@ -25,11 +25,13 @@ import torch
 from plstitch_eval.data.decoders import PYAV, Decoding, recorded_decoder
 from plstitch_eval.errors import ConfigError, DecodeError
 from plstitch_eval.extract import VideoJob, default_workers, make_loader, run_decoding
+from plstitch_eval.predict.case import CasePrediction, case_prediction, write_case
 from plstitch_eval.predict.encoder import ProbeEncoder
 from plstitch_eval.predict.heads import video_outputs
 from plstitch_eval.predict.online import STOPPED, OnlineUpdate, StopRequest, predict_online
 from plstitch_eval.predict.options import PredictOptions
 from plstitch_eval.predict.outputs import VideoPrediction, check_outputs, write_prediction
+from plstitch_eval.predict.probeset import ProbeSet, as_probe_set
 from plstitch_eval.predict.sources import VideoSource
 from plstitch_eval.probes import Probe
 
@@ -56,6 +58,39 @@ def apply_probe(
     )
 
 
+def apply_probes(
+    probes: ProbeSet,
+    model: ProbeEncoder,
+    source: VideoSource,
+    features: np.ndarray,
+    frame_times: np.ndarray,
+    wall_seconds: float,
+) -> VideoPrediction | CasePrediction:
+    """`apply_probe`, or with several probes each on the same features (`CasePrediction`)."""
+    if probes.single:
+        return apply_probe(probes.first, model, source, features, frame_times, wall_seconds)
+    times = np.asarray(frame_times, dtype=np.float64)
+    return case_prediction(
+        probes, features, model.progression(features), video=source.name, source=source.shown,
+        frame_times=times, labels=source.ground_truth(times), wall_seconds=wall_seconds,
+    )  # fmt: skip
+
+
+def write_result(
+    result: VideoPrediction | CasePrediction, probes: ProbeSet, out: str | Path, title: str
+) -> dict[str, str]:
+    """A video's files: `write_prediction` (one probe), or `write_case` (several)."""
+    if isinstance(result, CasePrediction):
+        return write_case(result, out, title)
+    return write_prediction(result, probes.first, out, title)
+
+
+def run_title(probes: ProbeSet, model: ProbeEncoder, online: bool) -> str:
+    """The figures' title: `linear probe on MODEL (2 fps)`, or the probes' prefixes when several."""
+    what = f"{probes.first.kind} probe" if probes.single else f"probes {', '.join(probes.prefixes)}"
+    return f"{what} on {model.spec} ({probes.first.fps:g} fps{', online' if online else ''})"
+
+
 @dataclass
 class VideoFailure:
     """A video that could not be decoded."""
@@ -67,23 +102,25 @@ class VideoFailure:
 
 @dataclass
 class PredictSummary:
-    """What a run did: the probe, the encoder, one prediction per finished video, the failures."""
+    """What a run did: the probe (the first of several), the encoder, one prediction per finished video, the
+    failures; `probes`: all the run's probes."""
 
     probe: Probe
     model: ProbeEncoder
     out: Path | None
-    predictions: list[VideoPrediction]
+    predictions: list[VideoPrediction | CasePrediction]
     failed: list[VideoFailure]
     online: bool = False
     interrupted: bool = False  # Ctrl-C or SIGTERM stopped the run (online)
     stop_signal: int | None = None  # the signal that stopped it (None: not stopped, or stopped by hand)
+    probes: ProbeSet | None = None  # None: `probe` alone
 
     @property
     def ok(self) -> bool:
         return not self.failed
 
     @property
-    def interrupted_video(self) -> VideoPrediction | None:
+    def interrupted_video(self) -> VideoPrediction | CasePrediction | None:
         """The video Ctrl-C or SIGTERM stopped (online), if any: it holds the frames seen until then."""
         return next((p for p in self.predictions if p.ended in STOPPED.values()), None)
 
@@ -101,12 +138,19 @@ class PredictSummary:
         return None if not self.interrupted else 128 + int(self.stop_signal or signal.SIGINT)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (printed on stdout, or written by --json)."""
+        """JSON-ready summary (printed on stdout, or written by --json); with several probes, `probes` lists
+        each (its prefix, name, kind, task, classes or columns) and each video holds each probe's summary."""
         names = self.probe.class_names
+        if self.probes is not None and not self.probes.single:
+            which: dict[str, Any] = {"probes": [probe_entry(x, p) for x, p in self.probes.named()]}
+        else:
+            which = {
+                "probe": self.probe.name,
+                "probe_folder": str(self.probe.folder),
+                "kind": self.probe.kind,
+            }
         return {
-            "probe": self.probe.name,
-            "probe_folder": str(self.probe.folder),
-            "kind": self.probe.kind,
+            **which,
             "encoder": self.model.spec,
             "runtime": self.model.runtime,
             "fps": self.probe.fps,
@@ -122,21 +166,37 @@ class PredictSummary:
         }
 
 
+def probe_entry(prefix: str, probe: Probe) -> dict[str, Any]:
+    """One probe of a several-probe summary: the prefix its columns carry and what it is."""
+    return {
+        "prefix": prefix,
+        "probe": probe.name,
+        "probe_folder": str(probe.folder),
+        "kind": probe.kind,
+        "task": probe.task_name,
+        "class_names": list(probe.class_names),
+        "columns": probe.value_columns if probe.is_regression else [],
+    }
+
+
 def predict_videos(
-    probe: Probe,
+    probe: Probe | ProbeSet,
     model: ProbeEncoder,
     sources: Sequence[VideoSource],
     out: str | Path,
     options: PredictOptions,
     on_video: Callable[[VideoPrediction | VideoFailure], None] | None = None,
 ) -> PredictSummary:
-    """Decode, encode and classify every source with extraction's loader; write each video's CSV and figure
-    as soon as its last frame is in. A video that fails to decode is reported, the others go on."""
+    """Decode, encode and classify every source with extraction's loader (each frame encoded once, whatever
+    the number of probes); write each video's CSV and figures as soon as its last frame is in. A video that
+    fails to decode is reported, the others go on."""
+    probes = as_probe_set(probe)
+    probe = probes.first
     if any(src.source is None for src in sources):
         raise ConfigError(
             "Reading stdin (-) or a live source needs --online; or save the stream to a file first."
         )
-    check_outputs(out, [src.name for src in sources], options.overwrite)
+    check_outputs(out, [src.name for src in sources], options.overwrite, case_prefixes(probes))
     jobs = [VideoJob(i, src.source, src.folder_fps) for i, src in enumerate(sources)]
     workers = default_workers(model.device) if options.num_workers is None else options.num_workers
     decoding = predict_decoding(probe, model, sources, options)
@@ -144,7 +204,7 @@ def predict_videos(
     pending: dict[int, tuple[list[torch.Tensor], list[np.ndarray], float]] = {}
     margins: dict[int, dict[str, float]] = {}  # the black-margin box each video was cut with
     done: dict[int, VideoPrediction | VideoFailure] = {}
-    title = f"{probe.kind} probe on {model.spec} ({probe.fps:g} fps)"
+    title = run_title(probes, model, online=False)
     for chunk in loader:
         src = sources[chunk.video_index]
         feats, times, started = pending.setdefault(chunk.video_index, ([], [], time.perf_counter()))
@@ -161,11 +221,13 @@ def predict_videos(
                 continue
             pending.pop(chunk.video_index)
             features = torch.cat(feats).cpu().numpy()
-            result = apply_probe(
-                probe, model, src, features, np.concatenate(times), time.perf_counter() - started
+            result = apply_probes(
+                probes, model, src, features, np.concatenate(times), time.perf_counter() - started
             )
-            result.black_margin = margins.pop(chunk.video_index, None)
-            write_prediction(result, probe, out, f"{src.name}: {title}")
+            for part in result.parts if isinstance(result, CasePrediction) else [result]:
+                part.black_margin = margins.get(chunk.video_index)
+            margins.pop(chunk.video_index, None)
+            write_result(result, probes, out, f"{src.name}: {title}")
             done[chunk.video_index] = result
         if on_video is not None:
             on_video(done[chunk.video_index])
@@ -174,8 +236,9 @@ def predict_videos(
         probe,
         model,
         Path(out),
-        [r for r in ordered if isinstance(r, VideoPrediction)],
+        [r for r in ordered if not isinstance(r, VideoFailure)],
         [r for r in ordered if isinstance(r, VideoFailure)],
+        probes=probes,
     )
 
 
@@ -189,8 +252,13 @@ def predict_decoding(
     return run_decoding(requested, options.decode_device, model.device, model.plan, files)
 
 
+def case_prefixes(probes: ProbeSet) -> tuple[str, ...]:
+    """The figure names' prefixes of a run's videos: none for one probe (`<video>.png`), else each probe's."""
+    return () if probes.single else probes.prefixes
+
+
 def run_online(
-    probe: Probe,
+    probe: Probe | ProbeSet,
     model: ProbeEncoder,
     sources: Sequence[VideoSource],
     out: str | Path | None,
@@ -200,31 +268,35 @@ def run_online(
     decoding: Decoding = PYAV,
     follow_s: float = 0.0,
     on_frame: Callable[[dict[str, Any]], None] | None = None,
+    on_image: Callable[[np.ndarray], None] | None = None,
 ) -> PredictSummary:
     """`predict_online` on each source in turn (files still being written followed until quiet for
     `follow_s` seconds; live sources read newest frame first); with `out`, each video's CSV and figure when
-    it ends; every frame's row to `on_frame` (`--jsonl`). Ctrl-C or SIGTERM ends the video in hand, whose
-    outputs are written, and the run."""
+    it ends; every frame's row to `on_frame` (`--jsonl`), its image to `on_image` (`--show-frames`). Ctrl-C
+    or SIGTERM ends the video in hand, whose outputs are written, and the run. Several probes share each
+    frame's encoder pass."""
+    probes = as_probe_set(probe)
     if out is not None:
-        check_outputs(out, [src.name for src in sources], overwrite)
+        check_outputs(out, [src.name for src in sources], overwrite, case_prefixes(probes))
     predictions, failed = [], []
-    title = f"{probe.kind} probe on {model.spec} ({probe.fps:g} fps, online)"
+    title = run_title(probes, model, online=True)
     with StopRequest() as stop:
         for src in sources:
             if stop.requested:
                 break
             try:
                 prediction = predict_online(
-                    probe, model, src, emit, stream, decoding, follow_s, stop, on_frame
+                    probes, model, src, emit, stream, decoding, follow_s, stop, on_frame, on_image
                 )
             except DecodeError as exc:
                 failed.append(VideoFailure(src.name, src.shown, str(exc)))
                 continue
             if out is not None and prediction.frames:
-                write_prediction(prediction, probe, out, f"{src.name}: {title}")
+                write_result(prediction, probes, out, f"{src.name}: {title}")
             predictions.append(prediction)
     folder = None if out is None else Path(out)
     signum = stop.signum if stop.requested else None
     return PredictSummary(
-        probe, model, folder, predictions, failed, online=True, interrupted=stop.requested, stop_signal=signum
-    )
+        probes.first, model, folder, predictions, failed, online=True, interrupted=stop.requested,
+        stop_signal=signum, probes=probes,
+    )  # fmt: skip

@@ -8,13 +8,17 @@ beside the model (`plstitch[serve]`).
 
 Nothing leaves the machine unless asked: the server binds to loopback by default; any other address needs a
 token (`--serve-token`, or one generated and printed), without which the page and the events are refused.
-No video frame is ever sent. Each viewer has a bounded queue; a viewer too slow to empty it, or gone, is
+No video frame is sent unless `--show-frames`: then the newest frame, downscaled to `FRAME_SIDE` and encoded
+as JPEG on the server's side when a viewer asks (`/frame.jpg`, under the same token), never by the model. Each
+viewer has a bounded queue; a viewer too slow to empty it, or gone, is
 dropped, so viewers never slow the model.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import io
 import json
 import secrets
 import threading
@@ -35,6 +39,8 @@ QUEUE_EVENTS = 64  # a viewer this many events behind is dropped
 LATENCY_WINDOW = 600  # latency p50/p99 over the last frames
 KEEPALIVE_S = 10.0  # an SSE comment line this often keeps proxies from closing an idle stream
 STARTUP_S = 10.0
+FRAME_SIDE = 480  # --show-frames: the longer side of the JPEG the page gets (pixels)
+NO_FRAMES = "404: no video frame is shown; start predict with --show-frames to show them\n"
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class ServeSettings:
     port: int
     token: str | None = None
     generated: bool = False  # the token was made here (printed once, with the page's address)
+    show_frames: bool = False  # --show-frames: the newest video frame on the page (`/frame.jpg`)
 
     @property
     def url(self) -> str:
@@ -54,7 +61,7 @@ class ServeSettings:
         return f"http://{host}:{self.port}{query}"
 
 
-def serve_settings(address: str, token: str | None = None) -> ServeSettings:
+def serve_settings(address: str, token: str | None = None, show_frames: bool = False) -> ServeSettings:
     """`--serve HOST:PORT` (or `PORT`: loopback) and `--serve-token`: a token is generated for an address
     other than loopback when none is given."""
     host, _, port_text = address.rpartition(":") if ":" in address else ("127.0.0.1", ":", address)
@@ -64,8 +71,19 @@ def serve_settings(address: str, token: str | None = None) -> ServeSettings:
     if token is not None and len(token) < 16:
         raise ConfigError("--serve-token: use at least 16 characters (or leave it out: one is generated).")
     if token is None and host not in LOOPBACK:
-        return ServeSettings(host, int(port_text), secrets.token_urlsafe(24), generated=True)
-    return ServeSettings(host, int(port_text), token)
+        return ServeSettings(host, int(port_text), secrets.token_urlsafe(24), True, show_frames)
+    return ServeSettings(host, int(port_text), token, show_frames=show_frames)
+
+
+def jpeg_of(image: np.ndarray, side: int = FRAME_SIDE) -> bytes:
+    """An RGB frame as a JPEG whose longer side is at most `side` (aspect kept)."""
+    from PIL import Image
+
+    picture = Image.fromarray(np.ascontiguousarray(image))
+    picture.thumbnail((side, side))
+    out = io.BytesIO()
+    picture.save(out, format="JPEG", quality=80)
+    return out.getvalue()
 
 
 def check_serve_extra() -> None:
@@ -79,14 +97,43 @@ def check_serve_extra() -> None:
         ) from None
 
 
-class CaseState:
-    """What the page shows, kept between frames: the classes, the ribbon so far, the last frame, latency."""
+class LatencyWindow:
+    """The last `size` latencies, kept sorted as they come (a binary-search insert and removal per frame), so
+    that p50/p99 cost a lookup, not a sort of the window per frame; `np.quantile`'s linear interpolation."""
 
-    def __init__(self, classes: Sequence[str], values: Sequence[str], source: str) -> None:
+    def __init__(self, size: int = LATENCY_WINDOW) -> None:
+        self.recent: deque[float] = deque(maxlen=size)
+        self.ordered: list[float] = []
+
+    def add(self, latency: float) -> None:
+        if len(self.recent) == self.recent.maxlen:
+            del self.ordered[bisect.bisect_left(self.ordered, self.recent[0])]
+        self.recent.append(latency)
+        bisect.insort(self.ordered, latency)
+
+    def quantile(self, q: float) -> float:
+        """The q-quantile (0..1), interpolated linearly between the two nearest ranks."""
+        position = q * (len(self.ordered) - 1)
+        low = int(position)
+        high = min(low + 1, len(self.ordered) - 1)
+        return self.ordered[low] + (self.ordered[high] - self.ordered[low]) * (position - low)
+
+
+class CaseState:
+    """What the page shows, kept between frames: the classes, the ribbon so far, the last frame, latency.
+
+    With several probes (`phase_probe`: the prefix of the one whose classes the page shows) the row's fields
+    are `<prefix>.<column>`; `values` name the regression probes' columns as the row does."""
+
+    def __init__(
+        self, classes: Sequence[str], values: Sequence[str], source: str, phase_probe: str | None = None
+    ) -> None:
         self.classes, self.values, self.source = list(classes), list(values), source
+        self.phase_probe = phase_probe
+        self.show_frames = False
         self.segments: list[list[Any]] = []  # [start_s, end_s, class index]
         self.last: dict[str, Any] | None = None
-        self.latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
+        self.latencies = LatencyWindow()
         self.frames = 0
         self.ended: str | None = None
 
@@ -95,35 +142,35 @@ class CaseState:
         self.frames += 1
         latency = row.get("latency_s")
         if latency is not None:
-            self.latencies.append(float(latency))
+            self.latencies.add(float(latency))
         time_s = float(row["time_s"])
-        predicted = row.get("predicted")
+        prefix = "" if self.phase_probe is None else f"{self.phase_probe}."
+        predicted = row.get(f"{prefix}predicted")
         if predicted in self.classes:
             index = self.classes.index(predicted)
-            if self.segments and self.segments[-1][2] == index:
+            if self.segments:  # the run so far ends here, whether this frame goes on with it or not
                 self.segments[-1][1] = time_s
-            else:
-                if self.segments:
-                    self.segments[-1][1] = time_s
+            if not self.segments or self.segments[-1][2] != index:
                 self.segments.append([time_s, time_s, index])
         self.last = {
             "video": row.get("video"),
             "time_s": time_s,
             "predicted": predicted,
-            "probabilities": {c: row[c] for c in self.classes if c in row},
+            "probabilities": {c: row[prefix + c] for c in self.classes if prefix + c in row},
             "values": {v: row[v] for v in self.values if v in row},
             "dropped": row.get("dropped", 0),
             "latency_s": latency,
             **self.latency_quantiles(),
             "frames": self.frames,
+            **({} if self.phase_probe is None else {"phase_probe": self.phase_probe}),
         }
         return {"type": "frame", **self.last}
 
     def latency_quantiles(self) -> dict[str, float | None]:
-        if not self.latencies:
+        if not self.latencies.ordered:
             return {"latency_p50_s": None, "latency_p99_s": None}
-        p50, p99 = np.quantile(np.array(self.latencies), [0.5, 0.99])
-        return {"latency_p50_s": round(float(p50), 4), "latency_p99_s": round(float(p99), 4)}
+        p50, p99 = self.latencies.quantile(0.5), self.latencies.quantile(0.99)
+        return {"latency_p50_s": round(p50, 4), "latency_p99_s": round(p99, 4)}
 
     def snapshot(self) -> dict[str, Any]:
         """The whole state, sent to a viewer when it connects (so a late viewer sees the ribbon so far)."""
@@ -135,6 +182,7 @@ class CaseState:
             "segments": self.segments,
             "last": self.last,
             "ended": self.ended,
+            "show_frames": self.show_frames,
         }
 
 
@@ -152,6 +200,8 @@ class LivePage:
     def __init__(self, settings: ServeSettings, state: CaseState) -> None:
         check_serve_extra()
         self.settings, self.state = settings, state
+        state.show_frames = settings.show_frames
+        self.picture: np.ndarray | None = None  # --show-frames: the newest frame (encoded when asked)
         self.viewers: list[_Viewer] = []
         self.dropped_viewers = 0
         self._lock = threading.Lock()
@@ -193,6 +243,12 @@ class LivePage:
             event = self.state.add(row)
         self._send(json.dumps(event))
 
+    def show(self, image: np.ndarray) -> None:
+        """The newest video frame (uint8 RGB), kept by reference for `/frame.jpg` (no copy, no encoding here:
+        the model never waits for it); ignored without --show-frames."""
+        if self.settings.show_frames:
+            self.picture = image
+
     def finish(self, ended: str) -> None:
         """The case ended: every viewer is told how, and its stream closed."""
         with self._lock:
@@ -231,7 +287,14 @@ class LivePage:
     # ----------------------------------------------------------------------------- server side
     def _app(self) -> Any:
         from starlette.applications import Starlette
-        from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import (
+            HTMLResponse,
+            JSONResponse,
+            PlainTextResponse,
+            Response,
+            StreamingResponse,
+        )
         from starlette.routing import Route
 
         page = resources.files("plstitch_eval.predict").joinpath("page/index.html").read_text("utf-8")
@@ -272,7 +335,18 @@ class LivePage:
             headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
             return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
+        async def frame(request: Any) -> Any:
+            if not allowed(request):
+                return refused()
+            picture = self.picture
+            if not self.settings.show_frames or picture is None:
+                text = NO_FRAMES if not self.settings.show_frames else "404: no frame yet\n"
+                return PlainTextResponse(text, status_code=404)
+            body = await run_in_threadpool(jpeg_of, picture)
+            return Response(body, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
+
         routes = [Route("/", index), Route("/state", state), Route("/events", events)]
+        routes.append(Route("/frame.jpg", frame))
         return Starlette(routes=routes)
 
     async def _stream(self, viewer: _Viewer, first: str, ended: bool) -> AsyncIterator[str]:
@@ -291,11 +365,19 @@ class LivePage:
             self._remove(viewer)
 
 
-def open_page(settings: ServeSettings, probe: Any, sources: Sequence[str]) -> LivePage:
-    """The page for `probe`'s predictions of `sources`, serving (its address printed on stderr)."""
-    classes = [] if probe.is_regression else list(probe.class_names)
-    values = list(probe.value_columns) if probe.is_regression else []
-    page = LivePage(settings, CaseState(classes, values, ", ".join(sources)))
+def open_page(settings: ServeSettings, probes: Any, sources: Sequence[str]) -> LivePage:
+    """The page for the predictions of `sources` by a `ProbeSet` (its first phase probe's classes, every
+    regression probe's minutes), serving (its address printed on stderr)."""
+    phase = probes.phase_probe
+    classes = list(phase[1].class_names) if phase is not None else []
+    values = [
+        probes.column(prefix, column)
+        for prefix, probe in probes.named()
+        if probe.is_regression
+        for column in probe.value_columns
+    ]
+    shown_probe = None if probes.single or phase is None else phase[0]
+    page = LivePage(settings, CaseState(classes, values, ", ".join(sources), shown_probe))
     page.start()
     token_note = " (a token was generated: the page and its events refuse requests without it)"
     logger.warning("live page: %s%s", page.url, token_note if settings.generated else "")

@@ -13,13 +13,21 @@ from typing import Any
 import typer
 from rich.text import Text
 
+from plstitch_eval.errors import ConfigError
 from plstitch_eval.predict.encoder import describe, load_probe_encoder
 from plstitch_eval.predict.online import OnlineUpdate
 from plstitch_eval.predict.onnx import load_onnx_runtime
 from plstitch_eval.predict.options import PredictOptions
 from plstitch_eval.predict.outputs import JsonLines, check_outputs
+from plstitch_eval.predict.probeset import ProbeSet, as_probe_set
 from plstitch_eval.predict.request import PredictRequest, stopped_twice_line, stopped_verb
-from plstitch_eval.predict.run import PredictSummary, predict_decoding, predict_videos, run_online
+from plstitch_eval.predict.run import (
+    PredictSummary,
+    case_prefixes,
+    predict_decoding,
+    predict_videos,
+    run_online,
+)
 from plstitch_eval.predict.serve import LivePage, open_page
 from plstitch_eval.probes import Probe
 from plstitch_eval.utils.console import console, error_console, print_error, progress_bar
@@ -32,18 +40,28 @@ ONLINE_DECODING_NOTE = (
 
 
 def predict_session(
-    request: PredictRequest, probe: Probe, options: PredictOptions, json_path: Path | None
+    request: PredictRequest, probe: Probe | ProbeSet, options: PredictOptions, json_path: Path | None
 ) -> int:
-    """Predict the request's inputs with `probe`; write the outputs and the summary; the exit code."""
-    sources = request.sources(probe.label_classes)
-    if request.out is not None:
-        check_outputs(request.out, [s.name for s in sources], options.overwrite)  # before the model loads
+    """Predict the request's inputs with `probe` (or several probes of one backbone, one encoder pass per
+    frame); write the outputs and the summary; the exit code."""
+    probes = as_probe_set(probe)
+    sources = request.sources(probes.label_classes)
+    if request.out is not None:  # before the model loads
+        check_outputs(request.out, [s.name for s in sources], options.overwrite, case_prefixes(probes))
     lines = JsonLines(request.jsonl, options.overwrite) if request.jsonl is not None else None
     if options.runtime == "onnx":
-        probe, model = load_onnx_runtime(probe, options)
+        if not probes.single:
+            raise ConfigError(
+                f"--runtime onnx runs one exported probe; got {len(probes.probes)} --probe: drop --runtime "
+                "onnx, or run one predict per probe."
+            )
+        probe, model = load_onnx_runtime(probes.first, options)
+        probes = as_probe_set(probe)
     else:
-        model = load_probe_encoder(probe, options)
-    say(describe(probe, model))
+        model = load_probe_encoder(probes.first, options)  # the others share its backbone (`ProbeSet.of`)
+    for each in probes.probes:
+        say(describe(each, model))
+    probe = probes.first
     if request.online:
         decoding = predict_decoding(probe, model, sources, options)
         files_only = all(s.source is not None for s in sources)
@@ -51,11 +69,11 @@ def predict_session(
             console.print(Text.assemble(("note:", "yellow"), ONLINE_DECODING_NOTE), soft_wrap=True)
         with ExitStack() as scope:
             outputs = [scope.enter_context(lines).write] if lines is not None else []
-            page = live_page(request, probe, sources, scope)
+            page = live_page(request, probes, sources, scope)
             outputs += [page.publish] if page is not None else []
             on_frame = fan_out(outputs)
             summary = run_online(
-                probe,
+                probes,
                 model,
                 sources,
                 request.out,
@@ -64,6 +82,7 @@ def predict_session(
                 decoding=decoding,
                 follow_s=options.follow_timeout,
                 on_frame=on_frame,
+                on_image=page.show if page is not None and request.serve.show_frames else None,
             )
             if page is not None:
                 page.finish(case_ended(summary))
@@ -71,12 +90,12 @@ def predict_session(
         with progress_bar() as bar:
             task = bar.add_task("predict", total=len(sources))
             summary = predict_videos(
-                probe, model, sources, request.out, options, on_video=lambda _: bar.update(task, advance=1)
+                probes, model, sources, request.out, options, on_video=lambda _: bar.update(task, advance=1)
             )
     return report(summary, json_path, request)
 
 
-def live_page(request: PredictRequest, probe: Probe, sources: list, scope: ExitStack) -> LivePage | None:
+def live_page(request: PredictRequest, probe: ProbeSet, sources: list, scope: ExitStack) -> LivePage | None:
     """`--serve`: the live page, serving until the run ends (closed by `scope`)."""
     if request.serve is None:
         return None
@@ -144,7 +163,8 @@ def interrupted_line(summary: PredictSummary) -> str:
     at = f"{verb} at {video.last_time:.1f} s of video ({video.source})"
     if not video.files:
         return f"{at}; nothing written (no --out)"
-    return f"{at}; wrote {video.files['csv']} and {video.files['png']}"
+    files = list(video.files.values())
+    return f"{at}; wrote {', '.join(files[:-1])} and {files[-1]}"
 
 
 def stopped_twice(exc: KeyboardInterrupt, out: Path | None) -> int:

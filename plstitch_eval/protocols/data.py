@@ -56,21 +56,44 @@ def check_labels(item: VideoFeatures, store: FeatureStore, class_names: Sequence
 
 
 def check_tools(item: VideoFeatures, store: FeatureStore) -> None:
-    """Refuse tool labels other than 0/1 on an annotated frame, or -1 (not annotated) on every tool of one.
+    """Refuse tool labels other than 0/1 on an annotated frame, or -1 (not annotated) on every tool of one."""
+    check_label_rows(item, store, item.tools, "tool")
 
-    Why: a frame with a -1 is left out of the tool probe, so a damaged label would silently drop frames.
+
+def check_label_rows(item: VideoFeatures, store: FeatureStore, rows: np.ndarray | None, what: str) -> None:
+    """Refuse multi-label rows (`what`: tool, triplet) other than 0/1 on an annotated frame, or not -1 on
+    every column of a frame that is not annotated.
+
+    Why: a frame with a -1 is left out of the multi-label probe, so a damaged label would drop frames unseen.
     """
-    if item.tools is None:
+    if rows is None:
         return
-    tools = np.asarray(item.tools)
-    unannotated = (tools == -1).all(axis=1, keepdims=True)
-    bad = np.argwhere(~(unannotated | (tools == 0) | (tools == 1)))
+    rows = np.asarray(rows)
+    unannotated = (rows == -1).all(axis=1, keepdims=True)
+    bad = np.argwhere(~(unannotated | (rows == 0) | (rows == 1)))
     if len(bad):
-        frame, tool = (int(i) for i in bad[0])
+        frame, column = (int(i) for i in bad[0])
         raise FeatureStoreError(
-            f"{store.path(item.video)} (video {item.video!r}) has tool label {int(tools[frame, tool])} at "
-            f"frame {frame}, tool {tool}: tool labels are 0/1, or -1 on every tool of a frame that is not "
-            f"annotated; extract the video again: {store.redo([item.video])}"
+            f"{store.path(item.video)} (video {item.video!r}) has {what} label {int(rows[frame, column])} at "
+            f"frame {frame}, {what} {column}: {what} labels are 0/1, or -1 on every {what} of a frame that "
+            f"is not annotated; extract the video again: {store.redo([item.video])}"
+        )
+
+
+def check_soft_rows(item: VideoFeatures, store: FeatureStore, rows: np.ndarray | None, what: str) -> None:
+    """Refuse soft label rows (`what`: CVS) outside [0, 1] on a rated frame, or not NaN on every column of a
+    frame that is not rated. Why: as `check_label_rows`, a damaged row would drop or skew frames unseen."""
+    if rows is None:
+        return
+    rows = np.asarray(rows, dtype=np.float64)
+    unrated = np.isnan(rows).all(axis=1, keepdims=True)
+    bad = np.argwhere(~(unrated | ((rows >= 0) & (rows <= 1))))
+    if len(bad):
+        frame, column = (int(i) for i in bad[0])
+        raise FeatureStoreError(
+            f"{store.path(item.video)} (video {item.video!r}) has {what} value {rows[frame, column]:g} at "
+            f"frame {frame}, column {column}: {what} values are fractions in [0, 1], or NaN on every column "
+            f"of a frame that is not rated; extract the video again: {store.redo([item.video])}"
         )
 
 

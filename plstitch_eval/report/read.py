@@ -43,7 +43,11 @@ def read_case(folders: list[Path]) -> list[CaseVideo]:
         lines = read_frame_lines(folder)
         for path in predict_csvs(folder):
             video = videos.setdefault(path.stem, CaseVideo(path.stem))
-            add_csv(video, path, (summary or {}).get("class_names"))
+            probes = (summary or {}).get("probes")
+            if isinstance(probes, list) and probes:  # several probes in one run: columns <prefix>.<column>
+                add_case_csv(video, path, probes)
+            else:
+                add_csv(video, path, (summary or {}).get("class_names"))
             entry = next((v for v in (summary or {}).get("videos", []) if v.get("video") == path.stem), {})
             note_summary(video, entry, bool((summary or {}).get("online")), lines.get(path.stem))
     return [videos[name] for name in sorted(videos, key=natural_key)]
@@ -62,6 +66,30 @@ def predict_csvs(folder: Path) -> list[Path]:
 def add_csv(video: CaseVideo, path: Path, class_names: list[str] | None) -> None:
     """Read one predict CSV into `video`'s tracks (several folders: one per probe)."""
     header, rows = read_table(path)
+    add_table(video, path, header, rows, class_names)
+
+
+def add_case_csv(video: CaseVideo, path: Path, probes: list[dict]) -> None:
+    """Read the CSV of a run of several probes (the summary's `probes`: each one's prefix and classes) into
+    `video`'s tracks: each probe's columns as a CSV of its own; the first probe of classes gives the
+    phases."""
+    header, rows = read_table(path)
+    for entry in probes:
+        prefix = f"{entry.get('prefix')}."
+        columns = [c for c in header if c.startswith(prefix)]
+        if not columns or (video.phases is not None and f"{prefix}{PREDICTED}" in columns):
+            continue
+        own = [TIME, INDEX, *(c[len(prefix) :] for c in columns)]
+        own_rows = [
+            {TIME: r[TIME], INDEX: r[INDEX], **{c[len(prefix) :]: r[c] for c in columns}} for r in rows
+        ]
+        add_table(video, path, own, own_rows, entry.get("class_names") or None)
+
+
+def add_table(
+    video: CaseVideo, path: Path, header: list[str], rows: list[dict[str, str]], class_names: list[str] | None
+) -> None:
+    """One probe's columns of a predict CSV into `video`'s tracks."""
     times = number_column(path, rows, TIME)
     if PREDICTED in header:
         if video.phases is not None:

@@ -7,7 +7,10 @@ Layout of a store folder::
                              checksum of each video's file as written (`store_repair`; readers and a resumed
                              extraction verify it; stores made before it record none and read unverified)
                              (`black_margins`: each video's picture box, with `--crop-black-margin`)
-    <video>.safetensors      features [T, D] float32, labels [T] int64, frame_times [T] float64 (seconds)
+    <video>.safetensors      features [T, D] float32, labels [T] int64, frame_times [T] float64 (seconds);
+                             with a dataset's annotations also tools [T, K] int8 (the manifest's `tool_names`)
+                             and triplets [T, 100] int8 (its `triplet_names`, CholecT50/CholecT45), and
+                             cvs [T, 3] float32 (the raters' mean of its `cvs_names`, NaN: frame not rated)
     .locks/                  lock files of concurrent writers (see below); not part of the features
 
 Labels are -1 (unlabelled) or an index into the manifest's `class_names`; evaluation refuses any other value.
@@ -63,7 +66,9 @@ COMPAT_FIELDS = ("dataset", "model_spec", "weights_sha256", "preprocessing", "fp
 BLACK_MARGINS = "black_margins"  # manifest key: {video: picture box} of a `--crop-black-margin` extraction
 PER_VIDEO_KEYS = (VIDEO_FRAMES, BLACK_MARGINS, CHECKSUMS)  # {video: ...} records a resumed store keeps
 TENSORS = {"features": ("F32", 2), "labels": ("I64", 1), "frame_times": ("F64", 1)}  # name: (dtype, ndim)
-OPTIONAL_TENSORS = {"tools": ("I8", 2)}  # tool presence, in stores of datasets with tool annotations
+# tool presence and action triplets (0/1, -1 = frame not annotated), in stores of datasets annotating them
+# and the critical view of safety (raters' mean in [0, 1], NaN = frame not rated)
+OPTIONAL_TENSORS = {"tools": ("I8", 2), "triplets": ("I8", 2), "cvs": ("F32", 2)}
 DTYPE_BYTES = {"F32": 4, "I64": 8, "F64": 8, "I8": 1}
 MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
 
@@ -71,13 +76,17 @@ MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
 @dataclass
 class VideoFeatures:
     """Per-frame features of one video with their labels and presentation times (and, for datasets with
-    instrument annotations, tool presence per frame: the manifest's `tool_names`)."""
+    instrument annotations, tool presence per frame: the manifest's `tool_names`; with action-triplet
+    annotations, the triplets per frame: its `triplet_names`; with critical-view-of-safety ratings, the
+    raters' mean per criterion: its `cvs_names`)."""
 
     video: str
     features: np.ndarray  # [T, D] float32
     labels: np.ndarray  # [T] int64 class ids (-1 = unlabelled)
     frame_times: np.ndarray  # [T] float64 seconds
     tools: np.ndarray | None = None  # [T, K] int8 0/1 (-1 = not annotated); None: no tool labels
+    triplets: np.ndarray | None = None  # [T, 100] int8 0/1 (-1 = not annotated); None: no triplet labels
+    cvs: np.ndarray | None = None  # [T, 3] float32 raters' mean (NaN = not rated); None: no CVS ratings
 
     def __post_init__(self) -> None:
         n = len(self.features)
@@ -90,11 +99,12 @@ class VideoFeatures:
                 f"Video {self.video!r}: {n} feature rows but {len(self.labels)} labels and "
                 f"{len(self.frame_times)} frame times; all three must have one entry per frame."
             )
-        if self.tools is not None and (self.tools.ndim != 2 or len(self.tools) != n):
-            raise FeatureStoreError(
-                f"Video {self.video!r}: tool labels must be [T, K] with one row per frame, got "
-                f"{self.tools.shape} for {n} frames."
-            )
+        for what, rows in (("tool", self.tools), ("triplet", self.triplets), ("CVS", self.cvs)):
+            if rows is not None and (rows.ndim != 2 or len(rows) != n):
+                raise FeatureStoreError(
+                    f"Video {self.video!r}: {what} labels must be [T, K] with one row per frame, got "
+                    f"{rows.shape} for {n} frames."
+                )
 
 
 def compat_key(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -212,8 +222,9 @@ def read_shapes(path: str | os.PathLike) -> tuple[int, int]:
     labels, times = shapes["labels"][0], shapes["frame_times"][0]
     if labels != frames or times != frames:
         raise FeatureStoreError(f"features have {frames} rows, labels {labels}, frame_times {times}")
-    if "tools" in shapes and shapes["tools"][0] != frames:
-        raise FeatureStoreError(f"features have {frames} rows, tools {shapes['tools'][0]}")
+    for name in OPTIONAL_TENSORS:
+        if name in shapes and shapes[name][0] != frames:
+            raise FeatureStoreError(f"features have {frames} rows, {name} {shapes[name][0]}")
     return frames, dim
 
 
@@ -380,8 +391,11 @@ class FeatureStore:
             "labels": np.ascontiguousarray(item.labels, dtype=np.int64),
             "frame_times": np.ascontiguousarray(item.frame_times, dtype=np.float64),
         }
-        if item.tools is not None:
-            tensors["tools"] = np.ascontiguousarray(item.tools, dtype=np.int8)
+        for name, rows in (("tools", item.tools), ("triplets", item.triplets)):
+            if rows is not None:  # a store without them stays as it was: no tensor, no key
+                tensors[name] = np.ascontiguousarray(rows, dtype=np.int8)
+        if item.cvs is not None:
+            tensors["cvs"] = np.ascontiguousarray(item.cvs, dtype=np.float32)
         with atomic_path(self.path(item.video)) as tmp:
             save_file(tensors, str(tmp), metadata={"video": item.video})
             checksum = file_sha256(tmp)
@@ -417,8 +431,15 @@ class FeatureStore:
                 f"{path} {problem or f'lacks tensors {sorted(missing)}'}; extract it again: "
                 f"{self.redo([video], manifest)}"
             )
-        tools = tensors.get("tools")
-        return VideoFeatures(video, tensors["features"], tensors["labels"], tensors["frame_times"], tools)
+        return VideoFeatures(
+            video,
+            tensors["features"],
+            tensors["labels"],
+            tensors["frame_times"],
+            tensors.get("tools"),
+            tensors.get("triplets"),
+            tensors.get("cvs"),
+        )
 
     def _recorded(self) -> dict[str, Any]:
         """The manifest, or {} for a folder of feature files without one (read, but nothing verified)."""

@@ -1,8 +1,9 @@
 """Tasks: what a probe predicts from which labels and how it is scored (``registry``), one module each.
 
 ``phases`` (which phase: multi-class), ``tools`` (which instruments: multi-label), ``anticipation`` (minutes
-until each phase or tool next occurs, within a horizon) and ``rsd`` (remaining surgery duration), then the
-``plstitch.tasks`` entry points of installed packages. ``plstitch tasks`` lists them; docs/tasks.md.
+until each phase or tool next occurs, within a horizon), ``rsd`` (remaining surgery duration) and
+``triplets`` (CholecT50's action triplets: multi-label), then the ``plstitch.tasks`` entry points of
+installed packages. ``plstitch tasks`` lists them; docs/tasks.md.
 """
 
 from plstitch_eval.tasks.registry import (
@@ -11,6 +12,7 @@ from plstitch_eval.tasks.registry import (
     MULTI_LABEL,
     REGRESSION,
     TASKS,
+    MultiLabel,
     Regression,
     Scored,
     StoreInfo,
@@ -28,6 +30,7 @@ __all__ = [
     "MULTI_LABEL",
     "REGRESSION",
     "TASKS",
+    "MultiLabel",
     "Regression",
     "Scored",
     "StoreInfo",

@@ -2,10 +2,12 @@
 
 A task says *what* is predicted from which labels and how it is scored; a protocol (k-NN, linear, temporal)
 says *how* a head is fitted. `phases` and `tools` are the classification tasks the protocols ran before this
-registry; `anticipation` and `rsd` are regression tasks, whose `Regression` builds targets from a store's
-labels and frame times, scores predictions and gives the reference predictions every table carries. A new
-task is one module that calls `register_task(Task(...))`, shipped or from a plugin's `plstitch.tasks` entry
-point (docs/tasks.md).
+registry; `tools` and `triplets` are multi-label tasks, whose `MultiLabel` names the store's labels and scores
+each test video's scores; `anticipation` and `rsd` are regression tasks, whose `Regression` builds targets
+from a store's labels and frame times, scores predictions and gives the reference predictions every table
+carries; `skill` is a video-regression task (one score per video, `tasks/skill.py`, run by
+`protocols/skill.py`). A new task is one module that calls `register_task(Task(...))`, shipped or from a
+plugin's `plstitch.tasks` entry point (docs/tasks.md).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ if TYPE_CHECKING:
     from plstitch_eval.store.features import FeatureStore, VideoFeatures
 
 MULTI_CLASS, MULTI_LABEL, REGRESSION = "multi-class", "multi-label", "regression"
-HEADS = (MULTI_CLASS, MULTI_LABEL, REGRESSION)
-SHIPPED = ("phases", "tools", "anticipation", "rsd")  # module names in `plstitch_eval.tasks`, listing order
+VIDEO_REGRESSION = "video-regression"  # one value per video (skill), from its mean-pooled features
+HEADS = (MULTI_CLASS, MULTI_LABEL, REGRESSION, VIDEO_REGRESSION)
+# modules of `plstitch_eval.tasks`, in order
+SHIPPED = ("phases", "tools", "anticipation", "rsd", "triplets", "cvs", "skill")
 DEFAULT_HORIZON_MIN = 3.0
 
 
@@ -73,6 +77,7 @@ class StoreInfo:
     dataset: str | None
     class_names: tuple[str, ...]
     tool_names: tuple[str, ...]
+    triplet_names: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, store: FeatureStore) -> StoreInfo:
@@ -82,6 +87,7 @@ class StoreInfo:
             manifest.get("dataset"),
             tuple(manifest.get("class_names") or ()),
             tuple(manifest.get("tool_names") or ()),
+            tuple(manifest.get("triplet_names") or ()),
         )
 
     def labels_held(self) -> str:
@@ -89,6 +95,8 @@ class StoreInfo:
         held = [f"phases ({len(self.class_names)} classes)"] if self.class_names else []
         if self.tool_names:
             held.append(f"tools ({len(self.tool_names)})")
+        if self.triplet_names:
+            held.append(f"triplets ({len(self.triplet_names)})")
         return " and ".join(held) or "no labels"
 
 
@@ -131,12 +139,40 @@ class Regression:
     column: Callable[[str], str] = lambda name: f"{name}_min"  # predict's CSV/JSONL column of an output
 
 
+MultiLabelScore = Callable[[Sequence[np.ndarray], Sequence[np.ndarray], Sequence[str]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class MultiLabel:
+    """What a multi-label task reads off a store and how it scores: one 0/1 column per name.
+
+    `names_key`: the manifest key naming the columns (`tool_names`); `labels(video)`: its [T, K] int8 rows
+    (-1 on a frame not annotated; None: the video has none); `score(scores, targets, names)`: the metrics of
+    the test (or validation) frames, one [F, K] array each per video (annotated frames only), the task's
+    `select_metric` among them (higher is better); `per_video`: the metrics each test video gets alone;
+    `missing`: what a store lacking the labels needs (the fix of a one-line refusal); `decimals` of the
+    stored per-frame probabilities; `score_stored`: metrics from those rounded probabilities, so that the
+    results' `predictions` give them again exactly (otherwise from the unrounded ones). `soft`: the rows are
+    fractions in [0, 1] (a raters' mean, NaN on a frame not rated), fitted as soft targets and scored as
+    they are (CVS); otherwise 0/1 with -1 on a frame not annotated.
+    """
+
+    names_key: str
+    labels: Callable[[VideoFeatures], np.ndarray | None]
+    score: MultiLabelScore
+    per_video: tuple[str, ...]
+    missing: str
+    decimals: int = 4
+    score_stored: bool = False
+    soft: bool = False
+
+
 @dataclass(frozen=True)
 class Task:
     """A prediction task: its name, one-line summary, head kind, the labels it reads, its metrics (the
     headline first), the metric a head is chosen on, and the protocols that fit it. Regression tasks carry a
-    `Regression`; classification tasks are run by their protocols as before (`results_task` maps a protocol
-    to the results task it writes)."""
+    `Regression`, multi-label tasks a `MultiLabel`; classification tasks are run by their protocols as before
+    (`results_task` maps a protocol to the results task it writes)."""
 
     name: str
     summary: str
@@ -146,6 +182,7 @@ class Task:
     select_metric: str
     protocols: tuple[str, ...]
     regression: Regression | None = None
+    multilabel: MultiLabel | None = None
     results_tasks: Mapping[str, str] = field(default_factory=dict)  # protocol -> results task written
     uses_horizon: bool = False
 
@@ -156,6 +193,8 @@ class Task:
             )
         if (self.head == REGRESSION) != (self.regression is not None):
             raise ConfigError(f"Task {self.name!r}: a regression head needs a Regression, and only it.")
+        if self.multilabel is not None and self.head != MULTI_LABEL:
+            raise ConfigError(f"Task {self.name!r}: a MultiLabel goes with a multi-label head only.")
 
     def results_task(self, protocol: str) -> str:
         """The results `task` a protocol writes for this task (`linear-anticipation`, `linear-tools`)."""

@@ -28,7 +28,9 @@ class VideoRecord:
     `folder_fps` is the frame rate of a frame-folder source (None for video files). Datasets with instrument
     annotations (Cholec80) add `tools`: presence [M, K] int8 of the adapter's `tool_names` at `tool_times`;
     datasets with action triplets (CholecT50) add `triplets`: multi-hot [M, T] int8 of `triplet_names` at
-    `triplet_times`.
+    `triplet_times`; datasets with the critical view of safety (Endoscapes) add `cvs`: the raters' mean of
+    C1-C3 [M, 3] at `cvs_times`; datasets with skill ratings (JIGSAWS) add `skill`: the video's scores by
+    name, and `skill_level`: its self-proclaimed experience.
     """
 
     name: str
@@ -40,6 +42,10 @@ class VideoRecord:
     tool_times: np.ndarray | None = None  # [M] float64 seconds of those rows
     triplets: np.ndarray | None = None  # [M, T] int8 0/1, one row per annotated time
     triplet_times: np.ndarray | None = None  # [M] float64 seconds of those rows
+    cvs: np.ndarray | None = None  # [M, 3] float64 raters' mean of C1-C3 (0..1), one row per annotated time
+    cvs_times: np.ndarray | None = None  # [M] float64 seconds of those rows
+    skill: dict[str, float] | None = None  # per-video scores, e.g. {"grs": 13.0, "respect_for_tissue": 3.0}
+    skill_level: str | None = None  # self-proclaimed experience, e.g. "N", "I", "E" (JIGSAWS)
 
 
 def labels_at(record: VideoRecord, times: np.ndarray | list[float]) -> tuple[np.ndarray, int]:
@@ -81,6 +87,24 @@ def triplets_at(record: VideoRecord, times: np.ndarray | list[float]) -> np.ndar
     return _rows_at(record.triplets, record.triplet_times, times)
 
 
+def cvs_at(
+    record: VideoRecord, times: np.ndarray | list[float], tolerance_s: float = 0.5
+) -> np.ndarray | None:
+    """CVS raters' means [n, 3] float64 at sample `times` (s): each annotated row goes to the one sample
+    nearest its time (if within `tolerance_s`); NaN elsewhere, as CVS is scored on annotated frames only."""
+    if record.cvs is None or record.cvs_times is None:
+        return None
+    times = np.asarray(times, dtype=np.float64)
+    out = np.full((len(times), 3), np.nan)
+    if not len(times):
+        return out
+    for row, row_time in zip(record.cvs, np.asarray(record.cvs_times, dtype=np.float64), strict=True):
+        nearest = int(np.argmin(np.abs(times - row_time)))
+        if abs(times[nearest] - row_time) <= tolerance_s + 1e-9:
+            out[nearest] = row
+    return out
+
+
 def _rows_at(values: np.ndarray, row_times: np.ndarray, times: np.ndarray | list[float]) -> np.ndarray:
     """`values` [M, K] annotated at `row_times`, read at `times`: the last row at or before each time; -1
     where no row covers it (before the first row, or over one row spacing past the last)."""
@@ -119,6 +143,7 @@ class DatasetAdapter:
     background_classes: list[str] = []
     tool_names: ClassVar[list[str]] = []  # instruments annotated per frame (multi-label), if any
     triplet_names: ClassVar[list[str]] = []  # action triplets annotated per frame (multi-label), if any
+    cvs_names: ClassVar[list[str]] = []  # critical-view-of-safety criteria rated on some frames, if any
     split_schemes: ClassVar[tuple[str, ...]] = ("default",)
     # the data's terms of use (a published probe's card takes the strictest of these and its backbone's)
     license: ClassVar[str] = "unknown"

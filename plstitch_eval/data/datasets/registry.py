@@ -14,7 +14,18 @@ from plstitch_eval.registry import Registry, import_modules
 
 # the shipped adapters' modules (synthetic.py registers synthetic and synthetic-paced, cholect50.py cholect50
 # and cholect45)
-_SHIPPED = ("autolaparo", "breakfast", "cholec80", "cholect50", "folder", "gtea", "m2cai16", "synthetic")
+_SHIPPED = (
+    "autolaparo",
+    "breakfast",
+    "cholec80",
+    "cholect50",
+    "endoscapes",
+    "folder",
+    "gtea",
+    "jigsaws",
+    "m2cai16",
+    "synthetic",
+)
 
 
 def _adopt(cls: object) -> object:

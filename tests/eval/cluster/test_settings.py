@@ -3,13 +3,24 @@ flags over it (`SlurmSettings`), each bad value one line; how a Slurm state read
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from plstitch_eval.benchmark.config_file import read_config_file, read_slurm_table
 from plstitch_eval.benchmark.session import slurm_launch
-from plstitch_eval.cluster import ENDED, QUEUED, RUNNING, UNKNOWN, SlurmSettings, job_phase, slurm_settings
+from plstitch_eval.cluster import (
+    ENDED,
+    QUEUED,
+    RUNNING,
+    UNKNOWN,
+    SlurmSettings,
+    executor_settings,
+    job_phase,
+    read_slurm_file,
+    slurm_settings,
+)
 from plstitch_eval.errors import ConfigError
 
 CONFIG = """
@@ -81,3 +92,26 @@ def test_the_config_file_holds_protocols_and_slurm(tmp_path: Path) -> None:
 )
 def test_slurm_states_read_as_phases(state: str, phase: str) -> None:
     assert job_phase(state) == phase
+
+
+def test_slurm_config_file_gives_the_table_under_the_flags(tmp_path: Path) -> None:
+    path = tmp_path / "bench.toml"
+    path.write_text(CONFIG, encoding="utf-8")
+    assert read_slurm_file(path) == read_slurm_table(path)  # the benchmark's --config file serves
+    settings = executor_settings("slurm", path, wait=True, partition="cpu", time=None)
+    assert settings == SlurmSettings(
+        partition="cpu", time=30, gpus=1, sbatch=("--exclusive", "#SBATCH --reservation=lab"), wait=True
+    )
+    assert executor_settings("local", path, partition="cpu") is None  # here, as always: no file read
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [("[protocols.knn]\nk = 7\n", "a [slurm] table"), ("[slurm\n", "not a readable TOML file")],
+)
+def test_a_slurm_config_file_without_a_table_is_one_line(tmp_path: Path, text: str, needle: str) -> None:
+    path = tmp_path / "slurm.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=re.escape(needle)) as caught:
+        executor_settings("slurm", path)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)

@@ -1,0 +1,225 @@
+"""The `skill` task's head: ridge regression of one score per video on its mean-pooled frozen features
+(`plstitch linear --task skill`, `plstitch cv --task skill --folds loso|louo|K`).
+
+Each video becomes one row, the mean of its frames' features; the rows are standardised with the training
+videos' statistics and fitted by scikit-learn's `RidgeCV`, whose alpha is chosen among `ALPHAS` by the
+leave-one-out error over the training videos only (its closed form), so the held-out videos never choose
+it. Scored by Spearman's rho and MAE (`metrics/skill.py`) beside the task's two reference rows; the results
+JSON holds every held-out video's prediction, so each figure can be recomputed from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.linear_model import RidgeCV
+from sklearn.preprocessing import StandardScaler
+
+from plstitch_eval.errors import ConfigError, EvaluationError
+from plstitch_eval.metrics.skill import TRIAL_NAME, loso_folds, louo_folds
+from plstitch_eval.protocols.registry import CV_TASK
+from plstitch_eval.results_json import results_record
+from plstitch_eval.splits import kfold_by_video, resolve_splits
+from plstitch_eval.store.features import FeatureStore
+from plstitch_eval.tasks import get_task
+from plstitch_eval.tasks.skill import (
+    DEFAULT_SCORE,
+    METRICS,
+    check_scored,
+    duration_s,
+    references,
+    score,
+    video_scores,
+)
+
+ALPHAS = tuple(float(10.0**k) for k in range(-2, 7))  # 0.01 ... 1e6, a decade apart
+JIGSAWS_FOLDS = {"loso": loso_folds, "louo": louo_folds}
+
+
+@dataclass(frozen=True)
+class SkillData:
+    """What a skill run reads off a store: each video's score, mean-pooled features and duration (s)."""
+
+    root: str
+    manifest: dict[str, Any]
+    score_name: str
+    scores: dict[str, float]
+    pooled: dict[str, np.ndarray]
+    durations: dict[str, float]
+
+    @classmethod
+    def of(cls, store: FeatureStore, videos: Sequence[str], score_name: str = DEFAULT_SCORE) -> SkillData:
+        """Read `videos` (scores checked before any feature file is read)."""
+        manifest, root = store.manifest, str(store.root)
+        scores = video_scores(manifest, root, score_name)
+        check_scored(videos, scores, root)
+        pooled, durations = {}, {}
+        for item in store.read_many(videos):
+            if len(item.features) < 2 or not np.isfinite(item.features).all():  # no frame labels needed
+                raise EvaluationError(
+                    f"Video {item.video!r} of {root} has fewer than 2 frames or NaN/inf features; extract it "
+                    f"again: {store.redo([item.video])}"
+                )
+            pooled[item.video] = item.features.astype(np.float64).mean(axis=0)
+            durations[item.video] = duration_s(item.frame_times)
+        return cls(root, manifest, score_name, scores, pooled, durations)
+
+
+def fit_ridge(rows: np.ndarray, targets: np.ndarray) -> tuple[StandardScaler, RidgeCV]:
+    """Standardise `rows` with their own statistics, then ridge with alpha chosen by leave-one-out error."""
+    scaler = StandardScaler().fit(rows)
+    return scaler, RidgeCV(alphas=ALPHAS).fit(scaler.transform(rows), targets)
+
+
+def ridge_predictions(
+    data: SkillData, train: Sequence[str], test: Sequence[str]
+) -> tuple[dict[str, float], float]:
+    """({test video: predicted score}, the chosen alpha) of a ridge fitted on the `train` videos."""
+    if len(train) < 3:
+        raise ConfigError(
+            f"{data.root}: the skill head needs at least 3 training videos (alpha is chosen by leave-one-out "
+            f"over them), got {len(train)}; extract more videos or use fewer folds."
+        )
+    scaler, model = fit_ridge(
+        np.stack([data.pooled[v] for v in train]), np.array([data.scores[v] for v in train])
+    )
+    predicted = model.predict(scaler.transform(np.stack([data.pooled[v] for v in test])))
+    return {v: float(p) for v, p in zip(test, predicted, strict=True)}, float(model.alpha_)
+
+
+def _scored(data: SkillData, predicted: dict[str, float]) -> dict[str, Any]:
+    """Metrics and per-video rows of `predicted` against the store's scores."""
+    per_video = {
+        v: {"predicted": p, "score": data.scores[v], "abs_error": abs(p - data.scores[v])}
+        for v, p in predicted.items()
+    }
+    metrics = score(predicted, data.scores)
+    note = {"note": metrics.pop("note")} if "note" in metrics else {}
+    return {"metrics": metrics, "per_video": per_video, "predictions": predicted, **note}
+
+
+def _reference_rows(data: SkillData, train: Sequence[str], test: Sequence[str]) -> dict[str, dict[str, Any]]:
+    rows = references(train, test, data.scores, data.durations)
+    return {name: {"description": text, **_scored(data, preds)} for name, (text, preds) in rows.items()}
+
+
+def _protocol(data: SkillData, name: str, **more: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "head": "ridge",
+        "task": "skill",
+        "score": data.score_name,
+        "pooling": "mean over frames",
+        "standardize": True,
+        "alphas": list(ALPHAS),
+        "select_metric": get_task("skill").select_metric,
+        **more,
+    }
+
+
+def run_skill_linear(
+    features: str | Path, score_name: str = DEFAULT_SCORE, scheme: str | None = None
+) -> dict[str, Any]:
+    """The store's split scheme: ridge fitted on its train (and val) videos, scored on its test videos."""
+    store = FeatureStore(features)
+    splits = resolve_splits(store, scheme)
+    train, test = splits["train"] + splits["val"], splits["test"]
+    if not test:
+        raise ConfigError(
+            f"{store.root}/manifest.json's split{f' scheme {scheme!r}' if scheme else ''} has no test "
+            "videos; pick another --split-scheme, or cross-validate: plstitch cv --task skill --folds K."
+        )
+    data = SkillData.of(store, train + test, score_name)
+    predicted, alpha = ridge_predictions(data, train, test)
+    scored = _scored(data, predicted)
+    task = get_task("skill").results_task("linear")
+    protocol = _protocol(
+        data, task, chosen_alpha=alpha, fit_on=["train", "val"], videos={"train": len(train)}
+    )
+    results = results_record(
+        task, data.manifest, features, protocol, splits, [score_name],
+        headline=list(METRICS), metrics=scored["metrics"], per_video=scored["per_video"],
+        predictions=predicted,
+    )  # fmt: skip
+    results["references"] = _reference_rows(data, train, test)
+    if "note" in scored:
+        results["note"] = scored["note"]
+    return results
+
+
+def skill_folds(videos: Sequence[str], folds: str, seed: int, root: str) -> list[dict[str, Any]]:
+    """JIGSAWS' LOSO / LOUO folds from the trial names, or K seeded folds by video (`folds` a number)."""
+    if folds in JIGSAWS_FOLDS:
+        odd = [v for v in videos if not TRIAL_NAME.match(v)]
+        if odd:
+            raise ConfigError(
+                f"--folds {folds}: {root}'s videos are not JIGSAWS trials (e.g. {odd[0]!r}, not "
+                f"<Task>_<user><trial> like Suturing_B001); pass a number of folds by video, e.g. --folds 5."
+            )
+        return [
+            {"name": f["name"], "train": f["train"], "test": f["test"]} for f in JIGSAWS_FOLDS[folds](videos)
+        ]
+    try:
+        count = int(folds)
+    except ValueError:
+        raise ConfigError(f"--folds must be loso, louo or a number of folds, got {folds!r}.") from None
+    parts = kfold_by_video(videos, count, seed)
+    return [
+        {"name": f"fold-{i}", "train": [v for v in videos if v not in set(part)], "test": part}
+        for i, part in enumerate(parts)
+    ]
+
+
+def _over_folds(data: SkillData, blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean and std over folds (rho: over the folds where it is defined) and the pooled held-out videos'."""
+    out: dict[str, Any] = {"metrics": {}, "metrics_std": {}}
+    for metric in METRICS:
+        values = [b["metrics"][metric] for b in blocks if b["metrics"][metric] is not None]
+        out["metrics"][metric] = float(np.mean(values)) if values else None
+        out["metrics_std"][metric] = float(np.std(values)) if values else None
+    pooled = score({v: p for b in blocks for v, p in b["predictions"].items()}, data.scores)
+    out["metrics"].update({f"{m}_pooled": pooled[m] for m in METRICS})
+    notes = sorted({b["note"] for b in blocks if "note" in b})
+    return {**out, "note": f"per fold: {'; '.join(notes)}"} if notes else out
+
+
+def run_skill_cv(
+    features: str | Path, folds: str = "louo", score_name: str = DEFAULT_SCORE, seed: int = 0
+) -> dict[str, Any]:
+    """Ridge cross-validated over `folds` (every video held out once): mean ± std over folds, pooled too."""
+    store = FeatureStore(features)
+    recorded = resolve_splits(store)
+    videos = sorted({v for split in recorded.values() for v in split}) or store.videos()
+    chosen = skill_folds(videos, folds, seed, str(store.root))
+    data = SkillData.of(store, videos, score_name)
+    fold_blocks, reference_blocks = [], {}
+    for fold in chosen:
+        predicted, alpha = ridge_predictions(data, fold["train"], fold["test"])
+        fold_blocks.append({**fold, "chosen_alpha": alpha, **_scored(data, predicted)})
+        for name, block in _reference_rows(data, fold["train"], fold["test"]).items():
+            reference_blocks.setdefault(name, {"description": block["description"], "folds": []})
+            reference_blocks[name]["folds"].append(block)
+    summary = _over_folds(data, fold_blocks)
+    refs = {
+        name: {"description": ref["description"], **_over_folds(data, ref["folds"])}
+        for name, ref in reference_blocks.items()
+    }
+    task = f"{CV_TASK}-{get_task('skill').results_task('linear')}"
+    protocol = _protocol(data, task, inner="linear-skill", folds=folds, seed=seed)
+    results = results_record(
+        task, data.manifest, features, protocol, {"folds": [f["test"] for f in chosen]}, [score_name],
+        headline=[*METRICS, *(f"{m}_pooled" for m in METRICS)], metrics=summary["metrics"],
+        per_video={v: row for b in fold_blocks for v, row in b["per_video"].items()},
+        predictions={v: p for b in fold_blocks for v, p in b["predictions"].items()},
+    )  # fmt: skip
+    results["metrics_std"] = summary["metrics_std"]
+    results["folds"] = [
+        {"fold": b["name"], "test": b["test"], "chosen_alpha": b["chosen_alpha"], "metrics": b["metrics"]}
+        for b in fold_blocks
+    ]
+    results["references"] = refs
+    return results
