@@ -15,7 +15,11 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo")
@@ -209,3 +213,24 @@ class SlurmCluster:
                 return state
             time.sleep(0.3)
         raise TimeoutError(f"job {job_id} is {state or 'unknown'}, not {sorted(states)}, after {timeout} s")
+
+
+@contextmanager
+def module_slurm(folder: Path, env: Mapping[str, str] | None = None) -> Iterator[SlurmCluster]:
+    """A started one-node Slurm in `folder` with `SLURM_CONF` (and `env`, which its jobs inherit) set, stopped
+    after: a test module's fixture. Skips the module with the reason where submitit or Slurm is missing."""
+    pytest.importorskip("submitit", reason="--executor slurm needs the extra: pip install 'plstitch[slurm]'")
+    cluster = SlurmCluster(folder)
+    try:
+        cluster.start()
+    except SlurmUnavailable as exc:
+        pytest.skip(f"no Slurm here: {exc}")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SLURM_CONF", str(cluster.conf))
+    for name, value in (env or {}).items():
+        mp.setenv(name, value)
+    try:
+        yield cluster
+    finally:
+        mp.undo()
+        cluster.stop()

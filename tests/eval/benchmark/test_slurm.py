@@ -20,7 +20,7 @@ import pytest
 
 from plstitch_eval.cli import app
 from tests.eval.benchmark.conftest import cli_args, runner, table_json
-from tests.eval.benchmark.slurm_cluster import SlurmCluster, SlurmUnavailable
+from tests.eval.benchmark.slurm_cluster import SlurmCluster, module_slurm
 
 DATASETS_TOML = "[synthetic]\nn_videos = 6\nmin_seconds = 8.0\nmax_seconds = 12.0\n"
 SLURM_TOML = "[slurm]\npoll_seconds = 0.5\ntime = 10\n"  # the [slurm] table of --config
@@ -32,19 +32,8 @@ RUN_ONLY = {"features", "results", "seconds", "resumed"}  # a cell's fields that
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory: pytest.TempPathFactory):
     """A one-node Slurm for this module (`SLURM_CONF` set), stopped after."""
-    pytest.importorskip("submitit", reason="--executor slurm needs the extra: pip install 'plstitch[slurm]'")
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    try:
-        cluster.start()
-    except SlurmUnavailable as exc:
-        pytest.skip(f"no Slurm here: {exc}")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SLURM_CONF", str(cluster.conf))
-    try:
+    with module_slurm(tmp_path_factory.mktemp("slurm")) as cluster:
         yield cluster
-    finally:
-        mp.undo()
-        cluster.stop()
 
 
 @pytest.fixture(scope="module")

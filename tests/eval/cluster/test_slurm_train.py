@@ -19,32 +19,20 @@ from typer.testing import CliRunner
 from plstitch_eval.cli import app
 from plstitch_eval.hub.run_folder import CHECKPOINT_NAME
 from plstitch_train.trainer import load_training_checkpoint, train
-from tests.eval.benchmark.slurm_cluster import SlurmCluster, SlurmUnavailable
+from tests.eval.benchmark.slurm_cluster import SlurmCluster, module_slurm
 from tests.train.conftest import assert_states_close, frame_cache, tiny_config, video_dir  # noqa: F401
 
 runner = CliRunner()
 STEPS = 2
+JOB_ENV = {"OMP_NUM_THREADS": "1", "PLSTITCH_NO_LIVE": "1"}  # the jobs inherit this environment
 REQUEUE_STEPS = 6
 
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory: pytest.TempPathFactory):
     """A one-node Slurm for this module (`SLURM_CONF` set), stopped after."""
-    pytest.importorskip("submitit", reason="--executor slurm needs the extra: pip install 'plstitch[slurm]'")
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    try:
-        cluster.start()
-    except SlurmUnavailable as exc:
-        pytest.skip(f"no Slurm here: {exc}")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SLURM_CONF", str(cluster.conf))
-    mp.setenv("OMP_NUM_THREADS", "1")  # the jobs inherit this environment
-    mp.setenv("PLSTITCH_NO_LIVE", "1")
-    try:
+    with module_slurm(tmp_path_factory.mktemp("slurm"), JOB_ENV) as cluster:
         yield cluster
-    finally:
-        mp.undo()
-        cluster.stop()
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ from plstitch_eval.extract.sharding import my_share
 from plstitch_eval.extract.slurm_shards import plan_shards
 from plstitch_eval.store.features import VIDEO_FRAMES, FeatureStore, compat_key
 from plstitch_eval.utils.distributed import DistInfo
-from tests.eval.benchmark.slurm_cluster import SlurmCluster, SlurmUnavailable
+from tests.eval.benchmark.slurm_cluster import SlurmCluster, module_slurm
 
 runner = CliRunner()
 VIDEOS = ["video01", "video02", "video03"]
@@ -33,19 +33,8 @@ VIDEOS = ["video01", "video02", "video03"]
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory: pytest.TempPathFactory):
     """A one-node Slurm for this module (`SLURM_CONF` set), stopped after."""
-    pytest.importorskip("submitit", reason="--executor slurm needs the extra: pip install 'plstitch[slurm]'")
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    try:
-        cluster.start()
-    except SlurmUnavailable as exc:
-        pytest.skip(f"no Slurm here: {exc}")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SLURM_CONF", str(cluster.conf))
-    try:
+    with module_slurm(tmp_path_factory.mktemp("slurm")) as cluster:
         yield cluster
-    finally:
-        mp.undo()
-        cluster.stop()
 
 
 def extract_args(out: Path, root: Path, model: Path, *extra: str) -> list[str]:

@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.data.datasets import cvs_at, get_dataset
-from plstitch_eval.extract import ExtractOptions, extract_features
 from plstitch_eval.metrics.cvs import cvs_metrics
 from plstitch_eval.protocols.multilabel import annotated_rows
 from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.tasks import MULTI_LABEL, get_task
 from tests.eval.protocols.stores import write_store
+from tests.eval.tasks.cli import refused, synthetic_store
 
 TINY = {"n_videos": 9, "size": 32, "min_seconds": 12.0, "max_seconds": 20.0, "workers": 1}
 QUICK = ["--epochs", "5", "--lr", "0.01", "--lr", "0.1", "--wd", "0", "--device", "cpu"]
@@ -29,19 +29,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> FeatureStore:
-    tmp = tmp_path_factory.mktemp("cvs")
-    adapter = get_dataset("synthetic-cvs", root=tmp / "synthetic", **TINY)
-    options = ExtractOptions(num_workers=0, device="cpu", progress=False)
-    assert extract_features(adapter, "raw-pixels", tmp / "store", options).ok
-    return FeatureStore(tmp / "store")
-
-
-def refused(*args: str) -> str:
-    result = runner.invoke(app, list(args))
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
+    return synthetic_store("synthetic-cvs", tmp_path_factory.mktemp("cvs"), **TINY)
 
 
 def test_the_task_is_registered_soft_and_listed() -> None:

@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 
 from plstitch_eval.cli import app
 from plstitch_eval.data.datasets import get_dataset
-from plstitch_eval.extract import ExtractOptions, extract_features
 from plstitch_eval.extract.store import skill_record
 from plstitch_eval.metrics.remaining import video_end_s
 from plstitch_eval.metrics.skill import duration_prediction, skill_scores
@@ -24,6 +23,7 @@ from plstitch_eval.tasks import get_task
 from plstitch_eval.tasks.registry import VIDEO_REGRESSION
 from tests.eval.data.stand_ins import JIGSAWS, write_jigsaws
 from tests.eval.protocols.stores import write_store
+from tests.eval.tasks.cli import refused, synthetic_store
 
 TINY = {"n_videos": 9, "size": 32, "min_seconds": 6.0, "max_seconds": 14.0, "workers": 1}
 runner = CliRunner()
@@ -31,19 +31,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> FeatureStore:
-    tmp = tmp_path_factory.mktemp("skill")
-    adapter = get_dataset("synthetic-skill", root=tmp / "synthetic", **TINY)
-    options = ExtractOptions(num_workers=0, device="cpu", progress=False)
-    assert extract_features(adapter, "raw-pixels", tmp / "store", options).ok
-    return FeatureStore(tmp / "store")
-
-
-def refused(*args: str) -> str:
-    result = runner.invoke(app, list(args))
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
+    return synthetic_store("synthetic-skill", tmp_path_factory.mktemp("skill"), **TINY)
 
 
 def run(*args: str) -> dict:

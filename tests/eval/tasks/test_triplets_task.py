@@ -21,6 +21,7 @@ from plstitch_eval.metrics.triplets import triplet_maps
 from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.tasks import MULTI_LABEL, get_task
 from tests.eval.protocols.stores import write_store
+from tests.eval.tasks.cli import refused
 from tests.eval.tasks.t50_stand_in import VIDEOS, extract_t50, write_t50
 
 MAPS = ["mAP_I", "mAP_V", "mAP_T", "mAP_IV", "mAP_IT", "mAP_IVT"]
@@ -40,14 +41,6 @@ def linear(store: FeatureStore, out: Path, *more: str) -> dict:
     assert result.exit_code == 0, result.output
     assert all(name in result.stdout for name in MAPS)
     return json.loads(out.read_text())
-
-
-def refused(*args: str) -> str:
-    result = runner.invoke(app, list(args))
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
 
 
 def annotated(store: FeatureStore, video: str) -> np.ndarray:
