@@ -120,6 +120,18 @@ def class_weights(labels: np.ndarray, num_classes: int) -> np.ndarray:
     return weights
 
 
+def check_training_rows(features: np.ndarray, targets: np.ndarray, what: str) -> None:
+    """Refuse in one line a probe's training set without frames, with a target row count other than the
+    frames', or with non-finite features (`what` names the probe: `tool`, `regression`)."""
+    if len(features) == 0 or len(features) != len(targets):
+        raise EvaluationError(
+            f"The {what} probe needs one target row per training frame and at least one frame "
+            f"(got {len(features)} frames, {len(targets)} target rows)."
+        )
+    if not np.isfinite(features).all():
+        raise EvaluationError("Training features contain NaN or inf; re-extract them.")
+
+
 def train_linear_grid(
     features: np.ndarray,
     labels: np.ndarray,

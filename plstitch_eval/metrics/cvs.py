@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from plstitch_eval.errors import EvaluationError
-from plstitch_eval.metrics.triplets import ABSENT, video_aps
+from plstitch_eval.metrics.triplets import ABSENT, defined_means, video_aps
 
 CRITERIA = ("C1", "C2", "C3")
 THRESHOLD = 0.5  # a criterion is predicted met when its probability is above this
@@ -136,21 +136,13 @@ def cvs_scores_per_video(
         criterion_scores(*annotated(p, y, name), absent)
         for name, p, y in zip(names, probs, raters_mean, strict=True)
     ]
-    per_criterion = {key: _nanmean_rows(np.stack([row[key] for row in rows])) for key in rows[0]}
+    per_criterion = {key: defined_means(np.stack([row[key] for row in rows])) for key in rows[0]}
     out = _named(per_criterion)
     if average == "per_video":
         for key in rows[0]:
-            video_means = _nanmean_rows(np.stack([row[key] for row in rows]).T)  # each video over criteria
+            video_means = defined_means(np.stack([row[key] for row in rows]).T)  # each video over criteria
             out["mAP" if key == "ap" else key] = _mean(video_means)
     return out
-
-
-def _nanmean_rows(values: np.ndarray) -> np.ndarray:
-    """Column means over the rows where a column is defined (NaN for a column defined nowhere)."""
-    defined = ~np.isnan(values)
-    n = defined.sum(axis=0)
-    total = np.where(defined, values, 0.0).sum(axis=0)
-    return np.where(n > 0, total / np.maximum(n, 1), np.nan)
 
 
 def cvs_metrics(

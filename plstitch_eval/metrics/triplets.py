@@ -92,12 +92,16 @@ def triplet_aps(
 ) -> np.ndarray:
     """Per-class AP (percent) of `component` over videos: each class's mean AP over the videos with a positive
     of it (NaN for a class no video has). `scores` and `labels`: one [F, 100] array per video."""
-    per_video = _per_video(scores, labels, component, videos, absent)
-    with np.errstate(invalid="ignore"):
-        present = ~np.isnan(per_video)
-        n = present.sum(axis=0)
-        total = np.where(present, per_video, 0.0).sum(axis=0)
-        return np.where(n > 0, total / np.maximum(n, 1), np.nan)
+    return defined_means(_per_video(scores, labels, component, videos, absent))
+
+
+def defined_means(values: np.ndarray) -> np.ndarray:
+    """Column means of [rows, columns] over the rows where a column is defined (not NaN); NaN for a column
+    defined in no row (ivtmetrics' mean over the videos that have a class)."""
+    defined = ~np.isnan(values)
+    n = defined.sum(axis=0)
+    total = np.where(defined, values, 0.0).sum(axis=0)
+    return np.where(n > 0, total / np.maximum(n, 1), np.nan)
 
 
 def triplet_maps(

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from plstitch_eval.errors import EvaluationError
-from plstitch_eval.linear_grid import GridTraining, LinearConfig, LinearGrid
+from plstitch_eval.linear_grid import GridTraining, LinearConfig, LinearGrid, check_training_rows
 from plstitch_eval.protocols.data import check_label_rows, check_soft_rows, take_subset
 from plstitch_eval.protocols.fractions import SubsetDraw, TrainFraction, over_subsets
 from plstitch_eval.results_json import results_record
@@ -94,13 +94,7 @@ def train_multilabel_grid(
     config = config or LinearConfig()
     features = np.asarray(features, dtype=np.float32)
     targets = np.asarray(targets, dtype=np.float32)
-    if len(features) == 0 or len(features) != len(targets):
-        raise EvaluationError(
-            f"The {what} probe needs one target row per training frame and at least one frame "
-            f"(got {len(features)} frames, {len(targets)} target rows)."
-        )
-    if not np.isfinite(features).all():
-        raise EvaluationError("Training features contain NaN or inf; re-extract them.")
+    check_training_rows(features, targets, what)
     device = resolve_device(config.device)
     with torch_threads(config.num_threads):
         run = GridTraining.start(features, targets.shape[1], config, device)

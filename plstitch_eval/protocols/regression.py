@@ -28,7 +28,7 @@ import torch
 
 from plstitch_eval.errors import ConfigError, EvaluationError
 from plstitch_eval.knn_vote import KnnConfig, clamp_k, knn_search, neighbour_weights
-from plstitch_eval.linear_grid import GridTraining, LinearConfig, LinearGrid
+from plstitch_eval.linear_grid import GridTraining, LinearConfig, LinearGrid, check_training_rows
 from plstitch_eval.protocols.data import (
     load_train_val_test,
     load_videos,
@@ -123,13 +123,7 @@ def train_regression_grid(
     features: np.ndarray, targets: np.ndarray, config: LinearConfig, progress: bool = False
 ) -> LinearGrid:
     """Every (lr, wd) head of `config` trained together on inputs [N, D] and scaled targets [N, K]."""
-    if len(features) == 0 or len(features) != len(targets):
-        raise EvaluationError(
-            f"The regression probe needs one target row per training frame and at least one frame "
-            f"(got {len(features)} frames, {len(targets)} target rows)."
-        )
-    if not np.isfinite(features).all():
-        raise EvaluationError("Training features contain NaN or inf; re-extract them.")
+    check_training_rows(features, targets, "regression")
     device = resolve_device(config.device)
     with torch_threads(config.num_threads):
         run = GridTraining.start(np.asarray(features, np.float32), targets.shape[1], config, device)
