@@ -12,12 +12,17 @@ For each model, transport and probe rate it reports, from the JSON lines and the
     python benchmarks/online.py --model vit-b16 --seconds 60 --fps 1  # pl-stitch-lemon's ViT-B/16, random
     python benchmarks/online.py --fps 1,5,10,25 --seconds 30         # the highest rate that keeps up
     python benchmarks/online.py --probes 1,3 --rounds 3 --seconds 60  # three probes on one backbone vs one
+    python benchmarks/online.py --other-model raw-pixels --rounds 3   # two backbones vs each alone
 
 Probes are random linear heads on the model's features (timing only: the classes do not matter). With
 `--probes 1,3` the runs of one probe and of three (one backbone: one decode and one encoder pass per frame)
 alternate `--rounds` times per transport, and a last line gives the three-probe run's latency p50, mean and
 p99 over the one-probe run's, and the same ratio for the in-process cost of predicting the clip as a file
 (best of `--rounds`; no sender, no network: decoding, the model's and the heads' own time).
+
+With `--other-model SPEC`, one probe on `--model` and one on SPEC run side by side in one run (one decode,
+one encoder pass per backbone per frame); a line gives the clip's in-process time of the two together
+against each alone and their sum (best of `--rounds`).
 """
 
 from __future__ import annotations
@@ -170,18 +175,31 @@ def run_one(
 
 def file_seconds(probes: list[Path], video: Path) -> float:
     """Wall seconds of predicting `video` as a file with `probes` in this process (model loaded first)."""
-    from plstitch_eval.predict import (
-        PredictOptions,
-        ProbeSet,
-        VideoSource,
-        load_probe_encoder,
-        predict_online,
-    )
+    from plstitch_eval.predict import PredictOptions, ProbeSet, VideoSource, predict_online
+    from plstitch_eval.predict.backbones import load_backbones
     from plstitch_eval.probes import load_probe
 
     loaded = ProbeSet.of([load_probe(p) for p in probes])
-    model = load_probe_encoder(loaded.first, PredictOptions(device="cpu", num_workers=0, progression=False))
-    return predict_online(loaded, model, VideoSource("clip", video), lambda _: None).wall_seconds
+    models = load_backbones(loaded, PredictOptions(device="cpu", num_workers=0, progression=False))
+    return predict_online(loaded, models, VideoSource("clip", video), lambda _: None).wall_seconds
+
+
+def two_backbones(first: Path, other: Path, video: Path, rounds: int) -> dict:
+    """The clip predicted as a file with a probe on each of two backbones together, and with each alone (best
+    of `rounds` interleaved runs after one unmeasured, seconds): together should cost about the sum, less the
+    one decode they share."""
+    runs = {"first": [first], "other": [other], "both": [first, other]}
+    file_seconds(runs["both"], video)  # warm up (first forwards, allocator)
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, probes in runs.items():
+            times[name].append(file_seconds(probes, video))
+    best = {name: min(values) for name, values in times.items()}
+    return {
+        "compare": "two backbones in one run / each alone",
+        "file_seconds": {name: round(value, 3) for name, value in best.items()},
+        "ratio_to_sum": round(best["both"] / (best["first"] + best["other"]), 3),
+    }
 
 
 def per_frame_ms(probes: list[Path], repeats: int = 200) -> dict[str, float]:
@@ -245,6 +263,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--probes", default="1", help="probe counts on one backbone, comma-separated (1,3)")
     parser.add_argument("--rounds", type=int, default=1, help="with several --probes: alternations")
+    parser.add_argument("--other-model", default=None, help="a second backbone: two backbones vs each alone")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -260,6 +279,11 @@ def main() -> None:
         counts = [int(n) for n in args.probes.split(",")]
         for fps in [float(f) for f in args.fps.split(",")]:
             probes = [make_probe(folder, short, model, fps, seed) for seed in range(max(counts))]
+            if args.other_model:
+                (folder / "other").mkdir(exist_ok=True)
+                other = make_probe(folder / "other", short, args.other_model, fps)
+                line = two_backbones(probes[0], other, video, args.rounds)
+                print(json.dumps({**line, "other_model": args.other_model, "fps": fps}), flush=True)
             results: list[dict] = []
             file_times: dict[int, list[float]] = {n: [] for n in counts}
             for _ in range(args.rounds if len(counts) > 1 else 1):

@@ -89,7 +89,7 @@ def plan_cells(config: BenchmarkConfig) -> list[Cell]:
         for dataset in config.datasets
         for task in config.regression_tasks
         for protocol in config.task_protocols(task)
-        for seed in config.cell_seeds(protocol)
+        for seed in config.cell_seeds(protocol, task)
     ]
     return (phases if PHASES in config.tasks else []) + tasks
 

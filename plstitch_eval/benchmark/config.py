@@ -14,6 +14,13 @@ from typing import Any
 from plstitch_eval.benchmark.datasets_file import DatasetSpec, check_unique_names, parse_datasets
 from plstitch_eval.benchmark.inputs import PHASES, parse_metrics, parse_protocols, parse_tasks
 from plstitch_eval.benchmark.models import expand_models
+from plstitch_eval.benchmark.task_kinds import (
+    UNSEEDED,
+    cell_protocols,
+    seeded,
+    skill_settings,
+    table_protocol,
+)
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.extract import ExtractOptions
 from plstitch_eval.knn_vote import KnnConfig
@@ -34,15 +41,12 @@ from plstitch_eval.protocols.fractions import (
     parse_fractions,
 )
 from plstitch_eval.protocols.registry import CV_TASK, cv_task
-from plstitch_eval.protocols.regression import HEADS as REGRESSION_HEADS
 from plstitch_eval.protocols.settings import protocol_config
 from plstitch_eval.tasks import TaskSettings, get_task
-from plstitch_eval.tasks.registry import DEFAULT_HORIZON_MIN
+from plstitch_eval.tasks.registry import DEFAULT_HORIZON_MIN, MULTI_LABEL, REGRESSION, VIDEO_REGRESSION
 from plstitch_eval.temporal.fit import TemporalConfig
 
 __all__ = ["RUNTIME_FIELDS", "UNSEEDED", "BenchmarkConfig"]
-
-UNSEEDED = ("knn",)  # task cells of these protocols are deterministic: one cell, no seed
 
 
 @dataclass
@@ -73,7 +77,7 @@ class BenchmarkConfig:
     overwrite: bool = False  # recompute cells made with other settings, replace stores made differently
     trust_pickle: bool = False
     progress: bool = True
-    # regression tasks beside the phase table (`--tasks`, docs/benchmark.md#tasks), their targets' settings
+    # tasks beside the phase table (`--tasks`, docs/benchmark.md#tasks): regression, multi-label, skill
     tasks: str | Sequence[str] = (PHASES,)
     horizon: float | None = None  # anticipation's horizon in minutes (None: TaskSettings' default, 3)
     anticipate: str | None = None  # what anticipation predicts (None: auto)
@@ -127,10 +131,12 @@ class BenchmarkConfig:
         _ = self.task_settings  # a bad --horizon or --anticipate is TaskSettings' one line
         for task in regression:
             if not self.task_protocols(task):
-                fits = [p for p in get_task(task).protocols if p in REGRESSION_HEADS]
+                fits = [p for p in cell_protocols(get_task(task), "") if p != CV_TASK]
+                cv = "cv with --cv-protocol one of them" if get_task(task).head == REGRESSION else "cv"
+                also = f" (and {cv})" if fits and CV_TASK in cell_protocols(get_task(task), fits[0]) else ""
                 raise ConfigError(
                     f"--tasks {task}: none of --protocols {','.join(self.protocols)} fits it; it runs with "
-                    f"{', '.join(fits)} (and cv with --cv-protocol one of them)."
+                    f"{', '.join(fits)}{also}."
                 )
         if regression and self.label_efficiency:
             raise ConfigError(
@@ -138,16 +144,17 @@ class BenchmarkConfig:
                 "on the whole training split: run them in a command without --fractions (the same --out is "
                 "fine)."
             )
-        seeded = [p for task in regression for p in self.task_protocols(task) if p not in UNSEEDED]
-        if seeds_given and not seeded:
+        with_seeds = [p for t in regression for p in self.task_protocols(t) if seeded(get_task(t), p)]
+        if seeds_given and not with_seeds:
             raise ConfigError(
-                "--seeds: the seeds of the --tasks cells of linear, temporal and cv; no such cell is asked "
-                "(the phase cells take --seed)."
+                "--seeds: the seeds of the --tasks cells of linear, temporal and cv (skill: cv only); no "
+                "such cell is asked (the phase cells take --seed)."
             )
 
     @property
     def regression_tasks(self) -> tuple[str, ...]:
-        """The tasks of `--tasks` other than phases (each with cells of its own and a table section)."""
+        """The tasks of `--tasks` other than phases (each with cells of its own and a table section):
+        regression tasks, multi-label tasks (tools, triplets, cvs) and skill."""
         return tuple(task for task in self.tasks if task != PHASES)
 
     @property
@@ -157,13 +164,17 @@ class BenchmarkConfig:
         return TaskSettings(horizon, self.anticipate or "auto")
 
     def task_protocols(self, task: str) -> tuple[str, ...]:
-        """The protocols of `--protocols` that fit regression task `task` (cv: when `--cv-protocol` does)."""
-        fits = [p for p in get_task(task).protocols if p in REGRESSION_HEADS]
-        return tuple(p for p in self.protocols if p in fits or (p == CV_TASK and self.cv_protocol in fits))
+        """The protocols of `--protocols` that fit `task` (`task_kinds.cell_protocols`: a regression task's
+        cv when `--cv-protocol` fits it; a multi-label task's linear; skill's linear and cv)."""
+        fits = cell_protocols(get_task(task), self.cv_protocol)
+        return tuple(p for p in self.protocols if p in fits)
 
-    def cell_seeds(self, protocol: str) -> tuple[int | None, ...]:
-        """The seeds of a task's cells on `protocol`: `seeds`, or (None,) for a deterministic one (k-NN)."""
-        return (None,) if protocol in UNSEEDED else tuple(self.seeds)
+    def cell_seeds(self, protocol: str, task: str | None = None) -> tuple[int | None, ...]:
+        """The seeds of a task's cells on `protocol`: `seeds`, or (None,) for a deterministic one (k-NN,
+        skill's ridge on the store's split)."""
+        if task is None:
+            return (None,) if protocol in UNSEEDED else tuple(self.seeds)
+        return tuple(self.seeds) if seeded(get_task(task), protocol) else (None,)
 
     def task_record(self, task: str) -> dict[str, Any]:
         """What a task cell's targets depend on: the task, and the horizon and what is anticipated if it reads
@@ -188,8 +199,17 @@ class BenchmarkConfig:
     def task_cell_settings(
         self, model: str, dataset: DatasetSpec, task: str, protocol: str, seed: int | None
     ) -> dict[str, Any]:
-        """A task cell's settings: the protocol's at `seed` (`settings`), the task's (`task_record`), seed."""
+        """A task cell's settings: the protocol's at `seed` (`settings`), the task's (`task_record`), seed.
+        A multi-label cell's probe is class-balanced and chosen on the task's select metric; a skill cell's
+        ridge reads none of the protocols' settings, only its own (`task_kinds.skill_settings`)."""
+        head = get_task(task).head
         settings = self.at_seed(seed).settings(model, dataset, protocol)
+        if head == MULTI_LABEL:  # the linear probe class-balanced; either head chosen on the select metric
+            extra = {"balance_classes": True} if protocol == "linear" else {}
+            settings[protocol].update(extra, select_metric=get_task(task).select_metric)
+        elif head == VIDEO_REGRESSION:
+            settings = {k: settings[k] for k in ("model", "dataset", "protocol", "extract")}
+            settings["skill"] = skill_settings(protocol, self.cv_folds, seed)
         settings["task"] = self.task_record(task)
         if seed is not None:
             settings["seed"] = seed
@@ -207,8 +227,10 @@ class BenchmarkConfig:
         view.train_fraction = TrainFraction(fraction, self.fraction_seeds) if fraction < 1 else None
         return view
 
-    def task(self, protocol: str) -> str:
-        """The table's name of a protocol: `cv` becomes `cv-knn` / `cv-linear`."""
+    def task(self, protocol: str, task: str | None = None) -> str:
+        """The table's name of a protocol: `cv` becomes `cv-knn` / `cv-linear` (a skill cell's: cv-linear)."""
+        if task is not None:
+            return table_protocol(get_task(task), protocol, self.cv_protocol)
         return cv_task(self.cv_protocol) if protocol == CV_TASK else protocol
 
     def table_metrics(self, dataset: DatasetSpec, protocol: str | None = None) -> tuple[str, ...]:

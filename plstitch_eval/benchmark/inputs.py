@@ -50,22 +50,25 @@ def split_items(value: str | Sequence[str], option: str) -> list[str]:
 
 
 def parse_tasks(tasks: str | Sequence[str]) -> tuple[str, ...]:
-    """`phases,anticipation,rsd` -> the tasks; an unknown name is the task registry's one line (with close
-    matches); a classification task other than phases is refused: the phase table runs it as a protocol."""
-    from plstitch_eval.tasks import REGRESSION, get_task  # the registry loads the shipped tasks and plugins
+    """`phases,anticipation,rsd,triplets` -> the tasks; an unknown name is the task registry's one line (with
+    close matches); a task benchmark has no cells for is refused: a classification task other than phases
+    (the phase table runs it as a protocol), or a plugin's task without a head benchmark fits."""
+    from plstitch_eval.benchmark.task_kinds import runs_in_benchmark
+    from plstitch_eval.tasks import MULTI_CLASS, get_task  # the registry loads the shipped tasks and plugins
 
     items = tuple(dict.fromkeys(split_items(tasks, "--tasks")))
     for item in items:
         task = get_task(item, "tasks")
-        if item != PHASES and task.head != REGRESSION:
-            cells = [name for name in task.results_tasks.values() if name in benchmark_protocols()]
-            if not cells:  # no benchmark cell runs it yet (triplets): its own command does
-                raise ConfigError(
-                    f"--tasks {item}: a {task.head} task that benchmark does not run yet; leave it out of "
-                    f"--tasks and run plstitch {' / '.join(task.protocols)} --task {item} on each store."
-                )
+        if item == PHASES or runs_in_benchmark(task):
+            continue
+        cells = [name for name in task.results_tasks.values() if name in benchmark_protocols()]
+        if task.head == MULTI_CLASS and cells:
             raise ConfigError(
                 f"--tasks {item}: a {task.head} task, scored as a protocol of the phase table; leave it out "
                 f"of --tasks and add {', '.join(cells)} to --protocols."
             )
+        raise ConfigError(
+            f"--tasks {item}: a {task.head} task that benchmark does not run yet; leave it out of "
+            f"--tasks and run plstitch {' / '.join(task.protocols) or 'linear'} --task {item} on each store."
+        )
     return items

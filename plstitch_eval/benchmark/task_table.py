@@ -1,8 +1,9 @@
-"""The regression tasks' part of a benchmark's table (`--tasks anticipation,rsd`): `table.json`'s `tasks`
-block, the task sections of `table.md` and `tasks.png`. Per task, dataset and protocol: each model's headline
-metrics in minutes (mean ± sample std over the seeds), the task's reference rows, and paired per-video
-differences with 95 % t intervals, of the first `--models` entry against each other model and of each model
-against each reference row.
+"""The tasks' part of a benchmark's table (`--tasks anticipation,rsd,triplets,cvs,skill`): `table.json`'s
+`tasks` block, the task sections of `table.md` and `tasks.png`. Per task, dataset and protocol: each model's
+headline metrics (regression: minutes; mean ± sample std over the seeds), the task's reference rows (rsd's,
+anticipation's, skill's training mean and duration-only regressor), and paired per-video differences with
+95 % t intervals, of the first `--models` entry against each other model and of each model against each
+reference row (what they pair on: `task_kinds.paired_metrics`).
 
 Why paired by video: every model is scored on the same test videos, so taking the difference video by video
 removes what makes one video harder than another; each video's value is averaged over the seeds first, so the
@@ -18,9 +19,10 @@ from typing import Any
 from plstitch_eval.benchmark.cells import Cell, finite_number, read_done_results
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.inputs import PHASES, PROTOCOL_LABELS
-from plstitch_eval.benchmark.tasks import format_minutes
-from plstitch_eval.protocols.registry import CV_TASK
-from plstitch_eval.tasks import Task, get_task
+from plstitch_eval.benchmark.task_kinds import headline_metric, lower_is_better, paired_metrics, results_task
+from plstitch_eval.benchmark.tasks import format_number
+from plstitch_eval.tasks import REGRESSION, Task, get_task
+from plstitch_eval.tasks.registry import MULTI_LABEL
 from plstitch_eval.utils.stats import mean_std, paired_difference
 
 __all__ = ["CONFIDENCE", "REFERENCE", "TASKS_FIGURE", "paired_metrics", "tasks_block", "tasks_markdown"]
@@ -30,14 +32,6 @@ CONFIDENCE = 0.95
 REFERENCE = "reference: "  # a reference row's label: `reference: naive`
 
 PerVideo = dict[str, dict[str, Any]]  # video -> {metric: value}
-
-
-def paired_metrics(task: Task, metrics: Sequence[str]) -> list[str]:
-    """The metrics the differences pair on: the task's select metric, per group where it has groups
-    (anticipation: phase_wMAE, tool_wMAE; rsd: MAE); else its first metric."""
-    select = (task.select_metric.split() or [""])[0]
-    paired = [m for m in metrics if m == select or m.endswith(f"_{select}")]
-    return paired or list(metrics[:1])
 
 
 def _stats(records: Sequence[tuple[int | None, dict[str, Any]]], metrics: Sequence[str]) -> dict[str, Any]:
@@ -65,9 +59,16 @@ def _video_means(blocks: Sequence[PerVideo | None], metric: str) -> dict[str, fl
 
 
 def _difference(
-    a: str, b: str, kind: str, metric: str, a_means: dict[str, float], b_means: dict[str, float]
+    a: str,
+    b: str,
+    kind: str,
+    metric: str,
+    a_means: dict[str, float],
+    b_means: dict[str, float],
+    lower: bool = True,
 ) -> dict[str, Any] | None:
-    """`a - b` paired over the videos both define: mean, 95 % t interval, in how many videos a is lower."""
+    """`a - b` paired over the videos both define: mean, 95 % t interval, in how many videos a is lower
+    and in how many it is better (lower, or higher where `lower` is False: mAP, rho)."""
     videos = sorted(set(a_means) & set(b_means))
     if not videos:
         return None
@@ -79,15 +80,9 @@ def _difference(
         "b": b,
         "videos": len(videos),
         "a_lower": sum(p < q for p, q in zip(x, y, strict=True)),
+        "a_better": sum((p < q) if lower else (p > q) for p, q in zip(x, y, strict=True)),
         **paired_difference(x, y, CONFIDENCE),
     }
-
-
-def _results_task(config: BenchmarkConfig, task: Task, protocol: str) -> str:
-    """The results `task` of the section's cells (`linear-rsd`; cv: `cv-linear-rsd`)."""
-    if protocol == CV_TASK:
-        return f"{CV_TASK}-{task.results_task(config.cv_protocol)}"
-    return task.results_task(protocol)
 
 
 def _section(
@@ -131,16 +126,21 @@ def _section(
             else:  # the reference of the same seeds as a's cells (cv records no per-video references)
                 refs = [((d.get("references") or {}).get(b) or {}).get("per_video") for d in own[a]]
                 b_means = _video_means(refs, metric)
-            found = _difference(a, b if kind == "model" else REFERENCE + b, kind, metric, a_means, b_means)
+            lower = lower_is_better(task, metric)
+            b_row = b if kind == "model" else REFERENCE + b
+            found = _difference(a, b_row, kind, metric, a_means, b_means, lower)
             if found is not None:
                 differences.append(found)
     return {
         "task": task.name,
         "dataset": dataset,
         "protocol": protocol,
-        "label": PROTOCOL_LABELS[config.task(protocol)],
-        "results_task": _results_task(config, task, protocol),
+        "label": PROTOCOL_LABELS[config.task(protocol, task.name)],
+        "results_task": results_task(task, protocol, config.cv_protocol),
         "metrics": metrics,
+        "headline": headline_metric(task, metrics),
+        "lower_is_better": {m: lower_is_better(task, m) for m in dict.fromkeys([*metrics, *paired])},
+        "unit": "min" if task.head == REGRESSION else "",
         "paired_metrics": paired,
         "rows": rows,
         "differences": differences,
@@ -156,7 +156,7 @@ def _cell_record(config: BenchmarkConfig, cell: Cell) -> dict[str, Any]:
         "adapter": cell.dataset.adapter,
         "task": cell.task,
         "protocol": cell.protocol,
-        "table_task": config.task(cell.protocol),
+        "table_task": config.task(cell.protocol, cell.task),
         "seed": cell.seed,
         "status": cell.status,
         "resumed": cell.resumed,
@@ -191,11 +191,13 @@ def tasks_block(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str, Any
                 "summary": t.summary,
                 "metrics": list(t.metrics),
                 "select_metric": t.select_metric,
+                "head": t.head,
+                "unit": "minutes" if t.head == REGRESSION else None,
             }
             for t in tasks
         ],
         "settings": {t.name: config.task_record(t.name) for t in tasks},
-        "unit": "minutes",
+        "unit": "minutes" if all(t.head == REGRESSION for t in tasks) else None,  # else: per task
         "seeds": list(config.seeds),
         "baseline": config.models[0],
         "confidence": CONFIDENCE,
@@ -214,14 +216,14 @@ def _md(text: Any) -> str:
 def _row_cells(row: dict[str, Any], metrics: Sequence[str]) -> list[str]:
     if not row["seeds"]:
         return ["failed" if row.get("failed_seeds") else "-"] * len(metrics)
-    return [format_minutes(row["metrics"].get(m), row["metrics_std"].get(m)) for m in metrics]
+    return [format_number(row["metrics"].get(m), row["metrics_std"].get(m)) for m in metrics]
 
 
 def _difference_text(d: dict[str, Any] | None) -> str:
     if d is None:
         return "-"
     interval = "" if d["ci_low"] is None else f" [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
-    return f"{d['mean']:+.3f}{interval} ({d['a_lower']}/{d['videos']})"
+    return f"{d['mean']:+.3f}{interval} ({d.get('a_better', d['a_lower'])}/{d['videos']})"
 
 
 def _section_markdown(section: dict[str, Any]) -> list[str]:
@@ -243,6 +245,37 @@ def _section_markdown(section: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _intro(info: dict[str, Any], told: str, seeds: str, baseline: str) -> str:
+    """The paragraph under a task's heading: units, direction, seeds, reference rows and the differences."""
+    pairs = (
+        "(each video's value averaged over the seeds first), then its mean [95 % t interval over the test "
+        f"videos] (in how many videos a is better / videos); a is the first model ({baseline}) or the model "
+        "set against a reference"
+    )
+    if info.get("head", REGRESSION) == REGRESSION:
+        return (
+            f"{info['summary']}{told}. Minutes, lower is better: mean ± sample std over the seeds {seeds} "
+            "(k-NN is deterministic: one run). Reference rows: the task's predictions from the training "
+            "videos alone (docs/tasks.md). a − b: per test video the difference of the per-video metric "
+            f"{pairs.replace('better', 'lower')}; below 0, a has the lower error."
+        )
+    select = info["select_metric"]
+    if info["head"] == MULTI_LABEL:
+        return (
+            f"{info['summary']}. The linear multi-label probe (class-balanced, its head chosen on validation "
+            f"{select}); higher is better but for Brier scores: mean ± sample std over the seeds {seeds}. "
+            f"a − b: per test video the difference of its own {select} {pairs}; above 0, a is better."
+        )
+    return (
+        f"{info['summary']}. linear: ridge fitted on the store's train (and val) videos, scored on its test "
+        "videos (deterministic: one run); cv: ridge over --folds folds by video drawn with each seed "
+        f"{seeds} (mean over folds; pooled: all held-out videos together). Spearman's rho higher is better, "
+        "MAE lower. Reference rows: the training mean (rho undefined: one score for every video) and a "
+        "regressor on video duration alone. a − b: per held-out video the difference of the absolute "
+        f"error {pairs}; below 0, a errs less."
+    )
+
+
 def tasks_markdown(block: dict[str, Any]) -> str:
     """The task sections of `table.md`: per task, one table per (dataset, protocol) of models and reference
     rows, then its paired differences; the failed task cells last."""
@@ -253,17 +286,7 @@ def tasks_markdown(block: dict[str, Any]) -> str:
             k: v for k, v in block["settings"][info["task"]].items() if k in ("horizon_min", "anticipate")
         }
         told = "".join(f"; {k} {v}" for k, v in settings.items())
-        lines += [
-            "",
-            f"## Task: {info['task']}",
-            "",
-            f"{info['summary']}{told}. Minutes, lower is better: mean ± sample std over the seeds {seeds} "
-            "(k-NN is deterministic: one run). Reference rows: the task's predictions from the training "
-            "videos alone (docs/tasks.md). a − b: per test video the difference of the per-video metric "
-            "(each video's value averaged over the seeds first), then its mean [95 % t interval over the "
-            "test videos] (in how many videos a is lower / videos); a is the first model "
-            f"({block['baseline']}) or the model set against a reference; below 0, a has the lower error.",
-        ]
+        lines += ["", f"## Task: {info['task']}", "", _intro(info, told, seeds, block["baseline"])]
         for section in block["sections"]:
             if section["task"] == info["task"]:
                 lines += _section_markdown(section)

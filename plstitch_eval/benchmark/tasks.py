@@ -1,15 +1,20 @@
-"""The regression tasks' cells of a benchmark (`--tasks anticipation,rsd`): each runs its task's head on its
-pair's store at its seed (`protocols/regression.py`; cv: `protocols/regression_cv.py`), and its status line
-gives the task's metrics in minutes. Their table sections and figure are `task_table.py`'s."""
+"""The task cells of a benchmark (`--tasks anticipation,rsd,triplets,cvs,skill`): each runs its task's head
+on its pair's store at its seed - a regression task's (`protocols/regression.py`; cv:
+`protocols/regression_cv.py`), a multi-label task's linear probe (`protocols/multilabel.py`) or MS-TCN
+(`protocols/temporal_multilabel.py`), skill's ridge (`protocols/skill.py`) - and its status line gives the
+task's metrics (regression: in minutes). Their table sections and figure are `task_table.py`'s."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 from plstitch_eval.benchmark.cells import Cell
 from plstitch_eval.benchmark.config import BenchmarkConfig
+from plstitch_eval.benchmark.task_kinds import SKILL_SCORE
 from plstitch_eval.protocols import get_protocol
+from plstitch_eval.protocols.multilabel import run_multilabel_linear
 from plstitch_eval.protocols.registry import CV_TASK
 from plstitch_eval.protocols.regression import (
     run_knn_regression,
@@ -17,18 +22,34 @@ from plstitch_eval.protocols.regression import (
     run_temporal_regression,
 )
 from plstitch_eval.protocols.regression_cv import run_regression_cv
-from plstitch_eval.tasks import get_task
+from plstitch_eval.protocols.skill import run_skill_cv, run_skill_linear
+from plstitch_eval.protocols.temporal_multilabel import run_multilabel_temporal
+from plstitch_eval.tasks import MULTI_LABEL, REGRESSION, get_task
+from plstitch_eval.tasks.registry import VIDEO_REGRESSION
 
-__all__ = ["format_minutes", "run_task_cell", "task_status"]
+__all__ = ["format_minutes", "format_number", "run_task_cell", "task_status"]
 
 VALIDATED = {"linear": run_linear_regression, "temporal": run_temporal_regression}  # heads chosen on val
 
 
 def run_task_cell(config: BenchmarkConfig, cell: Cell) -> dict[str, Any]:
     """The cell's results dict: its task's head (k-NN, linear, MS-TCN or cross-validated) on its store, with
-    the protocol's settings at the cell's seed (`BenchmarkConfig.at_seed`)."""
+    the protocol's settings at the cell's seed (`BenchmarkConfig.at_seed`). A multi-label task: the
+    class-balanced linear probe, as `plstitch linear --task T`; skill: the ridge on the store's split (linear)
+    or over `--folds` K folds by video drawn with the seed (cv), as `plstitch linear|cv --task skill`. A
+    store lacking the task's labels fails the cell with the task's one line."""
     view = config.at_seed(cell.seed)
     task, settings, scheme = cell.task, config.task_settings, cell.dataset.split_scheme
+    head = get_task(task).head
+    if head == MULTI_LABEL and cell.protocol == "temporal":
+        return run_multilabel_temporal(task, cell.store, view.temporal, scheme, view.val_fraction)
+    if head == MULTI_LABEL:
+        linear = dataclasses.replace(view.linear, balance_classes=True)
+        return run_multilabel_linear(task, cell.store, linear, scheme, view.val_fraction)
+    if head == VIDEO_REGRESSION:
+        if cell.protocol == CV_TASK:
+            return run_skill_cv(cell.store, str(view.cv_folds), SKILL_SCORE, view.cv_seed)
+        return run_skill_linear(cell.store, SKILL_SCORE, scheme)
     if cell.protocol == CV_TASK:
         inner = get_protocol(view.cv_protocol, "cv-protocol").config_of(view)
         return run_regression_cv(
@@ -47,8 +68,8 @@ def run_task_cell(config: BenchmarkConfig, cell: Cell) -> dict[str, Any]:
     return run(cell.store, task, settings, getattr(view, cell.protocol), scheme, view.val_fraction)
 
 
-def format_minutes(value: Any, std: Any = None) -> str:
-    """Minutes as the task tables show them (`0.123`, `0.123 ± 0.010`); `-` for none or not finite."""
+def format_number(value: Any, std: Any = None) -> str:
+    """A task metric as the task tables show it (`0.123`, `0.123 ± 0.010`); `-` for none or not finite."""
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "-"
     if not isinstance(std, (int, float)) or not math.isfinite(std):
@@ -56,7 +77,13 @@ def format_minutes(value: Any, std: Any = None) -> str:
     return f"{value:.3f} ± {std:.3f}"
 
 
+format_minutes = format_number  # the regression tasks' minutes, as before
+
+
 def task_status(cell: Cell) -> str:
-    """The numbers of a task cell's status line: its task's metrics that its results hold, in minutes."""
-    metrics = [m for m in get_task(cell.task).metrics if m in cell.metrics]
-    return ", ".join(f"{m} {format_minutes(cell.metrics.get(m))}" for m in metrics) + " (min)"
+    """The numbers of a task cell's status line: its task's metrics that its results hold (regression: in
+    minutes; triplets: the six mAPs; cvs: mAP, Brier, ...; skill: Spearman's rho and MAE)."""
+    task = get_task(cell.task)
+    metrics = [m for m in task.metrics if m in cell.metrics]
+    numbers = ", ".join(f"{m} {format_number(cell.metrics.get(m))}" for m in metrics)
+    return f"{numbers} (min)" if task.head == REGRESSION else numbers

@@ -123,9 +123,9 @@ TasksOpt = Annotated[
     str,
     typer.Option(
         "--tasks",
-        help="Comma-separated tasks: phases (the phase table), anticipation, rsd or a plugin's regression "
-        "task (`plstitch tasks`); each regression task gets cells per protocol and seed, a table section "
-        "with paired differences and OUT/tasks.png (docs/benchmark.md#tasks).",
+        help="Comma-separated tasks: phases (the phase table), anticipation, rsd, tools, triplets, cvs, "
+        "skill or a plugin's regression task (`plstitch tasks`); each gets cells per protocol and seed, a "
+        "table section with paired differences and OUT/tasks.png (docs/benchmark.md#tasks).",
     ),
 ]
 BenchmarkHorizonOpt = Annotated[
@@ -145,7 +145,7 @@ SeedsOpt = Annotated[
     typer.Option(
         "--seeds",
         help="--tasks: the seeds of the linear, temporal and cv cells, e.g. 0,1,2 (or a count: 3 = 0,1,2; "
-        "default --seed); mean ± std over them. k-NN is deterministic: one cell.",
+        "default --seed); mean ± std over them. k-NN and skill's linear ridge are deterministic: one cell.",
     ),
 ]
 TableJsonOpt = json_opt("Also write the table JSON to this file; - prints it on stdout.")

@@ -241,6 +241,7 @@ def cv(
     """k-fold cross-validation by video; prints mean ± std over folds."""
     from plstitch_eval.benchmark.config_file import read_config_file
     from plstitch_eval.commands.results import print_and_write_results
+    from plstitch_eval.commands.temporal import temporal_skill
     from plstitch_eval.protocols import run_cv
     from plstitch_eval.protocols.fractions import fraction_config, fraction_title
     from plstitch_eval.protocols.settings import (
@@ -252,7 +253,8 @@ def cv(
 
     if video_task(task, skill_score):
         refuse_for_video_task(task, {"relaxed": relaxed, "train-fraction": train_fraction is not None})
-        return _skill_run(features, skill_score, None, folds, seed or 0, json_path)
+        run = temporal_skill if protocol == "temporal" else _skill_run  # else the ridge
+        return run(features, skill_score, None, folds, seed or 0, json_path)
     file_tables = read_config_file(config_file) if config_file is not None else {}
     own_table = {protocol: file_tables[protocol]} if protocol in file_tables else {}
     tables = merge_tables(own_table, parse_set_items(set_items or [], protocol=protocol))
@@ -383,30 +385,45 @@ def _multilabel_linear(
     task, features, lr, wd, optimizer, epochs, batch_size, standardize, balance, select_metric, seed, device,
     split_scheme, val_fraction, relaxed, json_path, save, overwrite, fraction,
 ) -> None:  # fmt: skip
-    """`linear --task tools|triplets`: the multi-label probe (balanced unless --no-balance), chosen on the
-    task's validation metric (mAP; mAP_IVT)."""
+    """`linear --task tools|triplets|cvs`: the multi-label probe (balanced unless --no-balance), chosen on the
+    task's validation metric (mAP; mAP_IVT); `--save` keeps its chosen head (labels present per frame)."""
     from plstitch_eval.commands.results import print_and_write_results
-    from plstitch_eval.protocols.fractions import fraction_title
-    from plstitch_eval.protocols.multilabel import run_multilabel_linear
+    from plstitch_eval.probes import check_probe_target
+    from plstitch_eval.protocols.fractions import fraction_title, refuse_save
+    from plstitch_eval.protocols.multilabel import fit_multilabel_linear, run_multilabel_linear
+    from plstitch_eval.protocols.multilabel_probe import save_multilabel_probe
     from plstitch_eval.tasks import get_task
+    from plstitch_eval.utils.console import console
 
     chosen_task = get_task(task)
-    refused = {"save": save is not None, "relaxed": relaxed, "select-metric": select_metric is not None}
+    refused = {"relaxed": relaxed, "select-metric": select_metric is not None}
     named = [f"--{option}" for option, used in refused.items() if used]
     if named:
         raise ConfigError(
             f"{', '.join(named)}: only with --task phases (the {task} probe is chosen on validation "
-            f"{chosen_task.select_metric} and not saved); drop {'them' if len(named) > 1 else 'it'}."
+            f"{chosen_task.select_metric}); drop {'them' if len(named) > 1 else 'it'}."
         )
+    if save is not None:
+        refuse_save(fraction, "probe")
+        check_probe_target(save, overwrite)  # refuse before training, not after
     balance = True if balance is None else balance
     config = linear_config(lr, wd, optimizer, epochs, batch_size, standardize, balance, None, seed, device)
     options = {"scheme": split_scheme, "val_fraction": val_fraction, "progress": True}
-    results = run_multilabel_linear(chosen_task, features, config, **options, train_fraction=fraction)
+    if fraction is None or fraction.full:
+        results, fitted = fit_multilabel_linear(chosen_task, features, config, **options)
+    else:
+        results, fitted = (
+            run_multilabel_linear(chosen_task, features, config, **options, train_fraction=fraction),
+            None,
+        )
     proto = results["protocol"]
     chosen = f"lr={proto['chosen_lr']:g}, wd={proto['chosen_weight_decay']:g}"
     chosen += fraction_title(fraction, results)
     title = f"{MULTILABEL_TITLES.get(task, task)} (linear, {chosen})"
     print_and_write_results(results, json_path, title)
+    if save is not None:
+        save_multilabel_probe(save, chosen_task, features, results, fitted, overwrite=overwrite)
+        console.print(f"probe saved to {save}", highlight=False, soft_wrap=True)
 
 
 MULTILABEL_TITLES = {

@@ -39,7 +39,8 @@ ProbeOpt = Annotated[
     typer.Option(
         "--probe",
         help="Probe folder (plstitch linear --save DIR), or a published probe hf-hub:ORG/NAME\\[@REV]; "
-        "repeatable: probes of one backbone share one encoder pass, their columns prefixed <probe>.<column>.",
+        "repeatable: probes share one decode and one encoder pass per backbone, their columns prefixed "
+        "<probe>.<column>.",
     ),
 ]
 VideosArg = Annotated[

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from plstitch_eval.commands.evaluate import SkillScoreOpt
 from plstitch_eval.commands.options import (
     AnticipateOpt,
     ElapsedOpt,
@@ -27,9 +28,10 @@ from plstitch_eval.commands.options import (
     ValFractionOpt,
 )
 from plstitch_eval.commands.probe_configs import temporal_config
-from plstitch_eval.commands.task_options import refuse_for_regression, task_settings
+from plstitch_eval.commands.task_options import refuse_for_regression, task_settings, video_task
+from plstitch_eval.errors import ConfigError
 
-__all__ = ["register", "temporal", "temporal_config"]
+__all__ = ["register", "temporal", "temporal_config", "temporal_multilabel", "temporal_skill"]
 
 StagesOpt = Annotated[int | None, typer.Option(help="Stages S (MS-TCN 4; TeCNO 2).")]
 LayersOpt = Annotated[int | None, typer.Option(help="Dilated layers per stage L (MS-TCN 10).")]
@@ -96,6 +98,7 @@ def temporal(
     train_fraction: TrainFractionOpt = None,
     fraction_seeds: FractionSeedsOpt = None,
     task: TaskOpt = "phases",
+    skill_score: SkillScoreOpt = None,
     horizon: HorizonOpt = None,
     anticipate: AnticipateOpt = None,
     elapsed: ElapsedOpt = False,
@@ -103,7 +106,8 @@ def temporal(
     save: SaveProbeOpt = None,  # with --seeds: the first seed's model
     overwrite: OverwriteProbeOpt = False,
 ) -> None:
-    """MS-TCN on the train videos' features, epoch chosen on val, every metric on test (docs/temporal.md)."""
+    """MS-TCN on the train videos' features, epoch chosen on val, every metric on test (docs/temporal.md);
+    --task tools|triplets|cvs|skill: their temporal heads (docs/tasks.md)."""
     from plstitch_eval.commands.results import print_and_write_results
     from plstitch_eval.probes import check_probe_target
     from plstitch_eval.protocols.fractions import fraction_config, refuse_save
@@ -114,30 +118,29 @@ def temporal(
     if save is not None:
         refuse_save(fraction, "model")
         check_probe_target(save, overwrite)  # refuse before training, not after
-    config = temporal_config(
-        stages=stages,
-        layers=layers,
-        channels=channels,
-        dropout=dropout,
-        causal=causal,
-        lr=lr,
-        epochs=epochs,
-        batch_size=batch_size,
-        smooth_weight=smooth_weight,
-        tau=tau,
-        weight_decay=weight_decay,
-        select_metric=select_metric,
-        seed=seed,
-        device=device,
-        precision=precision,
-    )
-    config = with_threads(config, threads)  # 0: torch's default, which depends on the machine
+    model = dict(stages=stages, layers=layers, channels=channels, dropout=dropout, causal=causal, lr=lr,
+                 epochs=epochs, batch_size=batch_size, smooth_weight=smooth_weight, tau=tau,
+                 weight_decay=weight_decay, select_metric=select_metric, seed=seed, device=device,
+                 precision=precision)  # fmt: skip
     settings = task_settings(task, "temporal", horizon, anticipate, elapsed)
+    used = {"relaxed": relaxed, "select-metric": select_metric is not None, "seeds": (seeds or 1) > 1}
+    if video_task(task, skill_score):  # skill: the temporal skill head, on the store's split
+        used |= {"save": save is not None, "train-fraction": fraction is not None}
+        return temporal_skill(
+            features, skill_score, split_scheme, None, seed, json_path, model, threads, used
+        )
+    config = with_threads(
+        temporal_config(**model), threads
+    )  # 0: torch's default, which depends on the machine
     if settings is not None:
-        used = {"relaxed": relaxed, "select-metric": select_metric is not None, "seeds": (seeds or 1) > 1}
         refuse_for_regression(task, used)
         return temporal_regression(
             features, task, settings, config, split_scheme, val_fraction, fraction, json_path, save, overwrite
+        )
+    if task != "phases":  # a multi-label task: tools, triplets, cvs
+        used |= {"save": save is not None}
+        return temporal_multilabel(
+            task, features, config, split_scheme, val_fraction, fraction, json_path, used
         )
     options = {"scheme": split_scheme, "val_fraction": val_fraction, "relaxed": relaxed}
     run = temporal_run(features, config, seeds, fraction, **options)
@@ -168,6 +171,66 @@ def temporal_regression(
     print_and_write_results(results, json_path, title)
     if save is not None:
         console.print(f"probe saved to {save}", highlight=False, soft_wrap=True)
+
+
+def refuse(task: str, used: dict[str, bool], why: str) -> None:
+    """One line naming the options `--task task` does not take with `temporal`, and why."""
+    named = [f"--{option}" for option, on in used.items() if on]
+    if named:
+        raise ConfigError(
+            f"{', '.join(named)}: not with temporal --task {task} ({why}); drop "
+            f"{'them' if len(named) > 1 else 'it'}."
+        )
+
+
+def temporal_multilabel(task, features, config, scheme, val_fraction, fraction, json_path, used) -> None:  # noqa: ANN001
+    """`temporal --task tools|triplets|cvs`: the multi-label MS-TCN, epoch chosen on the task's validation
+    metric, scored by the task's own metrics (results task `temporal-<task>`)."""
+    from plstitch_eval.commands.evaluate import MULTILABEL_TITLES
+    from plstitch_eval.commands.results import print_and_write_results
+    from plstitch_eval.protocols.fractions import fraction_title
+    from plstitch_eval.protocols.temporal_multilabel import run_multilabel_temporal
+    from plstitch_eval.tasks import get_task
+
+    chosen = get_task(task)
+    refuse(task, used, f"its MS-TCN is chosen on validation {chosen.select_metric}, one seed, not saved")
+    options = {"scheme": scheme, "val_fraction": val_fraction, "progress": True, "train_fraction": fraction}
+    results = run_multilabel_temporal(chosen, features, config, **options)
+    shape = f"{config.stages}x{config.layers}x{config.channels}"
+    epoch = f"epoch {results['protocol']['chosen_epoch']}" if "chosen_epoch" in results["protocol"] else ""
+    what = MULTILABEL_TITLES.get(task, task)
+    title = f"{what} (multi-label MS-TCN {shape}, {epoch}{fraction_title(fraction, results)})"
+    print_and_write_results(results, json_path, title)
+
+
+SKILL_OPTIONS = ("layers", "channels", "dropout", "lr", "epochs", "weight_decay", "seed")
+
+
+def temporal_skill(
+    features, skill_score, scheme, folds, seed, json_path, model=None, threads=None, used=None
+) -> None:  # noqa: ANN001
+    """`temporal --task skill` (the store's split; `folds` None) or `cv --task skill --protocol temporal
+    --folds loso|louo|K`: the temporal skill head beside the reference rows. `model`: the temporal options
+    given (those of SKILL_OPTIONS set the head; the others are refused)."""
+    from plstitch_eval.commands.results import print_and_write_results
+    from plstitch_eval.protocols.skill import run_skill_cv, run_skill_linear, temporal_head
+    from plstitch_eval.tasks.skill import DEFAULT_SCORE
+    from plstitch_eval.temporal.skill_head import SkillHeadConfig
+
+    given = {k: v for k, v in (model or {}).items() if v is not None}
+    other = {k.replace("_", "-"): True for k in given if k not in SKILL_OPTIONS}
+    refuse("skill", {**other, **(used or {})}, "one score per video from a small temporal conv, fixed epochs")
+    own = {k: given[k] for k in SKILL_OPTIONS if k in given}
+    if threads is not None:
+        own["num_threads"] = threads or None
+    head, name = temporal_head(SkillHeadConfig(**own)), skill_score or DEFAULT_SCORE
+    if folds is None:
+        results = run_skill_linear(features, name, scheme, head)
+        title = f"skill ({name}; temporal head) on {features}"
+    else:
+        results = run_skill_cv(features, folds, name, seed or 0, head)
+        title = f"skill ({name}; temporal head) CV by video, folds {folds}: mean ± std over folds"
+    print_and_write_results(results, json_path, title)
 
 
 def register(app: typer.Typer) -> None:

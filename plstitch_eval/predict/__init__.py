@@ -14,14 +14,19 @@ The modules, in the order a run uses them:
 - `online`: a causal probe following one video frame by frame as it decodes (`--online`: files, pipes,
   live sources);
 - `outputs`: `VideoPrediction`, the per-video CSV and timeline figure, the refusal to overwrite;
-- `probeset`: several `--probe` of one backbone (`ProbeSet`), their column prefixes;
+- `probeset`: several `--probe` (`ProbeSet`), their column prefixes and backbones;
+- `backbones`: one encoder per backbone of the probes, sharing one decode;
 - `case`: one video under several probes (`CasePrediction`): one encoder pass, prefixed columns;
+- `pipeline`: the run's line, source -> reader -> encoder -> heads -> outputs (`FrameSink`), each output one
+  module: `out_console` (the per-second line), `out_jsonl` (`--jsonl`), `out_page` (`--serve`), `out_csv`
+  (each video's CSV and figures);
 - `run`: the run over many videos, offline through extraction's loader or online, and its summary;
 - `session`: one command's run from its request to the summary JSON and the exit code.
 (`plstitch_eval.utils.sender` streams a file at real-time pace: to try live mode, for tests and benchmarks.)
 Every name other modules use is importable from `plstitch_eval.predict` itself.
 """
 
+from plstitch_eval.predict.backbones import load_backbones
 from plstitch_eval.predict.case import CaseHeads, CasePrediction
 from plstitch_eval.predict.encoder import ProbeEncoder, describe, encode_crops, load_probe_encoder
 from plstitch_eval.predict.live import (
@@ -65,6 +70,7 @@ from plstitch_eval.predict.outputs import (
     probability_columns,
     write_prediction,
 )
+from plstitch_eval.predict.pipeline import FrameSink, Outputs, PredictedFrame
 from plstitch_eval.predict.probeset import ProbeSet, as_probe_set
 from plstitch_eval.predict.request import PredictRequest, live_settings
 from plstitch_eval.predict.run import (
@@ -92,6 +98,10 @@ from plstitch_eval.predict.sources import (
 )
 
 __all__ = [
+    "FrameSink",
+    "Outputs",
+    "PredictedFrame",
+    "load_backbones",
     "CaseHeads",
     "CasePrediction",
     "ProbeSet",

@@ -1,5 +1,5 @@
-"""One video under several probes of one backbone: `CaseHeads` (every probe's head fed the same feature per
-frame, online), `CasePrediction` (their `VideoPrediction`s side by side) and its files: one `<video>.csv`
+"""One video under several probes: `CaseHeads` (every probe's head fed its backbone's feature per frame,
+online), `CasePrediction` (their `VideoPrediction`s side by side) and its files: one `<video>.csv`
 whose probe columns are prefixed (`<prefix>.<column>`) and one timeline per probe (`<video>.<prefix>.png`).
 
 Why apart from `outputs`: a lone probe's files stay exactly as they were; what several probes add is here.
@@ -84,19 +84,28 @@ class CasePrediction:
         return shared
 
 
+def of_backbone(features: Any, probes: ProbeSet, index: int) -> Any:
+    """The features the probe at `index` reads: one backbone's `features`, or its backbone's of a list."""
+    return features[probes.group(index)] if isinstance(features, (list, tuple)) else features
+
+
 def case_prediction(
-    probes: ProbeSet, features: np.ndarray, progression: np.ndarray | None, **common: Any
+    probes: ProbeSet,
+    features: np.ndarray | Sequence[np.ndarray],
+    progression: np.ndarray | None,
+    **common: Any,
 ) -> CasePrediction:
-    """Every probe on one whole video's features (offline); `common` holds the fields they share."""
+    """Every probe on one whole video's features (offline; a list: each backbone's, in backbone order);
+    `common` holds the fields they share."""
     labels = own_labels(probes, common.pop("labels", None))
     parts = [
         VideoPrediction(
             **common,
-            **video_outputs(probe, features, common["frame_times"]),
+            **video_outputs(probe, of_backbone(features, probes, i), common["frame_times"]),
             task=probe.task_name if probe.is_regression else None,
             labels=own,
         )
-        for probe, own in zip(probes.probes, labels, strict=True)
+        for i, (probe, own) in enumerate(zip(probes.probes, labels, strict=True))
     ]
     return CasePrediction(probes, parts, progression)
 
@@ -113,9 +122,12 @@ class CaseHeads:
     times = property(lambda self: self.heads[0].times)
     indices = property(lambda self: self.heads[0].indices)
 
-    def push(self, feature: np.ndarray, time_s: float, index: int | None = None) -> None:
-        for head in self.heads:
-            head.push(feature, time_s, index)
+    def push(
+        self, feature: np.ndarray | Sequence[np.ndarray], time_s: float, index: int | None = None
+    ) -> None:
+        """One frame's feature to every head (a list: each backbone's, to the heads of its probes)."""
+        for i, head in enumerate(self.heads):
+            head.push(of_backbone(feature, self.probes, i), time_s, index)
 
     def newest(self) -> dict[str, Any]:
         """The newest frame's fields of every probe, each named `<prefix>.<column>`."""

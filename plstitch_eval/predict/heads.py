@@ -1,6 +1,8 @@
 """What a probe says about frames: a phase probe's class probabilities and predicted class, a regression
-probe's minutes (``remaining_min``, ``next_<class>_min``) - for a whole video (`video_outputs`), frame by
-frame online (`OnlineHead`), and as one frame's fields of a CSV row or JSON line (`frame_fields`).
+probe's minutes (``remaining_min``, ``next_<class>_min``), a multi-label probe's probability per label
+(``tool_<name>``, ``triplet_<name>``, ``cvs_<name>``) and the labels ``present`` - for a whole video
+(`video_outputs`), frame by frame online (`OnlineHead`), and as one frame's fields of a CSV row or JSON line
+(`frame_fields`).
 
 Why one module: the offline run, the online run and every output ask the same question of a probe; a
 new kind of output (a regression task's minutes) is added here once.
@@ -14,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from plstitch_eval.probes import Probe
+from plstitch_eval.probes.probe import PRESENT_FIELD
 
 FIXED_COLUMNS = ("time_s", "frame_index", "predicted")
 PROGRESSION_COLUMN = "progression"
@@ -27,20 +30,34 @@ def probability_columns(class_names: Sequence[str]) -> list[str]:
 
 def video_outputs(probe: Probe, features: np.ndarray, frame_times: np.ndarray) -> dict[str, Any]:
     """A `VideoPrediction`'s probe fields for one whole video: probabilities [T, C] and predicted ids [T] of
-    a phase probe; a regression probe's values [T, K] (minutes) and their columns (no classes: [T, 0], [])."""
-    if not probe.is_regression:
+    a phase probe; a regression probe's values [T, K] (minutes) or a multi-label probe's (probability per
+    label) and their columns (no classes: [T, 0], [])."""
+    if probe.gives_classes:
         return {"probabilities": probe.probabilities(features), "predicted": probe.predict(features)}
-    return {
-        "probabilities": np.zeros((len(features), 0), np.float32),
+    return value_fields(probe, probe.values(features, frame_times))
+
+
+def value_fields(probe: Probe, values: np.ndarray) -> dict[str, Any]:
+    """The `VideoPrediction` fields of a regression or multi-label probe's values [T, K]: no classes, the
+    values and their columns, and a multi-label probe's labels present per frame."""
+    fields = {
+        "probabilities": np.zeros((len(values), 0), np.float32),
         "predicted": np.zeros(0, np.int64),
-        "values": probe.values(features, frame_times),
+        "values": values,
         "columns": probe.value_columns,
     }
+    if probe.is_multilabel:
+        fields["present"] = [";".join(probe.present(row)) for row in values]
+    return fields
 
 
 def frame_fields(probe: Probe, probabilities: np.ndarray | None, predicted: int | None, values=None) -> dict:
-    """One frame's probe fields, in CSV column order: ``predicted`` and a probability per class, or a
-    regression probe's minutes per column."""
+    """One frame's probe fields, in CSV column order: ``predicted`` and a probability per class, a
+    regression probe's minutes per column, or a multi-label probe's probability per label and ``present``
+    (the labels above their thresholds, `;`-joined)."""
+    if probe.is_multilabel:
+        row = dict(zip(probe.value_columns, map(float, values), strict=True))
+        return {**row, PRESENT_FIELD: ";".join(probe.present(values))}
     if probe.is_regression:
         return dict(zip(probe.value_columns, map(float, values), strict=True))
     row: dict[str, Any] = {"predicted": probe.class_names[int(predicted)]}
@@ -50,7 +67,11 @@ def frame_fields(probe: Probe, probabilities: np.ndarray | None, predicted: int 
 
 def headline(probe: Probe, values: np.ndarray) -> str:
     """A regression probe's newest minutes in words: ``remaining 23.4 min`` or the next classes within reach,
-    e.g. ``next Clipping 1.2 min, Hook 0.4 min`` (outputs at the horizon are out of reach and left out)."""
+    e.g. ``next Clipping 1.2 min, Hook 0.4 min`` (outputs at the horizon are out of reach and left out); a
+    multi-label probe's labels present, e.g. ``Grasper, Hook present`` (``no tools present``)."""
+    if probe.is_multilabel:
+        present = probe.present(values)
+        return f"{', '.join(present)} present" if present else f"no {probe.task_name} present"
     if probe.task_name == "rsd" or len(values) == 1:
         name = "remaining" if probe.task_name == "rsd" else probe.class_names[0]
         return f"{name} {float(values[0]):.1f} min"
@@ -85,7 +106,7 @@ class OnlineHead:
         self.times.append(time_s)
         self.indices.append(len(self.indices) if index is None else index)
         window = feature[None] if self.framewise else np.stack(self.features)
-        if self.probe.is_regression:
+        if not self.probe.gives_classes:
             times = self.times[-1:] if self.framewise else self.times
             self.values.append(self.probe.values(window, np.asarray(times, np.float64))[-1])
             return
@@ -95,28 +116,22 @@ class OnlineHead:
 
     def newest(self) -> dict[str, Any]:
         """The newest frame's probe fields (`frame_fields`)."""
-        if self.probe.is_regression:
+        if not self.probe.gives_classes:
             return frame_fields(self.probe, None, None, self.values[-1])
         return frame_fields(self.probe, self.probabilities[-1], self.predicted[-1])
 
     def newest_text(self) -> tuple[str, float | None]:
         """The newest frame in words for the per-second line: (phase, its probability) or (minutes, None)."""
-        if self.probe.is_regression:
+        if not self.probe.gives_classes:
             return headline(self.probe, self.values[-1]), None
         predicted = self.predicted[-1]
         return self.probe.class_names[predicted], float(self.probabilities[-1][predicted])
 
     def video_fields(self) -> dict[str, Any]:
         """The `VideoPrediction` probe fields of the frames seen."""
-        if self.probe.is_regression:
+        if not self.probe.gives_classes:
             k = len(self.probe.value_columns)
-            values = np.stack(self.values) if self.values else np.zeros((0, k))
-            return {
-                "probabilities": np.zeros((len(values), 0), np.float32),
-                "predicted": np.zeros(0, np.int64),
-                "values": values,
-                "columns": self.probe.value_columns,
-            }
+            return value_fields(self.probe, np.stack(self.values) if self.values else np.zeros((0, k)))
         return {
             "probabilities": np.stack(self.probabilities) if self.probabilities else np.zeros((0, 0)),
             "predicted": np.asarray(self.predicted, dtype=np.int64),

@@ -19,9 +19,10 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,12 +39,15 @@ from plstitch_eval.data.video import (
     _video_stream,
 )
 from plstitch_eval.errors import ConfigError, DecodeError
+from plstitch_eval.predict.backbones import as_encoders
 from plstitch_eval.predict.case import CaseHeads, CasePrediction, online_heads, online_prediction
 from plstitch_eval.predict.encoder import ProbeEncoder
 from plstitch_eval.predict.heads import OnlineHead
 from plstitch_eval.predict.live import Captured, LiveReader
 from plstitch_eval.predict.live_margin import live_margin
+from plstitch_eval.predict.out_console import OnlineUpdate, SecondLines
 from plstitch_eval.predict.outputs import VideoPrediction
+from plstitch_eval.predict.pipeline import Callbacks, FrameSink, Outputs, PredictedFrame
 from plstitch_eval.predict.probeset import ProbeSet, as_probe_set
 from plstitch_eval.predict.sources import STDIN_NAME, VideoSource
 from plstitch_eval.preprocess import FramePlan, prepare_frame
@@ -67,29 +71,6 @@ STOPPED = {signal.SIGINT: INTERRUPTED, signal.SIGTERM: TERMINATED}  # the signal
 def quiet_for(follow_s: float) -> str:
     """How a followed file ended when no byte came for `follow_s` seconds: `quiet for 10 s`."""
     return f"quiet for {follow_s:g} s"
-
-
-@dataclass(frozen=True)
-class OnlineUpdate:
-    """The prediction once per video second: time, sample number, class, its probability and the latency
-    (wall time from the decoder handing the frame over to its prediction).
-
-    No progression here: it is min-max normalised over the whole video (over a prefix the newest frame
-    would always look the latest), so only the CSV written when the video ends holds it.
-    """
-
-    video: str
-    time_s: float
-    frame_index: int
-    phase: str  # a regression probe's minutes in words (`heads.headline`)
-    probability: float | None  # None: a regression probe
-    latency_s: float
-
-    def line(self, with_video: bool = False) -> str:
-        """`   12.0 s  Phase  p=0.83  latency=3.2 ms` (the video's name first when asked)."""
-        video = f"{self.video}  " if with_video else ""
-        p = "" if self.probability is None else f"  p={self.probability:.2f}"
-        return f"{video}{self.time_s:7.1f} s  {self.phase}{p}  latency={self.latency_s * 1000:.1f} ms"
 
 
 class StopNow(KeyboardInterrupt):
@@ -294,31 +275,37 @@ def online_plan(plan: FramePlan, source: VideoSource, decoding: Decoding = PYAV)
 
 def predict_online(
     probe: Probe | ProbeSet,
-    model: ProbeEncoder,
+    model: ProbeEncoder | Sequence[ProbeEncoder],
     source: VideoSource,
-    emit: Callable[[OnlineUpdate], None],
+    emit: Callable[[OnlineUpdate], None] | None,
     stream: IO[bytes] | None = None,
     decoding: Decoding = PYAV,
     follow_s: float = 0.0,
     stop: StopRequest | None = None,
     on_frame: Callable[[dict[str, Any]], None] | None = None,
     on_image: Callable[[np.ndarray], None] | None = None,
+    sink: FrameSink | None = None,
 ) -> VideoPrediction | CasePrediction:
-    """Follow one video as it decodes: encode each sampled frame at once, run the causal probe, `emit` an
-    update at the first frame of every video second (every frame when they are further apart), and hand
-    every frame's row to `on_frame` (`--jsonl`) and its decoded RGB image to `on_image` (`--show-frames`).
+    """Follow one video as it decodes: encode each sampled frame at once, run the causal probe, and hand
+    what each frame predicts (`pipeline.PredictedFrame`) to the outputs: its row to `on_frame` (`--jsonl`),
+    its decoded RGB image to `on_image` (`--show-frames`), both to `sink` (opened and closed by its owner),
+    and to `emit` an update at the first frame of every video second (every frame when they are further
+    apart).
 
     A file is decoded on the CPU by `decoding`'s decoder, a pipe by PyAV; a file still being written
     (`follows(path, follow_s)`) by PyAV too, waiting at its end until it was quiet for `follow_s` seconds; a
     live source (`source.live`) by a `LiveReader`, which keeps only the newest frame (the others dropped).
     Ctrl-C or SIGTERM (`stop`, installed here when not given) ends the video after the frame in hand; the
     prediction holds the frames seen and says how the video ended (`ended`). Several probes (a `ProbeSet`)
-    share each frame's encoder pass; their prediction is a `CasePrediction`.
+    share each frame's encoder pass, one per backbone (`model`: a list, one encoder per backbone); their
+    prediction is a `CasePrediction`.
     """
     probes = as_probe_set(probe)
     probe = probes.first
-    for each in probes.probes:
-        check_causal(each, model)
+    models = as_encoders(model, probes)
+    model = models[0]
+    for i, each in enumerate(probes.probes):
+        check_causal(each, models[probes.group(i)])
     with ExitStack() as scope:
         stop = stop if stop is not None else scope.enter_context(StopRequest())
         plan = online_plan(model.plan, source, decoding)
@@ -351,7 +338,9 @@ def predict_online(
         try:
             if live is not None and plan.crop_black_margin:
                 samples, plan, margin = live_margin(samples, plan)
-            _follow(samples, state, plan, model, stop, emit, source.name, on_frame, on_image)
+            plans = [plan, *(replace(m.plan, margin=plan.margin) for m in models[1:])]  # one box per video
+            outputs = Outputs([Callbacks(on_frame, on_image), sink, SecondLines(emit) if emit else None])
+            _follow(samples, state, plans, models, stop, outputs, source.name)
         except DecodeError:
             if not stop.requested:  # Ctrl-C/SIGTERM before a first frame came is no decoding failure
                 raise
@@ -420,37 +409,41 @@ def frame_row(
     return row
 
 
+def encode_frame(model: ProbeEncoder, plan: FramePlan, image: np.ndarray) -> np.ndarray:
+    """One decoded frame's feature: the plan's crop (pinned for a CUDA device), encoded, on the host."""
+    crop = prepare_frame(image, plan)[None]
+    return model.encode(crop.pin_memory() if model.device.type == "cuda" else crop)[0].cpu().numpy()
+
+
 def _follow(
     samples: Iterator[Captured],
     state: OnlineHead | CaseHeads,
-    plan: FramePlan,
-    model: ProbeEncoder,
+    plans: Sequence[FramePlan],
+    models: Sequence[ProbeEncoder],
     stop: StopRequest,
-    emit: Callable[[OnlineUpdate], None],
+    outputs: FrameSink,
     video: str,
-    on_frame: Callable[[dict[str, Any]], None] | None = None,
-    on_image: Callable[[np.ndarray], None] | None = None,
 ) -> None:
-    """Encode and classify each frame as it comes (into `state`), `emit` the first of each video second,
-    hand every frame's row to `on_frame`; stop after the frame in hand when Ctrl-C asked (`stop`)."""
-    last_second: int | None = None
-    pin = model.device.type == "cuda"
+    """Encode and classify each frame as it comes (into `state`; each backbone's encoder on its own crop of
+    the frame), hand what it predicts to the `outputs`; stop after the frame in hand when Ctrl-C asked
+    (`stop`)."""
     try:
         for sample in samples:
             frame = sample.frame
-            crop = prepare_frame(frame.image, plan)[None]
-            feature = model.encode(crop.pin_memory() if pin else crop)[0].cpu().numpy()
-            state.push(feature, frame.time, frame.index)
+            features = [encode_frame(m, plan, frame.image) for m, plan in zip(models, plans, strict=True)]
+            state.push(features[0] if len(features) == 1 else features, frame.time, frame.index)
             latency = time.perf_counter() - sample.captured
-            if on_image is not None:
-                on_image(frame.image)
-            if on_frame is not None:
-                on_frame(frame_row(video, state, sample, latency))
-            second = int(np.floor(frame.time + 1e-6))
-            if last_second is None or second > last_second:
-                last_second = second
-                phase, probability = state.newest_text()
-                emit(OnlineUpdate(video, frame.time, frame.index, phase, probability, latency))
+            outputs.frame(
+                PredictedFrame(
+                    video,
+                    frame.time,
+                    frame.index,
+                    frame.image,
+                    latency,
+                    fields=partial(frame_row, video, state, sample, latency),
+                    text=state.newest_text,
+                )
+            )
             if stop.requested:
                 break
     finally:

@@ -3,8 +3,9 @@ onnxruntime in `plstitch predict --runtime onnx` with the same decoding and prep
 
 An export folder is the probe folder (`probe.json`, its weights: it still loads as a probe) plus:
 - `recognizer.onnx`: prepared frames (uint8 [N, 3, H, W], resized and cropped as the probe's preprocessing
-  says) -> `features` [N, D] and, for a linear probe, `probabilities` [N, C]: normalisation, encoder and head
-  in one graph with a dynamic batch;
+  says) -> `features` [N, D] and, for a linear probe, `probabilities` [N, C] (a multi-label probe's: the
+  sigmoid per label; a regression probe's `minutes`): normalisation, encoder and head in one graph with a
+  dynamic batch;
 - `head.onnx`: one video's `features` [T, D] -> `logits` [T, C] (a temporal probe's causal head, T dynamic);
 - `onnx.json`: what the graphs expect (frame plan, class names, fps, opset, the versions that wrote them),
   also stored in `recognizer.onnx`'s metadata, so the graph alone says how to feed it; plus the head it was
@@ -67,16 +68,26 @@ class _Recognizer(nn.Module):
     """uint8 frames -> features (and a linear head's probabilities, or a linear regression head's minutes):
     the graph `recognizer.onnx` holds."""
 
-    def __init__(self, encoder: nn.Module, plan: FramePlan, head: nn.Module | None, softmax: bool) -> None:
+    def __init__(self, encoder: nn.Module, plan: FramePlan, head: nn.Module | None, activation: str) -> None:
         super().__init__()
-        self.encoder, self.plan, self.head, self.softmax = encoder, plan, head, softmax
+        self.encoder, self.plan, self.head, self.activation = encoder, plan, head, activation
 
     def forward(self, frames: torch.Tensor):
         features = self.encoder(normalize_crops(frames, self.plan)).float()
         if self.head is None:
             return features
         out = self.head(features)
-        return features, torch.softmax(out, dim=-1) if self.softmax else out
+        if self.activation == "softmax":
+            return features, torch.softmax(out, dim=-1)
+        return features, torch.sigmoid(out) if self.activation == "sigmoid" else out
+
+
+def head_activation(probe: Probe) -> str:
+    """What turns the head's outputs into the recognizer's: softmax over a phase probe's classes, a sigmoid
+    per label of a multi-label probe, nothing for a regression probe's minutes."""
+    if probe.is_regression:
+        return "none"
+    return "sigmoid" if probe.is_multilabel else "softmax"
 
 
 def export_onnx(probe_spec: str | Path, out: str | Path, overwrite: bool = False, opset: int = OPSET) -> dict:
@@ -110,7 +121,7 @@ def export_onnx(probe_spec: str | Path, out: str | Path, overwrite: bool = False
     tmp = temp_dir_beside(out)
     try:
         _copy_probe(probe, tmp)
-        recognizer = _Recognizer(encoder, model.plan, probe.head if linear else None, not probe.is_regression)
+        recognizer = _Recognizer(encoder, model.plan, probe.head if linear else None, head_activation(probe))
         outputs = (
             ["features", "minutes" if probe.is_regression else "probabilities"] if linear else ["features"]
         )
@@ -140,7 +151,7 @@ def export_onnx(probe_spec: str | Path, out: str | Path, overwrite: bool = False
             },
             "outputs": outputs,
             "head_output": head_output,
-            **({"task": dict(probe.task or {})} if probe.is_regression else {}),
+            **({"task": dict(probe.task or {})} if probe.task else {}),
             "opset": opset,
             "versions": {name: version(name) for name in ("torch", "onnx", "onnxruntime")},
             "probe": probe.name,

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 from matplotlib.patches import Patch
@@ -23,9 +21,11 @@ from plstitch_eval.analysis.timeline import segment_edges, segments
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.metrics.remaining import remaining_targets
 from plstitch_eval.predict.heads import FIXED_COLUMNS, PROGRESSION_COLUMN, probability_columns
+from plstitch_eval.predict.out_jsonl import JsonLines, check_jsonl_target  # noqa: F401 - their old home
 from plstitch_eval.probes import Probe
+from plstitch_eval.probes.probe import PRESENT_FIELD
 from plstitch_eval.utils.io import write_text_atomic
-from plstitch_eval.utils.outputs import FILE, check_output_path
+from plstitch_eval.utils.outputs import check_output_path
 
 __all__ = ["FIXED_COLUMNS", "PROGRESSION_COLUMN", "probability_columns"]  # re-exported from `heads`
 
@@ -87,6 +87,7 @@ class VideoPrediction:
     values: np.ndarray | None = None  # a regression probe's minutes [T, K] (no classes then)
     columns: list[str] | None = None  # their CSV / JSONL columns (``remaining_min``, ``next_<class>_min``)
     task: str | None = None  # the regression probe's task (``rsd``: truth = each frame's time to the end)
+    present: list[str] | None = None  # a multi-label probe's labels above threshold per frame, `;`-joined
 
     @property
     def truth_minutes(self) -> np.ndarray | None:
@@ -156,6 +157,10 @@ class VideoPrediction:
         """A regression probe's summary: first and last frame's minutes per column, and the MAE against the
         truth where it is known (`truth_minutes`)."""
         columns = list(self.columns or [])
+        if self.present is not None:  # a multi-label probe: the share of frames each label is present in
+            shown = [label for text in self.present for label in text.split(";") if label]
+            share = {label: shown.count(label) / self.frames for label in dict.fromkeys(shown)}
+            return self._finished({**self._frame_fields(edges), "present_share": share})
         out: dict[str, Any] = {
             **self._frame_fields(edges),
             "first_min": dict(zip(columns, map(float, self.values[0]), strict=True)) if self.frames else {},
@@ -188,7 +193,11 @@ def probe_cells(prediction: VideoPrediction, class_names: Sequence[str]) -> tupl
             for i in range(prediction.frames)
         ]
         return header, rows
-    return list(prediction.columns or []), [[repr(float(v)) for v in row] for row in minutes]
+    header, cells = list(prediction.columns or []), [[repr(float(v)) for v in row] for row in minutes]
+    if prediction.present is not None:  # a multi-label probe: the labels above threshold after their columns
+        header.append(PRESENT_FIELD)
+        cells = [[*row, text] for row, text in zip(cells, prediction.present, strict=True)]
+    return header, cells
 
 
 def table_text(
@@ -275,7 +284,7 @@ def plot_minutes(prediction: VideoPrediction, title: str):
     if truth is not None:
         axes.plot(times, truth, color="black", lw=1.0, ls="--", label="truth")
     axes.set_xlabel("time (s)")
-    axes.set_ylabel("minutes")
+    axes.set_ylabel("probability" if prediction.present is not None else "minutes")
     axes.set_title(title, loc="left")
     if prediction.frames:
         axes.set_xlim(float(times[0]), float(times[-1]) if prediction.frames > 1 else float(times[0]) + 1.0)
@@ -294,43 +303,3 @@ def write_prediction(
     save_figure(plot_prediction(prediction, probe.class_names, title), png_path)
     prediction.files = {"csv": str(csv_path), "png": str(png_path)}
     return prediction.files
-
-
-class JsonLines:
-    """`--jsonl PATH|-`: one JSON object per line, flushed as it is written (a reader sees each prediction
-    as it is made). A file is created new (an existing one only with `overwrite`)."""
-
-    def __init__(self, target: str | Path, overwrite: bool = False) -> None:
-        self.target = str(target)
-        self._handle: IO[str] | None = None
-        if self.target != "-":
-            check_jsonl_target(self.target, overwrite)
-
-    def __enter__(self) -> JsonLines:
-        if self.target == "-":
-            self._handle = sys.stdout
-        else:
-            Path(self.target).parent.mkdir(parents=True, exist_ok=True)
-            self._handle = open(self.target, "w", encoding="utf-8")  # noqa: SIM115 - closed in __exit__
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._handle is not None and self._handle is not sys.stdout:
-            self._handle.close()
-        self._handle = None
-
-    def write(self, row: dict[str, Any]) -> None:
-        """Write one line and flush it."""
-        assert self._handle is not None, "JsonLines is written inside its `with` block"
-        self._handle.write(json.dumps(row, allow_nan=False) + "\n")
-        self._handle.flush()
-
-
-def check_jsonl_target(target: str | Path, overwrite: bool) -> None:
-    """Refuse a `--jsonl` file that exists (without `overwrite`) or whose folder is a file."""
-    path = Path(target)
-    if path.is_dir():
-        raise ConfigError(f"--jsonl {path} is a folder; give a file name (or - for stdout).")
-    if path.exists() and not overwrite:
-        raise ConfigError(f"--jsonl {path} exists; pass --overwrite to replace it, or choose another file.")
-    check_output_path(path, "--jsonl", FILE)

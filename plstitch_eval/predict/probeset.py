@@ -1,9 +1,11 @@
 """Several probes in one predict run (`--probe` given more than once): `ProbeSet`, their column prefixes, and
-the refusal of probes on different backbones.
+their backbones (probes grouped by `backbone_key`).
 
 Why: a phase probe, a tools probe and a remaining-time probe of one backbone ask three questions of the same
-features, so one decode and one encoder pass per frame serve them all; each output names the probe a column
-came from with the probe's prefix (`<prefix>.<column>`). One probe keeps today's columns, unprefixed.
+features, so one decode and one encoder pass per frame serve them all; probes on different backbones run side
+by side in the same decode (one encoder pass per backbone per frame), which needs them to sample one frame
+rate. Each output names the probe a column came from with the probe's prefix (`<prefix>.<column>`). One
+probe keeps today's columns, unprefixed.
 """
 
 from __future__ import annotations
@@ -24,16 +26,39 @@ SEPARATOR = "."  # between a probe's prefix and its column: `phases.predicted`, 
 
 @dataclass(frozen=True)
 class ProbeSet:
-    """The run's probes in command-line order, all on one backbone, each with its column prefix."""
+    """The run's probes in command-line order, each with its column prefix and the position of its backbone
+    (`backbone_of`, numbered in order of first appearance; empty: all on one)."""
 
     probes: tuple[Probe, ...]
     prefixes: tuple[str, ...]
+    backbone_of: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, probes: Sequence[Probe]) -> ProbeSet:
-        """The set of `probes`, refused in one line when they are not all on one backbone."""
-        check_one_backbone(probes)
-        return cls(tuple(probes), tuple(probe_prefixes(probes)))
+        """The set of `probes` grouped by backbone; refused in one line when their frame rates differ."""
+        check_one_decode(probes)
+        keys: list[dict[str, Any]] = []
+        for probe in probes:
+            if backbone_key(probe) not in keys:
+                keys.append(backbone_key(probe))
+        groups = tuple(keys.index(backbone_key(p)) for p in probes)
+        return cls(tuple(probes), tuple(probe_prefixes(probes)), groups if len(keys) > 1 else ())
+
+    @property
+    def backbones(self) -> int:
+        """How many backbones the probes are on (one encoder pass each per frame)."""
+        return max(self.backbone_of, default=0) + 1
+
+    def group(self, index: int) -> int:
+        """The backbone position of the probe at `index`."""
+        return self.backbone_of[index] if self.backbone_of else 0
+
+    @property
+    def leads(self) -> list[Probe]:
+        """Each backbone's first probe, in backbone order: its encoder is loaded and checked for all."""
+        return [
+            next(p for i, p in enumerate(self.probes) if self.group(i) == g) for g in range(self.backbones)
+        ]
 
     @property
     def single(self) -> bool:
@@ -41,13 +66,14 @@ class ProbeSet:
 
     @property
     def first(self) -> Probe:
-        """The probe whose encoder, fps and preprocessing the run uses (all probes share them)."""
+        """The probe whose fps the run samples at and whose encoder is the first backbone's."""
         return self.probes[0]
 
     @property
     def phase_probe(self) -> tuple[str, Probe] | None:
-        """The first probe that gives classes (the page's phase and ribbon), with its prefix; None: none."""
-        return next(((x, p) for x, p in self.named() if not p.is_regression), None)
+        """The first probe that gives one class per frame (the page's phase and ribbon), with its prefix;
+        None: none (regression and multi-label probes never are)."""
+        return next(((x, p) for x, p in self.named() if p.gives_classes), None)
 
     @property
     def label_classes(self) -> list[str]:
@@ -97,21 +123,16 @@ def backbone_key(probe: Probe) -> dict[str, Any]:
     }
 
 
-def check_one_backbone(probes: Sequence[Probe]) -> None:
-    """Refuse (one line naming both probes, what differs and the fix) probes on different backbones."""
+def check_one_decode(probes: Sequence[Probe]) -> None:
+    """Refuse (one line naming both probes and the fix) probes that sample different frame rates: the run
+    decodes each video once for all of them."""
     if not probes:
         raise ConfigError("give at least one --probe DIR.")
-    first = backbone_key(probes[0])
+    first = probes[0]
     for probe in probes[1:]:
-        other = backbone_key(probe)
-        differs = [key for key in first if first[key] != other[key]]
-        if not differs:
-            continue
-        key = differs[0]
-        what = (
-            "preprocessing" if key == "preprocessing" else f"{key} {first[key]!s:.16} vs {other[key]!s:.16}"
-        )
-        raise ConfigError(
-            f"--probe {probes[0].name} and --probe {probe.name} are on different backbones ({what}); "
-            "probes of one run share one encoder pass: run one plstitch predict per backbone."
-        )
+        if probe.fps != first.fps:
+            raise ConfigError(
+                f"--probe {first.name} and --probe {probe.name} sample different frame rates ({first.fps:g} "
+                f"vs {probe.fps:g} fps); probes of one run share one decode: run one plstitch predict per "
+                "frame rate."
+            )

@@ -25,12 +25,17 @@ import torch
 from plstitch_eval.data.decoders import PYAV, Decoding, recorded_decoder
 from plstitch_eval.errors import ConfigError, DecodeError
 from plstitch_eval.extract import VideoJob, default_workers, make_loader, run_decoding
-from plstitch_eval.predict.case import CasePrediction, case_prediction, write_case
+from plstitch_eval.extract.chunks import FrameChunk
+from plstitch_eval.predict.backbones import as_encoders, spec_names
+from plstitch_eval.predict.case import CasePrediction, case_prediction
 from plstitch_eval.predict.encoder import ProbeEncoder
 from plstitch_eval.predict.heads import video_outputs
 from plstitch_eval.predict.online import STOPPED, OnlineUpdate, StopRequest, predict_online
 from plstitch_eval.predict.options import PredictOptions
-from plstitch_eval.predict.outputs import VideoPrediction, check_outputs, write_prediction
+from plstitch_eval.predict.out_console import SecondLines
+from plstitch_eval.predict.out_csv import CsvOut, write_result  # noqa: F401 - write_result: its old home
+from plstitch_eval.predict.outputs import VideoPrediction, check_outputs
+from plstitch_eval.predict.pipeline import Callbacks, FrameSink, Outputs
 from plstitch_eval.predict.probeset import ProbeSet, as_probe_set
 from plstitch_eval.predict.sources import VideoSource
 from plstitch_eval.probes import Probe
@@ -62,33 +67,28 @@ def apply_probes(
     probes: ProbeSet,
     model: ProbeEncoder,
     source: VideoSource,
-    features: np.ndarray,
+    features: np.ndarray | Sequence[np.ndarray],
     frame_times: np.ndarray,
     wall_seconds: float,
 ) -> VideoPrediction | CasePrediction:
-    """`apply_probe`, or with several probes each on the same features (`CasePrediction`)."""
+    """`apply_probe`, or with several probes each on its backbone's features (`CasePrediction`; `features`
+    a list, one per backbone, when they are on several); the progression is the first backbone's."""
+    first = features[0] if isinstance(features, (list, tuple)) else features
     if probes.single:
-        return apply_probe(probes.first, model, source, features, frame_times, wall_seconds)
+        return apply_probe(probes.first, model, source, first, frame_times, wall_seconds)
     times = np.asarray(frame_times, dtype=np.float64)
     return case_prediction(
-        probes, features, model.progression(features), video=source.name, source=source.shown,
+        probes, features, model.progression(first), video=source.name, source=source.shown,
         frame_times=times, labels=source.ground_truth(times), wall_seconds=wall_seconds,
     )  # fmt: skip
 
 
-def write_result(
-    result: VideoPrediction | CasePrediction, probes: ProbeSet, out: str | Path, title: str
-) -> dict[str, str]:
-    """A video's files: `write_prediction` (one probe), or `write_case` (several)."""
-    if isinstance(result, CasePrediction):
-        return write_case(result, out, title)
-    return write_prediction(result, probes.first, out, title)
-
-
-def run_title(probes: ProbeSet, model: ProbeEncoder, online: bool) -> str:
-    """The figures' title: `linear probe on MODEL (2 fps)`, or the probes' prefixes when several."""
+def run_title(probes: ProbeSet, model: ProbeEncoder | Sequence[ProbeEncoder], online: bool) -> str:
+    """The figures' title: `linear probe on MODEL (2 fps)`, or the probes' prefixes when several (and each
+    backbone's model, `A + B`, when they are on several)."""
     what = f"{probes.first.kind} probe" if probes.single else f"probes {', '.join(probes.prefixes)}"
-    return f"{what} on {model.spec} ({probes.first.fps:g} fps{', online' if online else ''})"
+    on = spec_names(as_encoders(model, probes))
+    return f"{what} on {on} ({probes.first.fps:g} fps{', online' if online else ''})"
 
 
 @dataclass
@@ -175,59 +175,70 @@ def probe_entry(prefix: str, probe: Probe) -> dict[str, Any]:
         "kind": probe.kind,
         "task": probe.task_name,
         "class_names": list(probe.class_names),
-        "columns": probe.value_columns if probe.is_regression else [],
+        "columns": probe.value_columns if not probe.gives_classes else [],
+        "encoder": probe.encoder.get("spec"),
     }
 
 
 def predict_videos(
     probe: Probe | ProbeSet,
-    model: ProbeEncoder,
+    model: ProbeEncoder | Sequence[ProbeEncoder],
     sources: Sequence[VideoSource],
     out: str | Path,
     options: PredictOptions,
     on_video: Callable[[VideoPrediction | VideoFailure], None] | None = None,
 ) -> PredictSummary:
-    """Decode, encode and classify every source with extraction's loader (each frame encoded once, whatever
-    the number of probes); write each video's CSV and figures as soon as its last frame is in. A video that
-    fails to decode is reported, the others go on."""
+    """Decode, encode and classify every source with extraction's loader (each frame decoded once and
+    encoded once per backbone, whatever the number of probes: `model` is a list, one encoder per backbone,
+    when they are on several); write each video's CSV and figures as soon as its last frame is in. A video
+    that fails to decode is reported, the others go on."""
     probes = as_probe_set(probe)
     probe = probes.first
+    models = as_encoders(model, probes)
+    model = models[0]
     if any(src.source is None for src in sources):
         raise ConfigError(
             "Reading stdin (-) or a live source needs --online; or save the stream to a file first."
         )
     check_outputs(out, [src.name for src in sources], options.overwrite, case_prefixes(probes))
-    jobs = [VideoJob(i, src.source, src.folder_fps) for i, src in enumerate(sources)]
+    backbones = tuple(range(len(models)))
+    jobs = [VideoJob(i, src.source, src.folder_fps, models=backbones) for i, src in enumerate(sources)]
     workers = default_workers(model.device) if options.num_workers is None else options.num_workers
     decoding = predict_decoding(probe, model, sources, options)
-    loader = make_loader(jobs, model.plan, options.batch_size, workers, model.device, decoding=decoding)
-    pending: dict[int, tuple[list[torch.Tensor], list[np.ndarray], float]] = {}
+    plans = model.plan if len(models) == 1 else [m.plan for m in models]
+    loader = make_loader(jobs, plans, options.batch_size, workers, model.device, decoding=decoding)
+    pending: dict[int, VideoChunks] = {}
     margins: dict[int, dict[str, float]] = {}  # the black-margin box each video was cut with
     done: dict[int, VideoPrediction | VideoFailure] = {}
-    title = run_title(probes, model, online=False)
+    written = CsvOut(out, probes, run_title(probes, models, online=False))
     for chunk in loader:
+        if chunk.video_index in done:  # the other backbones' error chunks of a failed video
+            continue
         src = sources[chunk.video_index]
-        feats, times, started = pending.setdefault(chunk.video_index, ([], [], time.perf_counter()))
+        got = pending.setdefault(chunk.video_index, VideoChunks(len(models)))
         if chunk.error is not None:
             pending.pop(chunk.video_index)
             done[chunk.video_index] = VideoFailure(src.name, src.shown, chunk.error)
         else:
             if chunk.margin is not None:
                 margins[chunk.video_index] = chunk.margin
-            if len(chunk.images):
-                feats.append(model.encode(chunk.images))
-                times.append(chunk.frame_times.numpy())
-            if not chunk.last:
+            got.add(chunk, models[chunk.model])
+            if not got.complete:
                 continue
             pending.pop(chunk.video_index)
-            features = torch.cat(feats).cpu().numpy()
+            features = [torch.cat(f).cpu().numpy() for f in got.features]
             result = apply_probes(
-                probes, model, src, features, np.concatenate(times), time.perf_counter() - started
+                probes,
+                model,
+                src,
+                features if len(models) > 1 else features[0],
+                np.concatenate(got.times),
+                time.perf_counter() - got.started,
             )
             for part in result.parts if isinstance(result, CasePrediction) else [result]:
                 part.black_margin = margins.get(chunk.video_index)
             margins.pop(chunk.video_index, None)
-            write_result(result, probes, out, f"{src.name}: {title}")
+            written.video(result)
             done[chunk.video_index] = result
         if on_video is not None:
             on_video(done[chunk.video_index])
@@ -240,6 +251,29 @@ def predict_videos(
         [r for r in ordered if isinstance(r, VideoFailure)],
         probes=probes,
     )
+
+
+class VideoChunks:
+    """One video's encoded chunks as they come, per backbone (a backbone's chunks come in order; the
+    backbones' interleave); complete once every backbone's last chunk is in."""
+
+    def __init__(self, backbones: int) -> None:
+        self.features: list[list[torch.Tensor]] = [[] for _ in range(backbones)]
+        self.times: list[np.ndarray] = []  # the first backbone's (all sample the same frames)
+        self.ended: set[int] = set()
+        self.started = time.perf_counter()
+
+    def add(self, chunk: FrameChunk, model: ProbeEncoder) -> None:
+        if len(chunk.images):
+            self.features[chunk.model].append(model.encode(chunk.images))
+            if chunk.model == 0:
+                self.times.append(chunk.frame_times.numpy())
+        if chunk.last:
+            self.ended.add(chunk.model)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.ended) == len(self.features)
 
 
 def predict_decoding(
@@ -259,7 +293,7 @@ def case_prefixes(probes: ProbeSet) -> tuple[str, ...]:
 
 def run_online(
     probe: Probe | ProbeSet,
-    model: ProbeEncoder,
+    model: ProbeEncoder | Sequence[ProbeEncoder],
     sources: Sequence[VideoSource],
     out: str | Path | None,
     emit: Callable[[OnlineUpdate], None],
@@ -269,34 +303,38 @@ def run_online(
     follow_s: float = 0.0,
     on_frame: Callable[[dict[str, Any]], None] | None = None,
     on_image: Callable[[np.ndarray], None] | None = None,
+    sink: FrameSink | None = None,
 ) -> PredictSummary:
     """`predict_online` on each source in turn (files still being written followed until quiet for
-    `follow_s` seconds; live sources read newest frame first); with `out`, each video's CSV and figure when
-    it ends; every frame's row to `on_frame` (`--jsonl`), its image to `on_image` (`--show-frames`). Ctrl-C
-    or SIGTERM ends the video in hand, whose outputs are written, and the run. Several probes share each
-    frame's encoder pass."""
+    `follow_s` seconds; live sources read newest frame first), each frame's predictions to the outputs
+    (`pipeline`): the per-second line to `emit`, every frame's row to `on_frame`, its image to `on_image`,
+    both and each finished video to `sink` (opened and closed by its owner: `--jsonl`, the page), and with
+    `out` each video's CSV and figure when it ends (`out_csv`). Ctrl-C or SIGTERM ends the video in hand,
+    whose outputs are written, and the run. Several probes share each frame's encoder pass, one per
+    backbone (`model`: a list, one encoder per backbone)."""
     probes = as_probe_set(probe)
+    models = as_encoders(model, probes)
     if out is not None:
         check_outputs(out, [src.name for src in sources], overwrite, case_prefixes(probes))
     predictions, failed = [], []
-    title = run_title(probes, model, online=True)
+    written = CsvOut(out, probes, run_title(probes, models, online=True)) if out is not None else None
+    outputs = Outputs([Callbacks(on_frame, on_image), sink, SecondLines(emit), written])
     with StopRequest() as stop:
         for src in sources:
             if stop.requested:
                 break
             try:
                 prediction = predict_online(
-                    probes, model, src, emit, stream, decoding, follow_s, stop, on_frame, on_image
+                    probes, models, src, None, stream, decoding, follow_s, stop, sink=outputs
                 )
             except DecodeError as exc:
                 failed.append(VideoFailure(src.name, src.shown, str(exc)))
                 continue
-            if out is not None and prediction.frames:
-                write_result(prediction, probes, out, f"{src.name}: {title}")
+            outputs.video(prediction)
             predictions.append(prediction)
     folder = None if out is None else Path(out)
     signum = stop.signum if stop.requested else None
     return PredictSummary(
-        probes.first, model, folder, predictions, failed, online=True, interrupted=stop.requested,
+        probes.first, models[0], folder, predictions, failed, online=True, interrupted=stop.requested,
         stop_signal=signum, probes=probes,
     )  # fmt: skip

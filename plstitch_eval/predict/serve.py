@@ -373,8 +373,7 @@ def open_page(settings: ServeSettings, probes: Any, sources: Sequence[str]) -> L
     values = [
         probes.column(prefix, column)
         for prefix, probe in probes.named()
-        if probe.is_regression
-        for column in probe.value_columns
+        for column in probe.live_columns  # a regression probe's minutes, a multi-label probe's labels
     ]
     shown_probe = None if probes.single or phase is None else phase[0]
     page = LivePage(settings, CaseState(classes, values, ", ".join(sources), shown_probe))

@@ -137,7 +137,7 @@ def render_probe_card(
         license=licence.license,
         license_name=licence.license_name,
         library_name="plstitch",
-        pipeline_tag=None if probe.is_regression else TASK_TYPE,
+        pipeline_tag=TASK_TYPE if probe.gives_classes else None,
         base_model=backbone.base_model,
         datasets=[probe.dataset] if probe.dataset else None,
         tags=["plstitch", "probe", f"{probe.kind}-probe", face["tag"]],
@@ -177,12 +177,20 @@ def render_probe_card(
     )
 
 
-TASK_TAGS = {"phases": "surgical-phase-recognition", "rsd": "remaining-surgery-duration"}
+TASK_TAGS = {
+    "phases": "surgical-phase-recognition",
+    "rsd": "remaining-surgery-duration",
+    "tools": "surgical-tool-presence",
+    "triplets": "surgical-action-triplets",
+    "cvs": "critical-view-of-safety",
+}
 
 
 def task_face(probe: Probe) -> dict[str, str]:
     """How the card names the probe's task: what it does in words, the task row, the outputs' label, the
     metrics' unit and a tag (a regression task's metrics are in minutes, lower is better)."""
+    if probe.is_multilabel:
+        return multilabel_face(probe)
     if not probe.is_regression:
         return {
             "what": f"recognizes {probe.num_classes} classes",
@@ -213,10 +221,37 @@ def task_face(probe: Probe) -> dict[str, str]:
     }
 
 
+MULTILABEL_WHAT = {"tools": "tools", "triplets": "action triplets", "cvs": "critical view of safety criteria"}
+
+
+def multilabel_face(probe: Probe) -> dict[str, str]:
+    """A multi-label probe's task row: the labels it says are present, their thresholds and columns, and
+    the validation metric its head was chosen on with its value."""
+    task = probe.task or {}
+    name = probe.task_name
+    thresholds = sorted({float(t) for t in task.get("thresholds", [])})
+    cut = ", ".join(f"{t:g}" for t in thresholds) or "?"
+    chosen = task.get("select_metric")
+    value = task.get("select_value")
+    picked = f"; head chosen on validation {chosen}" if chosen else ""
+    picked += f" = {float(value):.2f}" if chosen and isinstance(value, int | float) else ""
+    what = MULTILABEL_WHAT.get(name, name)
+    return {
+        "what": f"says which of {probe.num_classes} {what} are present in each frame",
+        "task": (
+            f"{name} (multi-label): a probability per label ({', '.join(probe.class_names)}), present above "
+            f"{cut}{picked}; columns {', '.join(probe.value_columns)} and present"
+        ),
+        "outputs_label": "Labels",
+        "unit": "%",
+        "tag": TASK_TAGS.get(name, f"surgical-{name}"),
+    }
+
+
 def _eval_results(probe: Probe, rows: list[MetricRow], dataset_name: str) -> list[EvalResult]:
     return [
         EvalResult(
-            task_type=TASK_TYPE if not probe.is_regression else f"surgical-{probe.task_name}",
+            task_type=TASK_TYPE if probe.gives_classes else f"surgical-{probe.task_name}",
             task_name=f"{probe.kind} probe on frozen features ({probe.task_name})",
             dataset_type=str(probe.dataset or "unknown").lower(),
             dataset_name=dataset_name,

@@ -30,6 +30,7 @@ from plstitch_eval.probes.kinds import (
 )
 from plstitch_eval.probes.onnx_files import ONNX_FILES
 from plstitch_eval.probes.probe import (
+    MULTILABEL_HEAD,
     PROBE_JSON,
     PROBE_SCHEMA,
     PROBE_WEIGHTS,
@@ -101,6 +102,7 @@ def save_probe(
     feature_dim = _feature_dim(manifest, head, folder)
     causal = _causal(head, settings, folder)
     task = None if task is None else _finite_or_none(json_round_trip(dict(task)))
+    check_multilabel_task(task, len(class_names), str(folder))
     empty = build_head(kind, settings, feature_dim, len(class_names), task, str(folder))
     fill_head(empty, state, f"head of probe {folder}")
     model = manifest.get("model") or {}
@@ -147,11 +149,13 @@ def save_linear_probe(
     results: Mapping[str, Any],
     fitted: LinearProbeResult,
     overwrite: bool = False,
+    task: Mapping[str, Any] | None = None,
 ) -> Path:
     """Save the head the linear protocol chose (`fit_linear_protocol`'s two outputs) as a ``linear`` probe.
 
     Settings = the results' ``protocol`` block; metrics = its test ``metrics`` (relaxed ones, if computed,
-    as ``relaxed_<name>``). Provenance comes from the manifest of the feature store `features`.
+    as ``relaxed_<name>``). Provenance comes from the manifest of the feature store `features`. `task`: a
+    multi-label task's block (`protocols.multilabel_probe.task_block`); None: a phase probe.
     """
     metrics = dict(results["metrics"])
     relaxed = (results.get("relaxed") or {}).get("metrics") or {}
@@ -167,6 +171,7 @@ def save_linear_probe(
         metrics,
         overwrite,
         store=store.root,
+        task=task,
     )
 
 
@@ -230,6 +235,7 @@ def load_probe(folder: str | os.PathLike, record_name: str = PROBE_JSON) -> Prob
     if task is not None and not (isinstance(task, dict) and isinstance(task.get("columns", []), list)):
         raise ProbeError(f"{path}: 'task' must be a JSON object with a columns array; {RESAVE_FIX}.")
     class_names = _field(record, "class_names", list, path)
+    check_multilabel_task(task, len(class_names), str(path))
     encoder = _field(record, "encoder", dict, path)
     feature_dim = encoder.get("feature_dim")
     if not isinstance(feature_dim, int) or isinstance(feature_dim, bool) or feature_dim < 1:
@@ -272,6 +278,26 @@ def load_probe(folder: str | os.PathLike, record_name: str = PROBE_JSON) -> Prob
         folder=folder,
         task=task,
     )
+
+
+def check_multilabel_task(task: Mapping[str, Any] | None, labels: int, where: str) -> None:
+    """A multi-label task block (head ``multi-label``) names a column and a threshold in (0, 1) per label,
+    and a linear head; one `ProbeError` line otherwise (other blocks pass)."""
+    if not task or task.get("head") != MULTILABEL_HEAD:
+        return
+    columns, thresholds = task.get("columns"), task.get("thresholds")
+    fine = isinstance(columns, list) and isinstance(thresholds, list)
+    fine = fine and len(columns) == labels == len(thresholds) and len(set(map(str, columns))) == labels
+    fine = fine and all(_number(t) and 0.0 < t < 1.0 for t in thresholds)
+    if not fine:
+        raise ProbeError(
+            f"{where}: a multi-label task block needs one distinct column and one threshold in (0, 1) per "
+            f"label ({labels} labels); {RESAVE_FIX}."
+        )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

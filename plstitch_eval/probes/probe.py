@@ -4,7 +4,9 @@ A probe folder holds two files and nothing else (no pickle)::
 
     probe.json          schema, kind, class names, encoder {spec, weights_sha256, feature_dim}, preprocessing,
                         fps, causal, settings, metrics, dataset, source, created, plstitch_version, weights;
-                        a regression task's probe also ``task`` (name, head, outputs, columns, its settings)
+                        a regression task's probe also ``task`` (name, head, outputs, columns, its settings);
+                        a multi-label task's (tools, triplets, cvs) ``task`` with head ``multi-label``, its
+                        columns and a decision threshold per label
     probe.safetensors   the head's state dict (its sha256 is recorded in probe.json and checked at load)
 """
 
@@ -25,6 +27,8 @@ from plstitch_eval.utils.io import json_default
 PROBE_JSON = "probe.json"
 PROBE_WEIGHTS = "probe.safetensors"
 PROBE_SCHEMA = "plstitch.probe/v1"
+MULTILABEL_HEAD = "multi-label"  # the task block's head of a tools / triplets / cvs probe
+PRESENT_FIELD = "present"  # a multi-label probe's field: the labels above threshold, `;`-joined
 RESAVE_FIX = "train and save the probe again (--save DIR --overwrite)"
 
 
@@ -48,7 +52,7 @@ class Probe:
     dataset: str | None
     source: dict
     folder: Path | None = field(default=None)
-    task: dict | None = field(default=None)  # a regression task's block; None: the phase classifier
+    task: dict | None = field(default=None)  # a regression / multi-label task's block; None: phases
 
     @property
     def task_name(self) -> str:
@@ -60,17 +64,47 @@ class Probe:
         return bool(self.task) and self.task.get("head") == "regression"
 
     @property
+    def is_multilabel(self) -> bool:
+        """Whether the probe says which labels are present (tools, triplets, CVS criteria): one sigmoid per
+        label, each against its own threshold, rather than one class per frame."""
+        return bool(self.task) and self.task.get("head") == MULTILABEL_HEAD
+
+    @property
+    def gives_classes(self) -> bool:
+        """Whether the probe picks one class per frame (a phase probe): neither minutes nor labels present."""
+        return not (self.is_regression or self.is_multilabel)
+
+    @property
     def label_classes(self) -> list[str]:
         """The phase names a case's labels use (`--labels`, `--dataset`): the probe's classes, or the phases
-        of a regression probe's training store."""
-        if self.is_regression:
+        of a regression or multi-label probe's training store."""
+        if not self.gives_classes:
             return [str(c) for c in (self.task or {}).get("label_classes", [])]
         return list(self.class_names)
 
     @property
     def value_columns(self) -> list[str]:
-        """A regression probe's output columns (e.g. ``remaining_min``, ``next_<class>_min``)."""
+        """A regression probe's output columns (e.g. ``remaining_min``, ``next_<class>_min``); a multi-label
+        probe's probability column per label (``tool_<name>``, ``triplet_<name>``, ``cvs_<name>``)."""
         return [str(c) for c in (self.task or {}).get("columns", [])]
+
+    @property
+    def thresholds(self) -> np.ndarray:
+        """A multi-label probe's decision threshold per label: present when its probability is above it."""
+        return np.asarray((self.task or {}).get("thresholds", []), dtype=np.float64)
+
+    @property
+    def live_columns(self) -> list[str]:
+        """The fields the live page shows beside the phase: a regression probe's minutes, a multi-label
+        probe's probability columns and ``present``; none for a phase probe."""
+        if self.is_multilabel:
+            return [*self.value_columns, PRESENT_FIELD]
+        return self.value_columns if self.is_regression else []
+
+    def present(self, probabilities: np.ndarray) -> list[str]:
+        """The labels of one frame's probabilities [K] above their thresholds, in label order."""
+        above = np.asarray(probabilities, np.float64) > self.thresholds
+        return [name for name, on in zip(self.class_names, above, strict=True) if on]
 
     @property
     def name(self) -> str:
@@ -88,7 +122,10 @@ class Probe:
 
     def values(self, features: np.ndarray, frame_times: np.ndarray) -> np.ndarray:
         """A regression probe's outputs [T, K] in minutes (float64), within its task's bounds; `frame_times`
-        (seconds) give the elapsed-minutes input of a probe trained with ``--elapsed``."""
+        (seconds) give the elapsed-minutes input of a probe trained with ``--elapsed``. A multi-label
+        probe's: each label's presence probability [T, K] (`probabilities`, float64)."""
+        if self.is_multilabel:
+            return self.probabilities(features).astype(np.float64)
         if not self.is_regression:
             raise ProbeError(
                 f"probe {self.name} recognises classes ({', '.join(self.class_names[:4])}, ...); it gives "
@@ -126,8 +163,10 @@ class Probe:
         return x
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
-        """Softmax of the logits over classes, [T, C]."""
+        """Softmax of the logits over classes, [T, C]; a multi-label probe's sigmoid of each logit."""
         z = self.logits(features).astype(np.float64)
+        if self.is_multilabel:
+            return (0.5 * (1.0 + np.tanh(0.5 * z))).astype(np.float32)  # stable sigmoid
         if len(z):
             z = np.exp(z - z.max(axis=-1, keepdims=True))
             z /= z.sum(axis=-1, keepdims=True)
@@ -135,6 +174,11 @@ class Probe:
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """Class ids [T] (ties go to the lowest class id, as the linear protocol scores)."""
+        if self.is_multilabel:
+            raise ProbeError(
+                f"probe {self.name} says which {self.task_name} are present (several per frame), not one "
+                "class per frame; read its probabilities, or use a phase probe here."
+            )
         return self.logits(features).argmax(-1)
 
 

@@ -6,6 +6,8 @@ positives of that column, as `BCEWithLogitsLoss(pos_weight=...)`), trained as a 
 weight decays in one pass with the phase probe's `linear.GridTraining` (the same standardisation,
 initialisation, batches, optimiser step and cosine schedule); the head with the best validation value of the
 task's `select_metric` is scored on the test frames (those whose row is annotated, no -1).
+`fit_multilabel_linear` also returns the grid and its chosen head, which `--save` keeps as a probe
+(`multilabel_probe.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ import numpy as np
 import torch
 
 from plstitch_eval.errors import EvaluationError
-from plstitch_eval.linear_grid import GridTraining, LinearConfig, LinearGrid, check_training_rows
+from plstitch_eval.linear_grid import (
+    GridTraining,
+    LinearConfig,
+    LinearGrid,
+    LinearProbeResult,
+    check_training_rows,
+)
 from plstitch_eval.protocols.data import check_label_rows, check_soft_rows, take_subset
 from plstitch_eval.protocols.fractions import SubsetDraw, TrainFraction, over_subsets
 from plstitch_eval.results_json import results_record
@@ -191,7 +199,22 @@ def run_multilabel_linear(
     task = get_task(task) if isinstance(task, str) else task
     multilabel_spec(task)
     run = partial(_run, task, features, config, scheme, val_fraction, progress)
-    return over_subsets(run, train_fraction)
+    return over_subsets(lambda draw: run(draw)[0], train_fraction)
+
+
+def fit_multilabel_linear(
+    task: str | Task,
+    features: str | Path,
+    config: LinearConfig | None = None,
+    scheme: str | None = None,
+    val_fraction: float = 0.2,
+    progress: bool = False,
+) -> tuple[dict[str, Any], LinearProbeResult]:
+    """`run_multilabel_linear` on all the training videos, with the grid and its chosen head (what
+    `--save` keeps: `protocols.multilabel_probe.save_multilabel_probe`)."""
+    task = get_task(task) if isinstance(task, str) else task
+    multilabel_spec(task)
+    return _run(task, features, config, scheme, val_fraction, progress, None)
 
 
 def _run(
@@ -202,7 +225,7 @@ def _run(
     val_fraction: float,
     progress: bool,
     draw: SubsetDraw | None,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], LinearProbeResult]:
     config = config or LinearConfig(balance_classes=True)
     spec, results_task = multilabel_spec(task), task.results_task("linear")
     store = FeatureStore(features)
@@ -242,7 +265,7 @@ def _run(
             n for n, on in zip(names, (y_te >= 0.5).any(0), strict=True) if not on
         ],
     }
-    return results_record(
+    results = results_record(
         results_task,
         store.manifest,
         features,
@@ -254,6 +277,7 @@ def _run(
         per_video=per_video,
         predictions=predictions,  # probabilities of each test video's annotated frames
     )
+    return results, LinearProbeResult(grid, best, [float(v) for v in val_scores])
 
 
 def _by_video(scores: np.ndarray, videos: Sequence[VideoRows]) -> list[np.ndarray]:
@@ -270,16 +294,12 @@ def _test_scores(
     them again exactly; otherwise from the unrounded ones (the tool probe, as it always did).
     """
     targets = [v.targets for v in videos]
-    own = [sigmoid(grid.logits(v.features, best)) for v in videos]
+    own = [sigmoid(grid.logits(v.features, best)) for v in videos]  # the test logits, computed once
     stored = [np.round(s, spec.decimals) for s in own]
-    if spec.score_stored:
-        scored = stored
-    else:
-        x_te = np.concatenate([v.features for v in videos])
-        scored = _by_video(sigmoid(grid.logits(x_te, best)), videos)
+    scored = stored if spec.score_stored else own
     metrics = spec.score(scored, targets, names)
     per_video = {}
-    for video, s, own_s, y in zip(videos, stored, own, targets, strict=True):
-        alone = spec.score([s if spec.score_stored else own_s], [y], names)
+    for video, s, y in zip(videos, scored, targets, strict=True):
+        alone = spec.score([s], [y], names)
         per_video[video.video] = {k: alone[k] for k in spec.per_video}
     return metrics, per_video, {v.video: s.tolist() for v, s in zip(videos, stored, strict=True)}

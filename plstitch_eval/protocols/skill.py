@@ -1,5 +1,7 @@
-"""The `skill` task's head: ridge regression of one score per video on its mean-pooled frozen features
-(`plstitch linear --task skill`, `plstitch cv --task skill --folds loso|louo|K`).
+"""The `skill` task's heads: ridge regression of one score per video on its mean-pooled frozen features
+(`plstitch linear --task skill`, `plstitch cv --task skill --folds loso|louo|K`), or the temporal skill head
+over its frame features (`temporal_head`: `plstitch temporal --task skill`, `cv --protocol temporal`), on the
+same folds, scored the same way beside the same reference rows.
 
 Each video becomes one row, the mean of its frames' features; the rows are standardised with the training
 videos' statistics and fitted by scikit-learn's `RidgeCV`, whose alpha is chosen among `ALPHAS` by the
@@ -10,8 +12,8 @@ JSON holds every held-out video's prediction, so each figure can be recomputed f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ from plstitch_eval.tasks.skill import (
     score,
     video_scores,
 )
+from plstitch_eval.temporal.skill_head import SkillHeadConfig, fit_skill_head
 
 ALPHAS = tuple(float(10.0**k) for k in range(-2, 7))  # 0.01 ... 1e6, a decade apart
 JIGSAWS_FOLDS = {"loso": loso_folds, "louo": louo_folds}
@@ -42,7 +45,8 @@ JIGSAWS_FOLDS = {"loso": loso_folds, "louo": louo_folds}
 
 @dataclass(frozen=True)
 class SkillData:
-    """What a skill run reads off a store: each video's score, mean-pooled features and duration (s)."""
+    """What a skill run reads off a store: each video's score, mean-pooled features and duration (s), and
+    with `keep_frames` its frame features (the temporal head's input)."""
 
     root: str
     manifest: dict[str, Any]
@@ -50,14 +54,21 @@ class SkillData:
     scores: dict[str, float]
     pooled: dict[str, np.ndarray]
     durations: dict[str, float]
+    frames: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, store: FeatureStore, videos: Sequence[str], score_name: str = DEFAULT_SCORE) -> SkillData:
+    def of(
+        cls,
+        store: FeatureStore,
+        videos: Sequence[str],
+        score_name: str = DEFAULT_SCORE,
+        keep_frames: bool = False,
+    ) -> SkillData:
         """Read `videos` (scores checked before any feature file is read)."""
         manifest, root = store.manifest, str(store.root)
         scores = video_scores(manifest, root, score_name)
         check_scored(videos, scores, root)
-        pooled, durations = {}, {}
+        pooled, durations, frames = {}, {}, {}
         for item in store.read_many(videos):
             if len(item.features) < 2 or not np.isfinite(item.features).all():  # no frame labels needed
                 raise EvaluationError(
@@ -66,7 +77,9 @@ class SkillData:
                 )
             pooled[item.video] = item.features.astype(np.float64).mean(axis=0)
             durations[item.video] = duration_s(item.frame_times)
-        return cls(root, manifest, score_name, scores, pooled, durations)
+            if keep_frames:
+                frames[item.video] = item.features
+        return cls(root, manifest, score_name, scores, pooled, durations, frames)
 
 
 def fit_ridge(rows: np.ndarray, targets: np.ndarray) -> tuple[StandardScaler, RidgeCV]:
@@ -107,24 +120,65 @@ def _reference_rows(data: SkillData, train: Sequence[str], test: Sequence[str]) 
     return {name: {"description": text, **_scored(data, preds)} for name, (text, preds) in rows.items()}
 
 
-def _protocol(data: SkillData, name: str, **more: Any) -> dict[str, Any]:
-    return {
-        "name": name,
+@dataclass(frozen=True)
+class SkillHead:
+    """One way to predict held-out videos' scores from the training videos: the protocol it is (`linear`:
+    the ridge; `temporal`: `temporal/skill_head.py`), what the results' protocol records of it, whether it
+    reads the frame features, and `predict(data, train, test) -> ({test video: score}, what it chose)`."""
+
+    protocol: str
+    record: dict[str, Any]
+    predict: Callable[[SkillData, Sequence[str], Sequence[str]], tuple[dict[str, float], dict[str, Any]]]
+    frames: bool = False
+
+
+def _ridge(data: SkillData, train: Sequence[str], test: Sequence[str]) -> tuple[dict[str, float], dict]:
+    predicted, alpha = ridge_predictions(data, train, test)
+    return predicted, {"chosen_alpha": alpha}
+
+
+RIDGE = SkillHead(
+    "linear",
+    {
         "head": "ridge",
-        "task": "skill",
-        "score": data.score_name,
         "pooling": "mean over frames",
         "standardize": True,
         "alphas": list(ALPHAS),
-        "select_metric": get_task("skill").select_metric,
-        **more,
+        "select_metric": "ridge alpha by leave-one-out error on the training videos",
+    },
+    _ridge,
+)
+
+
+def temporal_head(config: SkillHeadConfig | None = None) -> SkillHead:
+    """The temporal skill head with `config` (its defaults when None) as a `SkillHead`."""
+    config = config or SkillHeadConfig()
+
+    def predict(data: SkillData, train: Sequence[str], test: Sequence[str]) -> tuple[dict[str, float], dict]:
+        fit = fit_skill_head([data.frames[v] for v in train], [data.scores[v] for v in train], config)
+        predicted = fit.predict([data.frames[v] for v in test])
+        return {v: float(p) for v, p in zip(test, predicted, strict=True)}, {
+            "final_loss": fit.train_losses[-1]
+        }
+
+    record = {
+        "head": "temporal conv (MS-TCN dilated layers over features and their frame differences)",
+        **asdict(config),
+        "standardize": True,
+        "select_metric": f"none: fixed {config.epochs} epochs, no validation videos",
     }
+    return SkillHead("temporal", record, predict, frames=True)
+
+
+def _protocol(data: SkillData, name: str, head: SkillHead, **more: Any) -> dict[str, Any]:
+    return {"name": name, "task": "skill", "score": data.score_name, **head.record, **more}
 
 
 def run_skill_linear(
-    features: str | Path, score_name: str = DEFAULT_SCORE, scheme: str | None = None
+    features: str | Path, score_name: str = DEFAULT_SCORE, scheme: str | None = None, head: SkillHead = RIDGE
 ) -> dict[str, Any]:
-    """The store's split scheme: ridge fitted on its train (and val) videos, scored on its test videos."""
+    """The store's split scheme: `head` (the ridge) fitted on its train (and val) videos, scored on its test
+    videos (results task `linear-skill`, or `temporal-skill` with the temporal head)."""
     store = FeatureStore(features)
     splits = resolve_splits(store, scheme)
     train, test = splits["train"] + splits["val"], splits["test"]
@@ -133,13 +187,11 @@ def run_skill_linear(
             f"{store.root}/manifest.json's split{f' scheme {scheme!r}' if scheme else ''} has no test "
             "videos; pick another --split-scheme, or cross-validate: plstitch cv --task skill --folds K."
         )
-    data = SkillData.of(store, train + test, score_name)
-    predicted, alpha = ridge_predictions(data, train, test)
+    data = SkillData.of(store, train + test, score_name, keep_frames=head.frames)
+    predicted, chosen = head.predict(data, train, test)
     scored = _scored(data, predicted)
-    task = get_task("skill").results_task("linear")
-    protocol = _protocol(
-        data, task, chosen_alpha=alpha, fit_on=["train", "val"], videos={"train": len(train)}
-    )
+    task = get_task("skill").results_task(head.protocol)
+    protocol = _protocol(data, task, head, **chosen, fit_on=["train", "val"], videos={"train": len(train)})
     results = results_record(
         task, data.manifest, features, protocol, splits, [score_name],
         headline=list(METRICS), metrics=scored["metrics"], per_video=scored["per_video"],
@@ -188,18 +240,23 @@ def _over_folds(data: SkillData, blocks: list[dict[str, Any]]) -> dict[str, Any]
 
 
 def run_skill_cv(
-    features: str | Path, folds: str = "louo", score_name: str = DEFAULT_SCORE, seed: int = 0
+    features: str | Path,
+    folds: str = "louo",
+    score_name: str = DEFAULT_SCORE,
+    seed: int = 0,
+    head: SkillHead = RIDGE,
 ) -> dict[str, Any]:
-    """Ridge cross-validated over `folds` (every video held out once): mean ± std over folds, pooled too."""
+    """`head` (the ridge) cross-validated over `folds` (every video held out once): mean ± std over folds,
+    pooled too; the reference rows on the same folds."""
     store = FeatureStore(features)
     recorded = resolve_splits(store)
     videos = sorted({v for split in recorded.values() for v in split}) or store.videos()
     chosen = skill_folds(videos, folds, seed, str(store.root))
-    data = SkillData.of(store, videos, score_name)
+    data = SkillData.of(store, videos, score_name, keep_frames=head.frames)
     fold_blocks, reference_blocks = [], {}
     for fold in chosen:
-        predicted, alpha = ridge_predictions(data, fold["train"], fold["test"])
-        fold_blocks.append({**fold, "chosen_alpha": alpha, **_scored(data, predicted)})
+        predicted, picked = head.predict(data, fold["train"], fold["test"])
+        fold_blocks.append({**fold, "chosen": picked, **_scored(data, predicted)})
         for name, block in _reference_rows(data, fold["train"], fold["test"]).items():
             reference_blocks.setdefault(name, {"description": block["description"], "folds": []})
             reference_blocks[name]["folds"].append(block)
@@ -208,8 +265,9 @@ def run_skill_cv(
         name: {"description": ref["description"], **_over_folds(data, ref["folds"])}
         for name, ref in reference_blocks.items()
     }
-    task = f"{CV_TASK}-{get_task('skill').results_task('linear')}"
-    protocol = _protocol(data, task, inner="linear-skill", folds=folds, seed=seed)
+    inner = get_task("skill").results_task(head.protocol)
+    task = f"{CV_TASK}-{inner}"
+    protocol = _protocol(data, task, head, inner=inner, folds=folds, seed=seed)
     results = results_record(
         task, data.manifest, features, protocol, {"folds": [f["test"] for f in chosen]}, [score_name],
         headline=[*METRICS, *(f"{m}_pooled" for m in METRICS)], metrics=summary["metrics"],
@@ -218,8 +276,7 @@ def run_skill_cv(
     )  # fmt: skip
     results["metrics_std"] = summary["metrics_std"]
     results["folds"] = [
-        {"fold": b["name"], "test": b["test"], "chosen_alpha": b["chosen_alpha"], "metrics": b["metrics"]}
-        for b in fold_blocks
+        {"fold": b["name"], "test": b["test"], **b["chosen"], "metrics": b["metrics"]} for b in fold_blocks
     ]
     results["references"] = refs
     return results

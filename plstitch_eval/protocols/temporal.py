@@ -6,8 +6,9 @@ frames: splits from the store manifest; without a ``val`` split, training videos
 (0, 1) or there is a single training video); a training set with labelled frames of fewer than two classes
 is refused; test classes never seen in training are warned about; the test split is scored with every
 metric of the other protocols and written in the same ``plstitch.results/v1`` schema (task ``temporal``;
-docs/temporal.md). ``run_temporal_seeds`` trains one model per seed on the same splits and reports the mean
-and sample std over seeds. The protocol record names what changes the numbers besides the settings:
+docs/temporal.md; the multi-label tasks' MS-TCN: ``protocols/temporal_multilabel.py``, skill's temporal
+head: ``protocols/skill.py``). ``run_temporal_seeds`` trains one model per seed on the same splits and reports
+the mean and sample std over seeds. The protocol record names what changes the numbers besides the settings:
 ``threads`` (torch's CPU threads during the fit), ``device`` and ``torch`` (its version).
 """
 

@@ -19,6 +19,8 @@ REMAINING_COLUMN = "remaining_min"  # an rsd probe's column
 NEXT_COLUMN = re.compile(r"^next_(?P<name>.+)_min$")  # an anticipation probe's column per class
 TOOL_PREFIX = "tool_"  # a tools probe's column per tool: presence probability in [0, 1]
 REMAINING, NEXT, TOOLS = "remaining", "next", "tools"  # the kinds of curve a CSV may hold
+TRIPLETS, CVS = "triplets", "cvs"  # a triplets / CVS probe's presence, drawn as the tools are
+PRESENCE_PREFIXES = {TOOL_PREFIX: TOOLS, "triplet_": TRIPLETS, "cvs_": CVS}  # multi-label columns -> kind
 
 
 @dataclass

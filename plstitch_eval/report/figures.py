@@ -14,7 +14,17 @@ from PIL import Image
 
 from plstitch_eval.analysis.style import ERROR_STRIP, UNLABELLED, class_colors, new_figure
 from plstitch_eval.analysis.timeline import segment_edges, segments
-from plstitch_eval.report.case import NEXT, REMAINING, TOOLS, CaseVideo, CurveTrack, LiveRecord, PhaseTrack
+from plstitch_eval.report.case import (
+    CVS,
+    NEXT,
+    REMAINING,
+    TOOLS,
+    TRIPLETS,
+    CaseVideo,
+    CurveTrack,
+    LiveRecord,
+    PhaseTrack,
+)
 
 WIDTH_IN = 9.0
 PHASES, LATENCY = "phases", "latency"  # the figure keys beside the curve kinds (REMAINING, NEXT, TOOLS)
@@ -27,6 +37,7 @@ def draw_video(video: CaseVideo, dpi: int) -> dict[str, bytes]:
     if video.phases is not None and len(video.phases.frame_times):
         figures[PHASES] = ribbon_figure(video.name, video.phases)
     draw = {REMAINING: remaining_figure, NEXT: next_figure, TOOLS: tools_figure}
+    draw |= {TRIPLETS: tools_figure, CVS: tools_figure}  # presence per label, drawn as the tools
     for curve in video.curves:
         if len(curve.frame_times) and curve.kind not in figures:
             figures[curve.kind] = draw[curve.kind](video.name, curve)
@@ -128,7 +139,8 @@ def next_figure(name: str, curve: CurveTrack) -> plt.Figure:
 
 
 def tools_figure(name: str, curve: CurveTrack) -> plt.Figure:
-    """Each tool's presence probability over time, a row per tool (darker: more likely present)."""
+    """Each tool's presence probability over time, a row per tool (darker: more likely present); a triplets
+    or CVS curve likewise, a row per triplet or criterion."""
     tools = list(curve.columns)
     fig = new_figure(WIDTH_IN, 0.9 + 0.28 * len(tools))
     axes = fig.subplots(1, 1)
@@ -138,7 +150,7 @@ def tools_figure(name: str, curve: CurveTrack) -> plt.Figure:
     axes.set_yticks(np.arange(len(tools)) + 0.5, tools)
     axes.invert_yaxis()
     axes.set_xlabel("time (s)")
-    axes.set_title(f"{name}: tools", loc="left")
+    axes.set_title(f"{name}: {curve.kind}", loc="left")
     fig.colorbar(mesh, ax=axes, label="presence", fraction=0.03, pad=0.01)
     fig.tight_layout()
     return fig

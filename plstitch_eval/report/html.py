@@ -11,7 +11,7 @@ import base64
 from collections.abc import Mapping, Sequence
 from html import escape
 
-from plstitch_eval.report.case import NEXT, REMAINING, TOOLS, CaseVideo
+from plstitch_eval.report.case import CVS, NEXT, REMAINING, TOOLS, TRIPLETS, CaseVideo
 from plstitch_eval.report.figures import LATENCY, PHASES
 from plstitch_eval.report.phases import accuracy, phase_times, transitions
 
@@ -23,6 +23,8 @@ CURVE_HEADINGS = {
     REMAINING: "Remaining time",
     NEXT: "Minutes until each anticipated class",
     TOOLS: "Tools over time",
+    TRIPLETS: "Action triplets over time",
+    CVS: "Critical view of safety criteria over time",
 }
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 70em; padding: 0 1em; }

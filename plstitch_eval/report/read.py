@@ -21,11 +21,11 @@ from plstitch_eval.report.case import (
     NEXT,
     NEXT_COLUMN,
     PREDICTED,
+    PRESENCE_PREFIXES,
     REMAINING,
     REMAINING_COLUMN,
     TIME,
     TOOL_PREFIX,
-    TOOLS,
     CaseVideo,
     CurveTrack,
     PhaseTrack,
@@ -64,8 +64,13 @@ def predict_csvs(folder: Path) -> list[Path]:
 
 
 def add_csv(video: CaseVideo, path: Path, class_names: list[str] | None) -> None:
-    """Read one predict CSV into `video`'s tracks (several folders: one per probe)."""
+    """Read one predict CSV into `video`'s tracks (several folders: one per probe); a CSV of several probes
+    (`<prefix>.<column>`) read without its summary JSON: each prefix as a probe, in column order."""
     header, rows = read_table(path)
+    prefixes = list(dict.fromkeys(c.split(".", 1)[0] for c in header[2:] if "." in c))
+    if prefixes and PREDICTED not in header and not curve_columns(header):
+        add_case_csv(video, path, [{"prefix": prefix} for prefix in prefixes])
+        return
     add_table(video, path, header, rows, class_names)
 
 
@@ -137,7 +142,8 @@ def _is_number(text: str | None) -> bool:
 
 
 def curve_columns(header: list[str]) -> dict[str, dict[str, str]]:
-    """The curves a CSV holds: kind -> {label: column} (rsd, anticipation per class, tools per tool)."""
+    """The curves a CSV holds: kind -> {label: column} (rsd, anticipation per class, tools per tool, and
+    likewise triplets and CVS criteria)."""
     found: dict[str, dict[str, str]] = {}
     for column in header:
         match = NEXT_COLUMN.match(column)
@@ -145,8 +151,12 @@ def curve_columns(header: list[str]) -> dict[str, dict[str, str]]:
             found.setdefault(REMAINING, {})["remaining"] = column
         elif match:
             found.setdefault(NEXT, {})[match["name"]] = column
-        elif column.startswith(TOOL_PREFIX) and len(column) > len(TOOL_PREFIX):
-            found.setdefault(TOOLS, {})[column[len(TOOL_PREFIX) :]] = column
+        else:
+            prefix = next(
+                (p for p in PRESENCE_PREFIXES if column.startswith(p) and len(column) > len(p)), None
+            )
+            if prefix is not None:
+                found.setdefault(PRESENCE_PREFIXES[prefix], {})[column[len(prefix) :]] = column
     return found
 
 

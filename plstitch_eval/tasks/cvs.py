@@ -2,7 +2,8 @@
 
 Multi-label over the three criteria (C1 two structures, C2 the hepatocystic triangle cleared, C3 the lower
 gallbladder off the cystic plate), fitted by the linear protocol's multi-label probe
-(`protocols/multilabel.py`, results task `linear-cvs`) on the raters' mean as soft targets, on the rated
+(`protocols/multilabel.py`, results task `linear-cvs`; or a multi-label MS-TCN, `temporal-cvs`) on the
+raters' mean as soft targets, on the rated
 frames only; the head chosen on validation mAP. Scored as CAMMA's SurgLatentGraph `CVSMetric` scores it
 (`metrics/cvs.py`): AP, F1 and balanced accuracy against the rounded raters' mean, the Brier score against
 the unrounded one; the frames of all test videos pooled, and video-wise beside it (`video_mAP`, ...).
@@ -56,7 +57,7 @@ TASK = register_task(
         labels="per-frame raters' mean of C1-C3 on the rated frames (the manifest's cvs_names)",
         metrics=METRICS,
         select_metric="mAP",
-        protocols=("linear",),
+        protocols=("linear", "temporal"),
         multilabel=MultiLabel(
             names_key="cvs_names",
             labels=cvs_labels,
@@ -70,6 +71,6 @@ TASK = register_task(
             score_stored=True,
             soft=True,
         ),
-        results_tasks={"linear": "linear-cvs"},
+        results_tasks={"linear": "linear-cvs", "temporal": "temporal-cvs"},
     )
 )

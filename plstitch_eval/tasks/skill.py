@@ -1,5 +1,7 @@
 """The `skill` task: one score per video (JIGSAWS' global rating score, or one of its six parts), regressed
-from the video's mean-pooled frozen features; Spearman's rho and MAE over the held-out videos.
+from the video's frozen features - mean-pooled (ridge) or over time (`plstitch temporal --task skill`, a small
+dilated temporal conv over the features and their frame differences); Spearman's rho and MAE over the
+held-out videos.
 
 The scores are the store manifest's `skill` ({video: {name: score}}, names in `skill_names`), written by
 extraction for a dataset that rates skill (`extract/store.py: skill_record`). The fit (ridge regression,
@@ -87,11 +89,11 @@ def references(
 TASK = register_task(
     Task(
         name="skill",
-        summary="surgical skill: one score per video (GRS or a part) from its mean-pooled features",
+        summary="surgical skill: one score per video (GRS or a part) from its frozen features",
         head=VIDEO_REGRESSION,
         labels="per-video skill scores (jigsaws, synthetic-skill)",
         metrics=METRICS,
         select_metric="ridge alpha by leave-one-out error on the training videos",
-        protocols=("linear", "cv"),
+        protocols=("linear", "cv", "temporal"),
     )
 )

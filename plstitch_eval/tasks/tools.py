@@ -1,8 +1,9 @@
 """The `tools` task: which instruments a frame shows - multi-label, scored by AP per tool and mAP.
 
 Fitted by the linear protocol's multi-label probe (`protocols/multilabel.py`, results task `linear-tools`),
-as `linear --task tools` did before this registry. AP is scikit-learn's, **pooled** over the test frames of
-every video (SelfSupSurg, LEMON and SurgeNet report it so); each test video also gets its own mAP.
+as `linear --task tools` did before this registry, or by a multi-label MS-TCN (`temporal-tools`). AP is
+scikit-learn's, **pooled** over the test frames of every video (SelfSupSurg, LEMON and SurgeNet report it so);
+each test video also gets its own mAP.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ TASK = register_task(
         labels="per-frame tool presence (the manifest's tool_names)",
         metrics=(MAP,),
         select_metric=MAP,
-        protocols=("linear",),
+        protocols=("linear", "temporal"),
         multilabel=MultiLabel(
             names_key="tool_names",
             labels=tool_labels,
@@ -68,6 +69,6 @@ TASK = register_task(
             per_video=(MAP,),
             missing="--task tools needs Cholec80 with tool_annotations/, or the synthetic dataset",
         ),
-        results_tasks={"linear": "linear-tools"},
+        results_tasks={"linear": "linear-tools", "temporal": "temporal-tools"},
     )
 )

@@ -1,7 +1,8 @@
 """The `triplets` task: which <instrument, verb, target> action triplets a frame shows (CholecT50/CholecT45).
 
 Multi-label over CholecT50's 100 triplets, fitted by the linear protocol's multi-label probe
-(`protocols/multilabel.py`, results task `linear-triplets`), the head chosen on validation mAP_IVT. Scored
+(`protocols/multilabel.py`, results task `linear-triplets`) or a multi-label MS-TCN
+(`protocols/temporal_multilabel.py`, `temporal-triplets`), the head chosen on validation mAP_IVT. Scored
 as CAMMA's `ivtmetrics` scores it (`metrics/triplets.py`): video-wise AP per class, the mean over the videos
 that have the class, then over the classes, for the triplets (IVT) and the components derived from them
 (I, V, T, IV, IT: per frame the max over the triplets sharing that component). The metrics are computed from
@@ -53,7 +54,7 @@ TASK = register_task(
         labels="per-frame action triplets (the manifest's triplet_names, CholecT50's 100)",
         metrics=METRICS,
         select_metric=SELECT,
-        protocols=("linear",),
+        protocols=("linear", "temporal"),
         multilabel=MultiLabel(
             names_key="triplet_names",
             labels=triplet_labels,
@@ -66,6 +67,6 @@ TASK = register_task(
             decimals=6,
             score_stored=True,
         ),
-        results_tasks={"linear": "linear-triplets"},
+        results_tasks={"linear": "linear-triplets", "temporal": "temporal-triplets"},
     )
 )

@@ -22,13 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from rich.progress import TextColumn
 
 from plstitch_eval.errors import EvaluationError
-from plstitch_eval.temporal.fit import TemporalConfig, _cuda_index, video_logits
+from plstitch_eval.temporal.epochs import Loop, fit_sigmoid_tcn
+from plstitch_eval.temporal.fit import TemporalConfig, video_logits
 from plstitch_eval.temporal.mstcn import MultiStageTCN
-from plstitch_eval.utils.console import progress_bar
-from plstitch_eval.utils.device import autocast, resolve_device, resolve_precision, torch_threads
 
 Video = tuple[np.ndarray, np.ndarray]  # (features [T, D] float32, targets [T, K] scaled to ~[0, 1])
 
@@ -64,20 +62,26 @@ def fit_temporal_regression(
     """
     config = config or TemporalConfig()
     in_dim, outputs = _check_inputs(train, val)
-    device = resolve_device(config.device)
-    precision = resolve_precision(config.precision, device)
-    if device.type == "cuda":
-        device = torch.device("cuda", _cuda_index(device))
-    rng_devices = [device.index] if device.type == "cuda" else []
-    with torch_threads(config.num_threads), torch.random.fork_rng(devices=rng_devices):
-        torch.manual_seed(config.seed)
-        sizes = (config.stages, config.layers, config.channels, config.dropout, config.causal)
-        model = MultiStageTCN(in_dim, outputs, *sizes, refine="sigmoid").to(device)
-        best_epoch, scores, losses = _train(
-            model, [_to_device(v, device) for v in train], val, val_error, config, precision, progress
-        )
-        threads = torch.get_num_threads()
-    return TemporalRegressionResult(model, best_epoch, scores, losses, threads, str(device))
+    epochs = iter(range(1, config.epochs + 1))
+
+    def score(model: MultiStageTCN) -> float:
+        error, epoch = float(val_error([_predict(model, features) for features, _ in val])), next(epochs)
+        if not np.isfinite(error):
+            raise EvaluationError(f"val_error gave {error} after epoch {epoch}; it must be finite.")
+        return error
+
+    loop = Loop(
+        "MS-TCN regression",
+        lambda outputs_, y, mask: regression_loss(outputs_, y, mask, config.smooth_weight, config.tau),
+        _batch,
+        score,
+        lambda new, best: new < best,
+        "lower --lr or check the target scaling",
+    )
+    fit = fit_sigmoid_tcn(train, in_dim, outputs, config, loop, progress)
+    return TemporalRegressionResult(
+        fit.model, fit.best_epoch, fit.scores, fit.losses, fit.threads, fit.device
+    )
 
 
 def regression_loss(
@@ -121,15 +125,6 @@ def _check_inputs(train: Sequence[Video], val: Sequence[Video]) -> tuple[int, in
     return sizes.pop()
 
 
-def _to_device(video: Video, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(features [T, D], targets [T, K]) as float32 tensors on `device` (pinned, non-blocking on CUDA)."""
-    pair = [torch.from_numpy(np.ascontiguousarray(a, np.float32)) for a in video]
-    if device.type == "cuda":
-        pair = [t.pin_memory() for t in pair]
-    features, targets = (t.to(device, non_blocking=True) for t in pair)
-    return features, targets
-
-
 def _batch(videos: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, ...]:
     """Features [B, D, T_max] and targets [B, K, T_max] zero-padded, mask [B, 1, T_max] (1 = real frame)."""
     joined = [torch.cat(v, dim=1) for v in videos]  # [T, D + K]
@@ -139,56 +134,6 @@ def _batch(videos: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.T
     for i, v in enumerate(videos):
         mask[i, :, : len(v[0])] = 1.0
     return padded[:, :in_dim], padded[:, in_dim:], mask
-
-
-def _train(
-    model: MultiStageTCN,
-    videos: list[tuple[torch.Tensor, torch.Tensor]],
-    val: Sequence[Video],
-    val_error: Callable[[list[np.ndarray]], float],
-    config: TemporalConfig,
-    precision: str,
-    progress: bool,
-) -> tuple[int, list[float], list[float]]:
-    """Epochs of Adam over seeded-order batches; leaves `model` at its best epoch, in eval mode.
-
-    Returns (best epoch, val errors, mean train loss per step) per epoch.
-    """
-    device = next(model.parameters()).device
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    order_gen = torch.Generator().manual_seed(config.seed)
-    best, best_state, scores, losses = 0, None, [], []
-    with progress_bar(TextColumn("{task.fields[status]}"), disable=not progress) as bar:
-        task = bar.add_task(f"MS-TCN regression seed {config.seed}", total=config.epochs, status="")
-        for epoch in range(1, config.epochs + 1):
-            model.train()
-            order = torch.randperm(len(videos), generator=order_gen).tolist()
-            steps = [order[i : i + config.batch_size] for i in range(0, len(order), config.batch_size)]
-            total = 0.0
-            for step in steps:
-                x, y, mask = _batch([videos[i] for i in step])
-                optimizer.zero_grad()
-                with autocast(device, precision):
-                    stage_outputs = model(x, mask)
-                loss = regression_loss(stage_outputs.float(), y, mask, config.smooth_weight, config.tau)
-                if not torch.isfinite(loss):
-                    raise EvaluationError(
-                        f"MS-TCN regression loss became {loss.item()} in epoch {epoch}; lower --lr or check "
-                        "the target scaling."
-                    )
-                loss.backward()
-                optimizer.step()
-                total += loss.item()
-            losses.append(total / len(steps))
-            scores.append(float(val_error([_predict(model, features) for features, _ in val])))
-            if not np.isfinite(scores[-1]):
-                raise EvaluationError(f"val_error gave {scores[-1]} after epoch {epoch}; it must be finite.")
-            if best_state is None or scores[-1] < scores[best - 1]:
-                best, best_state = epoch, {k: v.detach().clone() for k, v in model.state_dict().items()}
-            bar.update(task, advance=1, status=f"val {scores[-1]:.4g}, best {scores[best - 1]:.4g} @{best}")
-    model.load_state_dict(best_state)
-    model.eval()
-    return best, scores, losses
 
 
 def _predict(model: MultiStageTCN, features: np.ndarray) -> np.ndarray:

@@ -274,7 +274,7 @@ def test_tasks_phases_is_the_run_without_tasks(tmp_path: Path) -> None:
     [
         (["--tasks", "nope"], "Unknown --tasks 'nope'"),
         (["--tasks", "rsd,antcipation"], "Did you mean 'anticipation'"),
-        (["--tasks", "phases,tools"], "add linear-tools to --protocols"),
+        (["--tasks", "phases,tools", "--protocols", "knn"], "none of --protocols knn fits it"),
         (["--horizon", "2"], "add anticipation to --tasks"),
         (["--tasks", "anticipation", "--horizon", "0"], "--horizon must be above 0"),
         (["--tasks", "rsd", "--protocols", "linear-tools"], "none of --protocols linear-tools fits it"),

@@ -53,8 +53,8 @@ def test_tasks_lists_the_four_tasks_with_their_heads() -> None:
     assert [(row["name"], row["head"]) for row in rows[:4]] == list(SHIPPED.items())
     assert {row["package"] for row in rows[:4]} == {"plstitch"}
     by_name = {row["name"]: row for row in rows}
-    assert by_name["tools"]["protocols"] == ["linear"]
-    assert by_name["tools"]["results_tasks"] == {"linear": "linear-tools"}
+    assert by_name["tools"]["protocols"] == ["linear", "temporal"]
+    assert by_name["tools"]["results_tasks"] == {"linear": "linear-tools", "temporal": "temporal-tools"}
     assert by_name["anticipation"]["horizon"] and not by_name["rsd"]["horizon"]
     assert by_name["rsd"]["metrics"][0] == "MAE"
 

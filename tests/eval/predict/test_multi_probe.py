@@ -1,6 +1,6 @@
 """Several `--probe` in one predict run (`predict.probeset`, `predict.case`): each probe's columns, prefixed,
 equal that probe run alone, offline and online; the encoder runs once per frame; probes of different
-backbones are refused in one line."""
+frame rates are refused in one line (probes on different backbones: `test_two_backbones`)."""
 
 from __future__ import annotations
 
@@ -117,13 +117,12 @@ def test_online_jsonl_names_each_probe(data, regression_probes, tmp_path):
     assert " s  probe: " in second and " | rsd: remaining " in second and "latency=" in second
 
 
-def test_probes_of_different_backbones_are_refused_in_one_line(data, tmp_path):
+def test_probes_of_different_frame_rates_are_refused_in_one_line(data, tmp_path):
     other = edited_probe(data, tmp_path, lambda record: record.update(fps=1.0))
     done = invoke("predict", "--probe", data["probe"], "--probe", other, video_file(data), "--out", tmp_path)
     line = one_error_line(done)
-    assert (
-        "different backbones" in line and str(other) in line and "one plstitch predict per backbone" in line
-    )
+    assert "different frame rates (2 vs 1 fps)" in line and str(other) in line
+    assert "one plstitch predict per frame rate" in line
     with pytest.raises(ConfigError, match="at least one"):
         ProbeSet.of([])
     onnx = invoke(

@@ -5,12 +5,14 @@ Chromium."""
 from __future__ import annotations
 
 import io
+import json
 import socket
 import threading
 import time
 import urllib.error
 import urllib.request
 
+import av
 import numpy as np
 import pytest
 
@@ -18,6 +20,7 @@ from plstitch_eval.predict.serve import FRAME_SIDE, CaseState, LivePage, serve_s
 from plstitch_eval.utils.sender import free_port
 from tests.browser import Browser, need_chromium
 from tests.eval.predict.conftest import CPU, invoke, one_error_line, video_file
+from tests.eval.predict.test_live import HOST, live_video, sender  # noqa: F401 - live_video: a fixture
 
 pytest.importorskip("starlette", reason="the serve extra (pip install 'plstitch[serve]') is not installed")
 pytest.importorskip("uvicorn", reason="the serve extra (pip install 'plstitch[serve]') is not installed")
@@ -140,3 +143,52 @@ def test_online_hands_each_predicted_frame_to_the_page(data):
     assert len(images) == prediction.frames > 5
     assert all(image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3 for image in images)
     assert len({image.tobytes() for image in images}) > 1  # each frame its own picture, not one kept
+
+
+@pytest.mark.parametrize("show", [True, False])
+def test_command_serves_the_newest_frame_only_with_show_frames(data, live_video, show):  # noqa: F811
+    """`plstitch predict --online tcp://... --serve 127.0.0.1:PORT [--show-frames]` while a loopback stream
+    plays: /frame.jpg is a JPEG of a decoded frame (longer side FRAME_SIDE at most, the stream's aspect),
+    and 404 without the flag."""
+    from PIL import Image
+
+    port, page_port = free_port(socket.SOCK_STREAM), free_port(socket.SOCK_STREAM)
+    send = sender(live_video, f"tcp://{HOST}:{port}?listen=1", "--loops", "2")
+    result: dict = {}
+    flags = ["--show-frames"] if show else []
+
+    def run() -> None:
+        result["cli"] = invoke(
+            "predict", "--probe", data["probe"], "--online", f"tcp://{HOST}:{port}",
+            "--serve", f"127.0.0.1:{page_port}", *flags, "--connect-timeout", 10, *CPU,
+        )  # fmt: skip
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        url, seen = f"http://127.0.0.1:{page_port}", None
+        deadline = time.monotonic() + 60
+        while thread.is_alive() and time.monotonic() < deadline:
+            try:
+                if json.loads(_get(f"{url}/state")[1])["last"]:  # a frame was predicted
+                    seen = _get(f"{url}/frame.jpg")
+                    break
+            except OSError:  # the page is not up yet
+                pass
+            time.sleep(0.1)
+    finally:
+        thread.join(timeout=90)
+        send.wait(timeout=30)
+    assert result["cli"].exit_code == 0, result["cli"].output
+    assert seen is not None, "no frame was predicted while the stream played"
+    status, body, kind = seen
+    if not show:
+        assert status == 404 and b"--show-frames" in body
+        return
+    assert status == 200 and kind == "image/jpeg"
+    with av.open(str(live_video)) as container:
+        height, width = container.streams.video[0].height, container.streams.video[0].width
+    shown = Image.open(io.BytesIO(body))
+    assert shown.format == "JPEG" and max(shown.size) <= FRAME_SIDE
+    assert abs(shown.size[0] / shown.size[1] - width / height) < 0.05  # the stream's aspect kept
+    assert np.asarray(shown.convert("RGB")).std() > 1  # a picture, not a blank

@@ -55,7 +55,8 @@ def test_the_task_is_registered_and_listed() -> None:
     result = runner.invoke(app, ["tasks", "--json", "-"])
     assert result.exit_code == 0, result.output
     row = {r["name"]: r for r in json.loads(result.stdout)["tasks"]}["triplets"]
-    assert row["head"] == "multi-label" and row["protocols"] == ["linear"] and row["package"] == "plstitch"
+    assert row["head"] == "multi-label" and row["package"] == "plstitch"
+    assert row["protocols"] == ["linear", "temporal"]
 
 
 def test_linear_triplets_gives_the_six_maps_that_its_predictions_give_again(
@@ -102,10 +103,8 @@ def test_a_store_without_triplets_is_refused_naming_it_and_the_fix(tmp_path: Pat
 
 
 def test_options_the_task_does_not_take_are_refused(store: FeatureStore, tmp_path: Path) -> None:
-    line = refused(
-        "linear", "--features", str(store.root), "--task", "triplets", "--save", str(tmp_path / "p")
-    )
-    assert "--save: only with --task phases" in line and "mAP_IVT" in line
+    line = refused("linear", "--features", str(store.root), "--task", "triplets", "--relaxed")
+    assert "--relaxed: only with --task phases" in line and "mAP_IVT" in line  # --save: a probe
     cv = refused("cv", "--features", str(store.root), "--task", "triplets", "--protocol", "linear")
     assert cv.startswith("error: cv --task triplets: cv cross-validates phases and the regression tasks")
     assert "--task triplets is not fitted by knn" in refused(
@@ -113,12 +112,7 @@ def test_options_the_task_does_not_take_are_refused(store: FeatureStore, tmp_pat
     )
 
 
-def test_benchmark_tasks_says_how_to_run_triplets_until_it_runs_them() -> None:
-    with pytest.raises(ConfigError) as exc:
-        parse_tasks("phases,triplets")
-    assert str(exc.value) == (
-        "--tasks triplets: a multi-label task that benchmark does not run yet; leave it out of --tasks and "
-        "run plstitch linear --task triplets on each store."
-    )
-    with pytest.raises(ConfigError, match="add linear-tools to --protocols"):
-        parse_tasks("tools")
+def test_benchmark_tasks_takes_triplets_and_tools() -> None:
+    assert parse_tasks("phases,triplets,tools") == ("phases", "triplets", "tools")
+    with pytest.raises(ConfigError, match="triplet"):
+        parse_tasks("phases,triplet")

@@ -1,0 +1,59 @@
+"""Save a multi-label task's chosen linear head (tools, triplets, cvs) as a probe that says what is present.
+
+The probe folder is a phase probe's (`probes.folder`) plus a ``task`` block: the task's name, head
+``multi-label``, its labels, their predict columns (``tool_<name>``, ``triplet_<name>``, ``cvs_<name>``), a
+decision threshold per label (0.5: the protocol picks none) and the metric the head was chosen on with its
+validation value. The head is the grid's chosen `LinearProbeHead`; its sigmoid gives the probabilities the
+protocol scored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from plstitch_eval.linear_grid import LinearProbeResult
+from plstitch_eval.probes.folder import save_linear_probe
+from plstitch_eval.probes.probe import MULTILABEL_HEAD
+from plstitch_eval.protocols.multilabel import multilabel_spec, noun
+from plstitch_eval.store.features import FeatureStore
+from plstitch_eval.tasks.registry import Task
+
+THRESHOLD = 0.5  # a label is present when its probability is above this (the protocol tunes none)
+
+
+def label_columns(task: Task, names: list[str]) -> list[str]:
+    """Each label's predict column: `<noun>_<name>` (``tool_Grasper``, ``triplet_...``, ``cvs_C1``)."""
+    return [f"{noun(multilabel_spec(task))}_{name}" for name in names]
+
+
+def task_block(task: Task, results: Mapping[str, Any], fitted: LinearProbeResult, phases: list[str]):
+    """The probe's ``task`` record: the labels, their columns and thresholds, what the head was chosen on."""
+    names = [str(n) for n in results["class_names"]]
+    return {
+        "name": task.name,
+        "head": MULTILABEL_HEAD,
+        "labels": names,
+        "columns": label_columns(task, names),
+        "thresholds": [THRESHOLD] * len(names),
+        "select_metric": task.select_metric,
+        "select_value": fitted.val_scores[fitted.best_head],  # on the validation frames
+        "label_classes": phases,  # the store's phases: a case's labels, for a phase truth beside it
+    }
+
+
+def save_multilabel_probe(
+    folder: str | os.PathLike,
+    task: Task,
+    features: str | os.PathLike,
+    results: Mapping[str, Any],
+    fitted: LinearProbeResult,
+    overwrite: bool = False,
+) -> Path:
+    """Save what `fit_multilabel_linear` fitted as a ``linear`` probe of the task: settings = the results'
+    ``protocol`` block, metrics = its test metrics."""
+    phases = [str(c) for c in FeatureStore(features).manifest.get("class_names") or []]
+    block = task_block(task, results, fitted, phases)
+    return save_linear_probe(folder, features, results, fitted, overwrite, task=block)
