@@ -10,6 +10,7 @@ so TensorBoard names each run by its folder. A resumed run purges the points aft
 from __future__ import annotations
 
 import importlib.util
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -94,6 +95,7 @@ class RunLog:
             logger.debug("TensorBoard unavailable (%s); logging to %s only.", exc, self.path)
             self.tensorboard = False
             return None
+        after_earlier_events(self.run_dir)
         self._writer = SummaryWriter(
             str(self.run_dir), purge_step=self.start_step + 1, flush_secs=FLUSH_SECONDS
         )
@@ -116,3 +118,16 @@ class RunLog:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def after_earlier_events(run_dir: Path) -> None:
+    """Wait (under a second) until the clock is past the second of `run_dir`'s newest event file.
+
+    Why: TensorBoard reads a folder's event files in name order; a name starts with the second it was opened
+    in, then a per-process counter that sorts 10 before 9. A restart opened within that second (in the same
+    process) could be read before the earlier start, and its steps purged as out of order.
+    """
+    names = [path.name.split(".") for path in run_dir.glob(TENSORBOARD_EVENTS)]
+    seconds = [int(name[3]) for name in names if name[3].isdigit()]
+    if seconds:
+        time.sleep(max(0.0, max(seconds) + 1 - time.time()))

@@ -105,6 +105,26 @@ def test_a_restart_purges_the_points_after_its_checkpoint(tmp_path: Path) -> Non
     assert _scalars(tmp_path)["loss/total"] == [(1, 1), (2, 2), (3, 3), (4, 40), (5, 50), (6, 60), (7, 70)]
 
 
+def test_a_restart_in_the_same_second_is_read_after_the_first_start(tmp_path: Path) -> None:
+    """TensorBoard reads event files in name order: the second they were opened in, then a per-process
+    counter that sorts 10 before 9. With the counter at 9, a restart within the same second would be read
+    first and the first start's steps taken for out of order; the restart waits for the next second."""
+    pytest.importorskip("tensorboard", reason=NO_TENSORBOARD)
+    from tensorboard.summary.writer import event_file_writer
+
+    while set(str(event_file_writer._global_uid.get() + 1)) != {"9"}:  # the next writer's uid: 9, 99, ...
+        pass
+    with RunLog(tmp_path) as log:
+        for step in (1, 2):
+            log.append({"step": step, "loss": float(step)})
+    with RunLog(tmp_path, start_step=2) as log:
+        for step in (3, 4):
+            log.append({"step": step, "loss": 10.0 * step})
+    first, second = sorted(p.name for p in tmp_path.glob(TENSORBOARD_EVENTS))
+    assert first.split(".")[-1].strip("9") == "" and int(second.split(".")[3]) > int(first.split(".")[3])
+    assert _scalars(tmp_path)["loss/total"] == [(1, 1), (2, 2), (3, 30), (4, 40)]
+
+
 def test_a_resumed_run_shows_each_step_once(video_dir: Path, frame_cache: Path, tmp_path: Path) -> None:
     pytest.importorskip("tensorboard", reason=NO_TENSORBOARD)
     config = tiny_config(video_dir, frame_cache, max_steps=5, collapse_every=2)
