@@ -27,7 +27,7 @@ from plstitch_eval.protocols.temporal_multilabel import run_multilabel_temporal
 from plstitch_eval.tasks import MULTI_LABEL, REGRESSION, get_task
 from plstitch_eval.tasks.registry import VIDEO_REGRESSION
 
-__all__ = ["format_minutes", "format_number", "run_task_cell", "task_status"]
+__all__ = ["format_number", "run_task_cell", "task_status"]
 
 VALIDATED = {"linear": run_linear_regression, "temporal": run_temporal_regression}  # heads chosen on val
 
@@ -75,9 +75,6 @@ def format_number(value: Any, std: Any = None) -> str:
     if not isinstance(std, (int, float)) or not math.isfinite(std):
         return f"{value:.3f}"
     return f"{value:.3f} ± {std:.3f}"
-
-
-format_minutes = format_number  # the regression tasks' minutes, as before
 
 
 def task_status(cell: Cell) -> str:

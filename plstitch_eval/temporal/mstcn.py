@@ -159,3 +159,11 @@ def mstcn_loss(
             )
             loss = loss + smooth_weight * torch.mean(torch.clamp(squared, min=0, max=tau**2) * mask[:, :, 1:])
     return loss
+
+
+def truncated_change(values: torch.Tensor, pairs: torch.Tensor, tau: float) -> torch.Tensor:
+    """Sum over the real consecutive frames `pairs` [..., T-1] of the squared frame-to-frame change of
+    `values` [..., T] (the earlier frame detached), each clamped to tau^2: the smoothing term of the sigmoid
+    MS-TCN variants (regression, multi-label), which divide it by their own count."""
+    change = (values[..., 1:] - values.detach()[..., :-1]) ** 2
+    return (torch.clamp(change, 0, tau**2) * pairs).sum()

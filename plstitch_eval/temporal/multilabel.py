@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from plstitch_eval.errors import EvaluationError
 from plstitch_eval.temporal.epochs import Loop, fit_sigmoid_tcn
 from plstitch_eval.temporal.fit import TemporalConfig, video_logits
-from plstitch_eval.temporal.mstcn import MultiStageTCN
+from plstitch_eval.temporal.mstcn import MultiStageTCN, truncated_change
 
 Video = tuple[np.ndarray, np.ndarray]  # (features [T, D], targets [T, K]: 0/1 or fractions; -1 or NaN = none)
 
@@ -82,9 +82,7 @@ def multilabel_tcn_loss(
         loss = loss + (bce * weight).sum() / entries
         if smooth_weight and frames > 1 and pairs.sum() > 0:
             logp = torch.stack([F.logsigmoid(logits), F.logsigmoid(-logits)])  # [2, B, K, T]
-            change = (logp[..., 1:] - logp.detach()[..., :-1]) ** 2
-            truncated = torch.clamp(change, 0, tau**2) * pairs
-            loss = loss + smooth_weight * truncated.sum() / (pairs.sum() * columns * 2)
+            loss = loss + smooth_weight * truncated_change(logp, pairs, tau) / (pairs.sum() * columns * 2)
     return loss
 
 

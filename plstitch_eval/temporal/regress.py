@@ -26,7 +26,7 @@ import torch
 from plstitch_eval.errors import EvaluationError
 from plstitch_eval.temporal.epochs import Loop, fit_sigmoid_tcn
 from plstitch_eval.temporal.fit import TemporalConfig, video_logits
-from plstitch_eval.temporal.mstcn import MultiStageTCN
+from plstitch_eval.temporal.mstcn import MultiStageTCN, truncated_change
 
 Video = tuple[np.ndarray, np.ndarray]  # (features [T, D] float32, targets [T, K] scaled to ~[0, 1])
 
@@ -96,9 +96,7 @@ def regression_loss(
     loss = mse.sum()
     pairs = mask[:, :, 1:] * mask[:, :, :-1]
     if smooth_weight and pairs.sum() > 0:
-        change = (stage_outputs[..., 1:] - stage_outputs.detach()[..., :-1]) ** 2
-        truncated = torch.clamp(change, 0, tau**2) * pairs
-        loss = loss + smooth_weight * truncated.sum() / (pairs.sum() * outputs)
+        loss = loss + smooth_weight * truncated_change(stage_outputs, pairs, tau) / (pairs.sum() * outputs)
     return loss
 
 
