@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plstitch_eval.benchmark.cells import RESULTS_DIR, Cell, cell_settings, cell_state, plan_cells
+from plstitch_eval.benchmark.cells import NA, RESULTS_DIR, Cell, cell_settings, cell_state, plan_cells
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.runner import run_cells
 from plstitch_eval.errors import ConfigError, EvaluationError
@@ -47,6 +47,8 @@ class CellJob:
         if state == "done":  # a requeued job whose first life finished the cell
             return {"cell": cell.name, "status": "done", "resumed": True}
         run_cells(self.config, [cell])
+        if cell.status == NA:  # its store has no labels of its task: the table shows it n/a
+            return {"cell": cell.name, "status": NA, "reason": cell.reason}
         if cell.status != "done":
             raise CellFailedError(cell.error or "the cell did not finish")
         return {"cell": cell.name, "status": "done", "resumed": False, "seconds": cell.seconds}

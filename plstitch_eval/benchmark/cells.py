@@ -22,6 +22,7 @@ CELL_SCHEMA = "plstitch.benchmark-cell/v1"
 FEATURES_DIR, RESULTS_DIR = "features", "results"
 SLURM_DIR = "slurm"  # `--executor slurm`: the jobs' record, their logs named by cell, submitit's files
 MAX_ERRORS_SHOWN = 3
+NA = "n/a"  # a cell whose dataset has no labels of its task: not run, not failed (`applicable.py`)
 
 
 @dataclass
@@ -34,9 +35,10 @@ class Cell:
     dataset: DatasetSpec
     protocol: str
     out: Path
-    status: str = "pending"  # pending | done | failed
+    status: str = "pending"  # pending | done | failed | n/a
     resumed: bool = False  # finished by an earlier run
     error: str | None = None
+    reason: str | None = None  # an n/a cell's: which labels its dataset lacks
     seconds: float = 0.0
     metrics: dict[str, float | None] = field(default_factory=dict)
     metrics_std: dict[str, float | None] = field(default_factory=dict)

@@ -15,8 +15,10 @@ from plstitch_eval.benchmark.datasets_file import DatasetSpec, check_unique_name
 from plstitch_eval.benchmark.inputs import PHASES, parse_metrics, parse_protocols, parse_tasks
 from plstitch_eval.benchmark.models import expand_models
 from plstitch_eval.benchmark.task_kinds import (
+    SKILL_TASK,
     UNSEEDED,
     cell_protocols,
+    parse_skill_folds,
     seeded,
     skill_settings,
     table_protocol,
@@ -82,6 +84,8 @@ class BenchmarkConfig:
     horizon: float | None = None  # anticipation's horizon in minutes (None: TaskSettings' default, 3)
     anticipate: str | None = None  # what anticipation predicts (None: auto)
     seeds: str | int | Sequence[int] | None = None  # seeds of the task cells that have one; None: (cv_seed,)
+    # skill's cv folds: louo, loso (JIGSAWS' trial names; one cell, no seed) or K by video; None: cv_folds
+    skill_folds: str | int | None = None
     # the fraction one cell runs at (`at_fraction`; its protocol reads it): not set by hand
     train_fraction: TrainFraction | None = field(default=None, repr=False)
 
@@ -129,6 +133,12 @@ class BenchmarkConfig:
                 "--horizon and --anticipate set anticipation's targets; add anticipation to --tasks."
             )
         _ = self.task_settings  # a bad --horizon or --anticipate is TaskSettings' one line
+        if self.skill_folds is not None and CV_TASK not in self.task_protocols_of(SKILL_TASK):
+            raise ConfigError(
+                "--skill-folds sets the folds of the skill cv cells; add skill to --tasks and cv to "
+                "--protocols (other cv cells take --folds)."
+            )
+        self.skill_folds = parse_skill_folds(self.skill_folds, self.cv_folds)
         for task in regression:
             if not self.task_protocols(task):
                 fits = [p for p in cell_protocols(get_task(task), "") if p != CV_TASK]
@@ -144,11 +154,11 @@ class BenchmarkConfig:
                 "on the whole training split: run them in a command without --fractions (the same --out is "
                 "fine)."
             )
-        with_seeds = [p for t in regression for p in self.task_protocols(t) if seeded(get_task(t), p)]
+        with_seeds = [p for t in regression for p in self.task_protocols(t) if self._seeded(t, p)]
         if seeds_given and not with_seeds:
             raise ConfigError(
-                "--seeds: the seeds of the --tasks cells of linear, temporal and cv (skill: cv only); no "
-                "such cell is asked (the phase cells take --seed)."
+                "--seeds: the seeds of the --tasks cells of linear, temporal and cv (skill: cv over K "
+                "folds); no such cell is asked (the phase cells take --seed)."
             )
 
     @property
@@ -163,6 +173,13 @@ class BenchmarkConfig:
         horizon = DEFAULT_HORIZON_MIN if self.horizon is None else self.horizon
         return TaskSettings(horizon, self.anticipate or "auto")
 
+    def task_protocols_of(self, task: str) -> tuple[str, ...]:
+        """`task_protocols(task)` when `--tasks` asks for `task`, else ()."""
+        return self.task_protocols(task) if task in self.regression_tasks else ()
+
+    def _seeded(self, task: str, protocol: str) -> bool:
+        return seeded(get_task(task), protocol, str(self.skill_folds))
+
     def task_protocols(self, task: str) -> tuple[str, ...]:
         """The protocols of `--protocols` that fit `task` (`task_kinds.cell_protocols`: a regression task's
         cv when `--cv-protocol` fits it; a multi-label task's linear; skill's linear and cv)."""
@@ -171,10 +188,10 @@ class BenchmarkConfig:
 
     def cell_seeds(self, protocol: str, task: str | None = None) -> tuple[int | None, ...]:
         """The seeds of a task's cells on `protocol`: `seeds`, or (None,) for a deterministic one (k-NN,
-        skill's ridge on the store's split)."""
+        skill's ridge on the store's split, skill's cv over LOUO / LOSO folds)."""
         if task is None:
             return (None,) if protocol in UNSEEDED else tuple(self.seeds)
-        return tuple(self.seeds) if seeded(get_task(task), protocol) else (None,)
+        return tuple(self.seeds) if self._seeded(task, protocol) else (None,)
 
     def task_record(self, task: str) -> dict[str, Any]:
         """What a task cell's targets depend on: the task, and the horizon and what is anticipated if it reads
@@ -209,7 +226,7 @@ class BenchmarkConfig:
             settings[protocol].update(extra, select_metric=get_task(task).select_metric)
         elif head == VIDEO_REGRESSION:
             settings = {k: settings[k] for k in ("model", "dataset", "protocol", "extract")}
-            settings["skill"] = skill_settings(protocol, self.cv_folds, seed)
+            settings["skill"] = skill_settings(protocol, str(self.skill_folds), seed)
         settings["task"] = self.task_record(task)
         if seed is not None:
             settings["seed"] = seed

@@ -15,10 +15,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from plstitch_eval.benchmark.applicable import dataset_labels, mark_unlabelled
 from plstitch_eval.benchmark.cells import (
     CELL_SCHEMA,
     FEATURES_DIR,
     MAX_ERRORS_SHOWN,
+    NA,
     RESULTS_DIR,
     SLURM_DIR,
     Cell,
@@ -50,7 +52,7 @@ from plstitch_eval.utils.io import write_json_atomic, write_text_atomic
 
 @dataclass
 class BenchmarkResult:
-    """What a run made: every cell (done or failed), the table (rank 0 only) and its files."""
+    """What a run made: every cell (done, failed or n/a), the table (rank 0 only) and its files."""
 
     out: Path
     cells: list[Cell]
@@ -69,8 +71,13 @@ class BenchmarkResult:
         return [c for c in self.cells if c.status == "failed"]
 
     @property
+    def not_applicable(self) -> list[Cell]:
+        """Cells whose dataset has no labels of their task (not run, not failed)."""
+        return [c for c in self.cells if c.status == NA]
+
+    @property
     def ok(self) -> bool:
-        """True when every cell finished."""
+        """True when every cell finished (or is n/a)."""
         return not self.failed
 
 
@@ -79,8 +86,9 @@ def run_benchmark(
 ) -> BenchmarkResult:
     """Run every missing cell of `config` into `config.out`, then write the table (markdown + JSON).
 
-    Finished cells are skipped (their model is not even loaded when the whole pair is done). A failing cell is
-    recorded and the others go on. Under torchrun every rank extracts its share of each store and rank 0 runs
+    Finished cells are skipped (their model is not even loaded when the whole pair is done), and so are the
+    cells whose dataset has no labels of their task (n/a, `applicable.py`). A failing cell is recorded and
+    the others go on. Under torchrun every rank extracts its share of each store and rank 0 runs
     the protocols and writes the results; only rank 0 returns the table. `on_cell_done` is called on rank 0
     after each cell ends (tests use it to interrupt a run).
     """
@@ -124,6 +132,7 @@ def write_tables(config: BenchmarkConfig, cells: list[Cell], rank: int = 0) -> B
         table["tasks"], more, figure = write_tasks(config, cells, config.out)
         markdown = f"{markdown}{more}" if markdown else more.lstrip("\n")
         table["failed"] += table["tasks"]["failed"]
+        table["not_applicable"] += table["tasks"]["not_applicable"]
         table["ok"] = not table["failed"]
     write_json_atomic(config.out / TABLE_JSON, table)
     write_text_atomic(config.out / TABLE_MD, markdown)
@@ -205,7 +214,13 @@ class _Runner:
 
     def _run_dataset(self, dataset: DatasetSpec, later: list[DatasetSpec]) -> None:
         """Every model with a pending cell on `dataset` in one extraction pass (each video decoded once, each
-        model into its pair's store), then the cells' protocols; models no later dataset needs are freed."""
+        model into its pair's store), then the cells' protocols; models no later dataset needs are freed.
+        Cells without their task's labels are n/a first, so a pair with only those is not extracted."""
+        unlabelled = mark_unlabelled(
+            [c for c in self.cells if c.dataset is dataset], lambda: self._dataset_labels(dataset)
+        )
+        for cell in unlabelled:
+            self._report(cell)
         pending = {
             model: cells
             for model in self.config.models
@@ -263,6 +278,18 @@ class _Runner:
                 error = f"dataset: {describe_error(exc)}"
             self.adapters[dataset.name] = (adapter, self._agree(error))
         return self.adapters[dataset.name]
+
+    def _dataset_labels(self, dataset: DatasetSpec) -> dict[str, Any] | None:
+        """The label keys a store of `dataset` would record (None: its adapter fails; extraction says why)."""
+        adapter, error = self._adapter(dataset)
+        if error is not None:
+            return None
+        try:
+            return dataset_labels(adapter)
+        except KeyboardInterrupt:
+            raise
+        except Exception:  # its videos cannot be listed: extraction fails the pair's cells with the error
+            return None
 
     def _extract(
         self, models: list[tuple[str, Any]], dataset: DatasetSpec, cells: dict[str, Cell]
@@ -329,8 +356,12 @@ class _Runner:
         }
 
     def _score(self, cell: Cell) -> None:
-        """Run the cell's protocol on its store and write its results JSON (rank 0)."""
+        """Run the cell's protocol on its store and write its results JSON (rank 0); n/a when the store has
+        no labels of its task."""
         start = time.perf_counter()
+        if mark_unlabelled([cell]):
+            self._report(cell)
+            return
         try:
             results = self._protocol(cell)
             results["benchmark"] = {
@@ -393,6 +424,8 @@ class _Runner:
             target = error_console if console.quiet else console  # failures show under --quiet too
             text = f"{prefix} failed   {cell.name}: {cell.error}"
             target.print(text, style="red", highlight=False, soft_wrap=True)
+        elif cell.status == NA:
+            console.print(f"{prefix} n/a      {cell.name}: {cell.reason}", highlight=False, soft_wrap=True)
         else:
             numbers = self._numbers(cell)
             how = "(finished earlier)" if cell.resumed else f"({cell.seconds:.1f} s)"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from plstitch_eval.benchmark import runner
+from plstitch_eval.benchmark.applicable import na_line
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.config_file import read_config_file, read_slurm_table
 from plstitch_eval.benchmark.runner import BenchmarkResult
@@ -77,8 +78,9 @@ def benchmark_session(
     config: BenchmarkConfig, json_path: Path | None, slurm: SlurmSettings | None = None
 ) -> int:
     """Run `config` (here, or with `slurm` as Slurm jobs); print the table (stdout, or stderr when `--json -`
-    takes stdout) and where it is; the exit code: 0, 1 when a cell failed, 130 when interrupted (what is
-    finished stays). On Slurm without the table yet (jobs still out): 0, after a line saying so."""
+    takes stdout) and where it is, and how many cells are n/a (no labels of their task); the exit code: 0
+    (n/a cells too), 1 when a cell failed, 130 when interrupted (what is finished stays). On Slurm without
+    the table yet (jobs still out): 0, after a line saying so."""
     try:
         if slurm is None:
             result = runner.run_benchmark(config)  # looked up when run, so a test can stand in for it
@@ -108,6 +110,9 @@ def benchmark_session(
         console.print(line, highlight=False, soft_wrap=True)
     if result.tasks_figure is not None:  # --tasks with a regression task
         console.print(f"tasks figure: {result.tasks_figure}", highlight=False, soft_wrap=True)
+    unlabelled = na_line(result.cells)
+    if unlabelled is not None:
+        console.print(unlabelled, highlight=False, soft_wrap=True)
     if not result.ok:
         print_error(failed_cells_line(result))
         return 1

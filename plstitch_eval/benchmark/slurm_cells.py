@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from plstitch_eval.benchmark.cells import SLURM_DIR, Cell, results_state
+from plstitch_eval.benchmark.cells import NA, SLURM_DIR, Cell, results_state
 from plstitch_eval.cluster import ENDED, QUEUED, RUNNING, job_outcome, job_phase, job_states
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.utils.io import write_json_atomic
@@ -137,7 +137,9 @@ def _job_status(out: Path, record: CellRecord, state: str) -> CellStatus:
         status.status = phase
         return status
     outcome = job_outcome(submitit_folder(out), record.job_id or "")
-    if outcome is not None and outcome[0] == "error":
+    if outcome is not None and outcome[0] == NA:  # its dataset has no labels of its task: not a failure
+        status.status, status.error = NA, outcome[1]
+    elif outcome is not None and outcome[0] == "error":
         status.error = outcome[1].split(FAILED_PREFIX, 1)[-1]
     elif outcome is not None:
         status.error = "its job finished but left no done results file (see its log)"

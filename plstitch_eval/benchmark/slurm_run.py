@@ -8,8 +8,16 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from plstitch_eval.benchmark.applicable import built_labels, mark_unlabelled
 from plstitch_eval.benchmark.cell_job import CellJob, cell_key
-from plstitch_eval.benchmark.cells import Cell, cell_settings, checked_states, plan_cells, read_cell_metrics
+from plstitch_eval.benchmark.cells import (
+    NA,
+    Cell,
+    cell_settings,
+    checked_states,
+    plan_cells,
+    read_cell_metrics,
+)
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.runner import BenchmarkResult, check_out_dir, write_tables
 from plstitch_eval.benchmark.slurm_cells import (
@@ -56,8 +64,13 @@ def run_on_slurm(config: BenchmarkConfig, settings: SlurmSettings) -> BenchmarkR
         key = cell_key(cell)
         records[key] = record_of(cell, key, cell_settings(config, cell), earlier.get(key))
     statuses = cell_statuses(config.out, records)
+    _mark_unlabelled(config, cells, [statuses[record.key] for record in records.values()])
     pairs = zip(cells, records.values(), strict=True)
-    todo = [(cell, record) for cell, record in pairs if statuses[record.key].status in RESUBMIT]
+    todo = [
+        (cell, record)
+        for cell, record in pairs
+        if statuses[record.key].status in RESUBMIT and cell.status != NA
+    ]
     if todo:
         _submit(config, settings, todo)
     write_records(config.out, {**earlier, **records})
@@ -106,16 +119,34 @@ def _out(statuses: dict[str, CellStatus]) -> bool:
 def _counts(statuses: dict[str, CellStatus]) -> str:
     """`2 done, 1 running, 1 queued` (in that order; failed and missing too where there are some)."""
     counts = Counter(s.status for s in statuses.values())
-    order = (DONE, RUNNING, QUEUED, FAILED, MISSING)
+    order = (DONE, RUNNING, QUEUED, FAILED, NA, MISSING)
     return ", ".join(f"{counts[name]} {name}" for name in order if counts[name])
+
+
+def _mark_unlabelled(config: BenchmarkConfig, cells: list[Cell], statuses: list[CellStatus]) -> None:
+    """Mark n/a the cells not done whose store has no labels of their task; where a job of the dataset ended
+    without results and left no store (a pair of n/a cells only), what its adapter says, built here. A job
+    finds its cell n/a itself too, and ends without a results file."""
+    for dataset in config.datasets:
+        mine = [(c, s) for c, s in zip(cells, statuses, strict=True) if c.dataset is dataset]
+        mine = [(c, s) for c, s in mine if s.status != DONE]
+        ended = any(s.status in (FAILED, NA) for _, s in mine)
+        mark_unlabelled([c for c, _ in mine], (lambda d=dataset: built_labels(d)) if ended else None)
 
 
 def _table(
     config: BenchmarkConfig, cells: list[Cell], statuses: list[CellStatus], submitted: set[str]
 ) -> BenchmarkResult:
     """The table of cells that have all ended, written as a local run writes it: a done cell's numbers from
-    its results file (`resumed` when no job of this command made it), a failed cell with its job's error."""
+    its results file (`resumed` when no job of this command made it), a failed cell with its job's error,
+    an n/a cell (its store has no labels of its task; its job, if any, left no results) as n/a."""
+    _mark_unlabelled(config, cells, statuses)  # the stores the jobs made
     for cell, status in zip(cells, statuses, strict=True):
+        if cell.status == NA and status.status != DONE:
+            continue
+        if status.status == NA:  # its job found the store without the task's labels
+            cell.status, cell.reason = NA, status.error
+            continue
         if status.status == DONE:
             cell.metrics, cell.metrics_std = read_cell_metrics(cell.results_path)
             cell.status, cell.resumed = "done", status.key not in submitted

@@ -1,6 +1,6 @@
 """`plstitch benchmark --out OUT --status`: how each cell of a `--executor slurm` run stands - done, queued,
-running, failed (with why) or missing - from the jobs record, the cells' results files and Slurm; as JSON on
-stdout and a short table on stderr."""
+running, failed (with why), n/a (its dataset has no labels of its task) or missing - from the jobs record,
+the cells' results files and Slurm; as JSON on stdout and a short table on stderr."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from plstitch_eval.benchmark.cells import SLURM_DIR
+from plstitch_eval.benchmark.cells import NA, SLURM_DIR
 from plstitch_eval.benchmark.slurm_cells import JOBS_FILE, cell_statuses, read_records
 from plstitch_eval.cluster import import_submitit
 from plstitch_eval.errors import ConfigError
@@ -19,7 +19,7 @@ from plstitch_eval.utils.io import write_json_output
 __all__ = ["STATUS_SCHEMA", "benchmark_status", "print_benchmark_status", "status_lines"]
 
 STATUS_SCHEMA = "plstitch.benchmark-status/v1"
-STATUS_ORDER = ("done", "running", "queued", "failed", "missing")
+STATUS_ORDER = ("done", "running", "queued", "failed", NA, "missing")
 
 
 def benchmark_status(out: Path) -> dict[str, Any]:
@@ -45,13 +45,13 @@ def benchmark_status(out: Path) -> dict[str, Any]:
 
 
 def status_lines(report: dict[str, Any]) -> str:
-    """The report as a short table: status, job, cell (and why it failed), then the counts."""
+    """The report as a short table: status, job, cell (and why it failed or is n/a), then the counts."""
     rows = [("status", "job", "cell")]
     rows += [(c["status"], c["job_id"] or "-", c["name"]) for c in report["cells"]]
     width = [max(len(row[i]) for row in rows) for i in range(2)]
     lines = [f"{row[0]:<{width[0]}}  {row[1]:<{width[1]}}  {row[2]}" for row in rows]
     for i, cell in enumerate(report["cells"], start=1):
-        if cell["status"] == "failed" and cell["error"]:
+        if cell["status"] in ("failed", NA) and cell["error"]:
             lines[i] += f": {cell['error']}"
     counts = ", ".join(f"{n} {name}" for name, n in report["counts"].items())
     return "\n".join([*lines, "", f"{len(report['cells'])} cell(s): {counts}"])

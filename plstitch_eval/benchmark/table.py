@@ -1,5 +1,5 @@
 """The benchmark's table: JSON (`plstitch.benchmark/v1`, one record per cell) and the paper-style markdown
-with the paper's numbers beside ours and the failed cells named."""
+with the paper's numbers beside ours, the failed cells named and the n/a ones (no labels of their task)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from plstitch_eval.benchmark.cells import Cell
+from plstitch_eval.benchmark.cells import NA, Cell
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.inputs import PHASES, PROTOCOL_LABELS
 from plstitch_eval.benchmark.models import COLLECTIONS
@@ -51,6 +51,7 @@ def benchmark_table(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str,
                 "status": cell.status,
                 "resumed": cell.resumed,
                 "error": cell.error,
+                "reason": cell.reason,
                 "features": str(cell.store),
                 "results": str(cell.results_path) if done else None,
                 "metrics": cell.metrics if done else {},
@@ -63,6 +64,7 @@ def benchmark_table(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str,
         {m for c in COLLECTIONS.values() if set(c.available()) & set(config.models) for m in c.missing}
     )
     failed = [r for r in records if r["status"] == "failed"]
+    unlabelled = [r for r in records if r["status"] == NA]
     return {
         "schema": SCHEMA,
         "out": str(config.out),
@@ -75,6 +77,7 @@ def benchmark_table(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str,
         "cells": records,
         "ok": not failed,
         "failed": [{k: r[k] for k in ("model", "dataset", "protocol", "error")} for r in failed],
+        "not_applicable": [{k: r[k] for k in ("model", "dataset", "protocol", "reason")} for r in unlabelled],
         "paper": {
             "source": paper_results().get("source"),
             "methods_without_a_loadable_checkpoint": missing,
@@ -115,7 +118,7 @@ def table_markdown(table: dict[str, Any]) -> str:
                 cells.append("-")
                 continue
             if record["status"] != "done":
-                cells.append("failed" if record["status"] == "failed" else "-")
+                cells.append(record["status"] if record["status"] in ("failed", NA) else "-")
                 continue
             value = record["metrics"].get(col["metric"])
             text = format_value(value, record["metrics_std"].get(col["metric"]))
@@ -149,6 +152,9 @@ def table_markdown(table: dict[str, Any]) -> str:
     missing = table["paper"]["methods_without_a_loadable_checkpoint"]
     if missing:
         notes.append(f"The paper also reports {', '.join(missing)}: no loadable checkpoint in plstitch.")
+    reasons = dict.fromkeys(r["reason"] for r in table.get("not_applicable") or [] if "task" not in r)
+    if reasons:
+        notes.append(f"n/a: not run, the dataset has no labels for it ({'; '.join(map(str, reasons))}).")
     failed = table["failed"]
     if failed:
         groups: dict[tuple[str, str, str], list[str]] = {}  # one row per (model, dataset, error)

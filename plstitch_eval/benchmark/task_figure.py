@@ -24,7 +24,7 @@ def _value(row: dict[str, Any], key: str, metric: str) -> float:
 def plot_tasks(block: dict[str, Any], path: Path) -> Path:
     """One panel per section of `block` (`task_table.tasks_block`), at most three a row: its headline metric
     per model (phase_wMAE, MAE in minutes; mAP_IVT, mAP; Spearman's rho), its direction in the axis label."""
-    sections = block["sections"]
+    sections = [s for s in block["sections"] if not s.get("not_applicable")]  # n/a: nothing to draw
     cols = max(1, min(COLUMNS, len(sections)))
     rows = max(1, math.ceil(len(sections) / cols))
     fig = new_figure(3.6 * cols, 3.0 * rows + 0.5)

@@ -4,7 +4,8 @@ are seeded, the settings a rerun must match, which way its metrics are better an
 Regression tasks (anticipation, rsd) run k-NN, linear, MS-TCN or cv heads in minutes; multi-label tasks
 (tools, triplets, cvs) the linear multi-label probe (`protocols/multilabel.py`) or the multi-label MS-TCN
 (`protocols/temporal_multilabel.py`); skill a ridge on each
-video's mean-pooled features (`protocols/skill.py`: linear on the store's split, cv over `--folds` K folds).
+video's mean-pooled features (`protocols/skill.py`: linear on the store's split, cv over `--skill-folds`:
+K folds by video, or JIGSAWS' leave-one-user-out / leave-one-supertrial-out).
 One table of head kind -> behaviour, as CLIP_benchmark's task -> function, so the rest asks this module.
 """
 
@@ -13,17 +14,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from plstitch_eval.errors import ConfigError
 from plstitch_eval.protocols.registry import CV_TASK, cv_task
 from plstitch_eval.protocols.regression import HEADS as REGRESSION_HEADS
 from plstitch_eval.tasks.registry import MULTI_LABEL, REGRESSION, VIDEO_REGRESSION, Task
 
 __all__ = [
+    "SKILL_FOLDS_BY_TRIAL",
     "SKILL_SCORE",
     "UNSEEDED",
     "cell_protocols",
     "headline_metric",
     "lower_is_better",
     "paired_metrics",
+    "parse_skill_folds",
     "results_task",
     "runs_in_benchmark",
     "seeded",
@@ -37,6 +41,7 @@ SKILL_TASK, SKILL_SCORE = "skill", "grs"  # the video-regression task benchmark 
 SKILL_PROTOCOLS = ("linear", CV_TASK)
 SKILL_INNER = "linear"  # skill's cv cross-validates the ridge (results task cv-linear-skill)
 SKILL_PAIRED = "abs_error"  # each held-out video's |predicted - score| (`protocols/skill.py` per_video)
+SKILL_FOLDS_BY_TRIAL = ("louo", "loso")  # JIGSAWS' folds from the trial names (`protocols/skill.py`): no seed
 
 
 def runs_in_benchmark(task: Task) -> bool:
@@ -57,20 +62,33 @@ def cell_protocols(task: Task, cv_protocol: str) -> tuple[str, ...]:
     return (*fits, CV_TASK) if cv_protocol in fits else fits
 
 
-def seeded(task: Task, protocol: str) -> bool:
-    """Whether a cell's numbers depend on its seed: not k-NN's, nor skill's ridge on the store's split."""
-    if task.head == VIDEO_REGRESSION:
-        return protocol == CV_TASK  # the K folds by video are drawn with the seed
+def seeded(task: Task, protocol: str, skill_folds: str = "") -> bool:
+    """Whether a cell's numbers depend on its seed: not k-NN's, nor skill's ridge on the store's split, nor
+    skill's cv over LOUO / LOSO folds (`skill_folds`)."""
+    if task.head == VIDEO_REGRESSION:  # the K folds by video are drawn with the seed
+        return protocol == CV_TASK and skill_folds not in SKILL_FOLDS_BY_TRIAL
     return protocol not in UNSEEDED
 
 
-def skill_settings(protocol: str, folds: int, seed: int | None) -> dict[str, Any]:
+def parse_skill_folds(value: str | int | None, cv_folds: int) -> str:
+    """`--skill-folds` as a skill cv cell runs it: louo, loso, or a number of folds by video >= 2 (None:
+    `--folds`'s); anything else one line."""
+    text = str(cv_folds if value is None else value).strip().lower()
+    if text in SKILL_FOLDS_BY_TRIAL or (text.isdigit() and int(text) >= 2):
+        return text if text in SKILL_FOLDS_BY_TRIAL else str(int(text))
+    raise ConfigError(
+        f"--skill-folds must be louo (leave one user out), loso (leave one supertrial out) or a number of "
+        f"folds by video >= 2, got {value!r}."
+    )
+
+
+def skill_settings(protocol: str, folds: str, seed: int | None) -> dict[str, Any]:
     """What a skill cell's numbers depend on besides the store: the score, the ridge's alphas, cv's folds."""
     from plstitch_eval.protocols.skill import ALPHAS  # scikit-learn: only when skill is asked
 
     settings: dict[str, Any] = {"score": SKILL_SCORE, "head": "ridge", "alphas": list(ALPHAS)}
     if protocol == CV_TASK:
-        settings.update(folds=str(folds), seed=seed)
+        settings.update(folds=folds, seed=seed)
     return settings
 
 

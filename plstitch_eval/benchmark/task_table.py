@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from plstitch_eval.benchmark.cells import Cell, finite_number, read_done_results
+from plstitch_eval.benchmark.cells import NA, Cell, finite_number, read_done_results
 from plstitch_eval.benchmark.config import BenchmarkConfig
 from plstitch_eval.benchmark.inputs import PHASES, PROTOCOL_LABELS
 from plstitch_eval.benchmark.task_kinds import headline_metric, lower_is_better, paired_metrics, results_task
@@ -99,7 +99,8 @@ def _section(
     for model in models:
         failed = [c.seed for c in cells if c.model == model and c.status == "failed"]
         records = [(c.seed, data[id(c)].get("metrics") or {}) for c in done if c.model == model]
-        rows.append({"row": model, "kind": "model", **_stats(records, metrics), "failed_seeds": failed})
+        row = {"row": model, "kind": "model", **_stats(records, metrics), "failed_seeds": failed}
+        rows.append({**row, "n/a": any(c.model == model and c.status == NA for c in cells)})
     by_seed: dict[int | None, dict[str, Any]] = {}  # each seed's references: the first model's that has it
     for cell in done:
         by_seed.setdefault(cell.seed, data[id(cell)].get("references") or {})
@@ -131,10 +132,12 @@ def _section(
             found = _difference(a, b_row, kind, metric, a_means, b_means, lower)
             if found is not None:
                 differences.append(found)
+    reasons = [c.reason for c in cells if c.status == NA]
     return {
         "task": task.name,
         "dataset": dataset,
         "protocol": protocol,
+        "not_applicable": reasons[0] if cells and len(reasons) == len(cells) else None,  # why, when all are
         "label": PROTOCOL_LABELS[config.task(protocol, task.name)],
         "results_task": results_task(task, protocol, config.cv_protocol),
         "metrics": metrics,
@@ -161,6 +164,7 @@ def _cell_record(config: BenchmarkConfig, cell: Cell) -> dict[str, Any]:
         "status": cell.status,
         "resumed": cell.resumed,
         "error": cell.error,
+        "reason": cell.reason,
         "features": str(cell.store),
         "results": str(cell.results_path) if done else None,
         "metrics": cell.metrics if done else {},
@@ -184,6 +188,7 @@ def tasks_block(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str, Any
     ]
     records = [_cell_record(config, c) for c in mine]
     failed = [r for r in records if r["status"] == "failed"]
+    unlabelled = [r for r in records if r["status"] == NA]
     return {
         "tasks": [
             {
@@ -199,12 +204,16 @@ def tasks_block(config: BenchmarkConfig, cells: Sequence[Cell]) -> dict[str, Any
         "settings": {t.name: config.task_record(t.name) for t in tasks},
         "unit": "minutes" if all(t.head == REGRESSION for t in tasks) else None,  # else: per task
         "seeds": list(config.seeds),
+        "skill_folds": config.skill_folds,  # skill's cv cells: louo, loso or K folds by video
         "baseline": config.models[0],
         "confidence": CONFIDENCE,
         "cells": records,
         "sections": sections,
         "failed": [
             {k: r[k] for k in ("model", "dataset", "task", "protocol", "seed", "error")} for r in failed
+        ],
+        "not_applicable": [
+            {k: r[k] for k in ("model", "dataset", "task", "protocol", "seed", "reason")} for r in unlabelled
         ],
     }
 
@@ -215,7 +224,7 @@ def _md(text: Any) -> str:
 
 def _row_cells(row: dict[str, Any], metrics: Sequence[str]) -> list[str]:
     if not row["seeds"]:
-        return ["failed" if row.get("failed_seeds") else "-"] * len(metrics)
+        return ["failed" if row.get("failed_seeds") else NA if row.get("n/a") else "-"] * len(metrics)
     return [format_number(row["metrics"].get(m), row["metrics_std"].get(m)) for m in metrics]
 
 
@@ -228,7 +237,8 @@ def _difference_text(d: dict[str, Any] | None) -> str:
 
 def _section_markdown(section: dict[str, Any]) -> list[str]:
     metrics = section["metrics"]
-    lines = ["", f"**{section['dataset']}, {section['label']}** (`{section['results_task']}`)", ""]
+    title = f"**{section['dataset']}, {section['label']}** (`{section['results_task']}`)"
+    lines = ["", title, ""]
     lines += ["| Model | " + " | ".join(metrics) + " |", "| --- |" + " ---: |" * len(metrics)]
     lines += [f"| {_md(r['row'])} | " + " | ".join(_row_cells(r, metrics)) + " |" for r in section["rows"]]
     if section["differences"]:
@@ -245,7 +255,28 @@ def _section_markdown(section: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _intro(info: dict[str, Any], told: str, seeds: str, baseline: str) -> str:
+def _not_applicable_markdown(task: str, sections: list[dict[str, Any]]) -> list[str]:
+    """One line for a task's sections whose every cell is n/a (their datasets carry no labels of the task),
+    by dataset: `n/a - no skill labels in: synthetic (linear, CV linear), synthetic-cvs (linear)`."""
+    if not sections:
+        return []
+    by_dataset: dict[str, list[str]] = {}
+    for section in sections:
+        by_dataset.setdefault(section["dataset"], []).append(section["label"])
+    named = ", ".join(f"{_md(d)} ({', '.join(labels)})" for d, labels in by_dataset.items())
+    return ["", f"n/a - no {task} labels in: {named}."]
+
+
+def _skill_folds(folds: str, seeds: str) -> str:
+    """How skill's cv cells split the videos, in words."""
+    if folds == "louo":
+        return "leave-one-user-out folds (one per JIGSAWS user; deterministic: one run)"
+    if folds == "loso":
+        return "leave-one-supertrial-out folds (one per JIGSAWS trial number; deterministic: one run)"
+    return f"{folds} folds by video drawn with each seed {seeds}"
+
+
+def _intro(info: dict[str, Any], told: str, seeds: str, baseline: str, folds: str = "5") -> str:
     """The paragraph under a task's heading: units, direction, seeds, reference rows and the differences."""
     pairs = (
         "(each video's value averaged over the seeds first), then its mean [95 % t interval over the test "
@@ -268,8 +299,8 @@ def _intro(info: dict[str, Any], told: str, seeds: str, baseline: str) -> str:
         )
     return (
         f"{info['summary']}. linear: ridge fitted on the store's train (and val) videos, scored on its test "
-        "videos (deterministic: one run); cv: ridge over --folds folds by video drawn with each seed "
-        f"{seeds} (mean over folds; pooled: all held-out videos together). Spearman's rho higher is better, "
+        f"videos (deterministic: one run); cv: ridge over {_skill_folds(folds, seeds)} (mean over folds; "
+        "pooled: all held-out videos together). Spearman's rho higher is better, "
         "MAE lower. Reference rows: the training mean (rho undefined: one score for every video) and a "
         "regressor on video duration alone. a − b: per held-out video the difference of the absolute "
         f"error {pairs}; below 0, a errs less."
@@ -286,10 +317,13 @@ def tasks_markdown(block: dict[str, Any]) -> str:
             k: v for k, v in block["settings"][info["task"]].items() if k in ("horizon_min", "anticipate")
         }
         told = "".join(f"; {k} {v}" for k, v in settings.items())
-        lines += ["", f"## Task: {info['task']}", "", _intro(info, told, seeds, block["baseline"])]
-        for section in block["sections"]:
-            if section["task"] == info["task"]:
+        folds = str(block.get("skill_folds", "5"))
+        lines += ["", f"## Task: {info['task']}", "", _intro(info, told, seeds, block["baseline"], folds)]
+        mine = [section for section in block["sections"] if section["task"] == info["task"]]
+        for section in mine:
+            if not section.get("not_applicable"):
                 lines += _section_markdown(section)
+        lines += _not_applicable_markdown(info["task"], [s for s in mine if s.get("not_applicable")])
     if block["failed"]:
         lines += [
             "",

@@ -36,8 +36,9 @@ def run_task_cell(config: BenchmarkConfig, cell: Cell) -> dict[str, Any]:
     """The cell's results dict: its task's head (k-NN, linear, MS-TCN or cross-validated) on its store, with
     the protocol's settings at the cell's seed (`BenchmarkConfig.at_seed`). A multi-label task: the
     class-balanced linear probe, as `plstitch linear --task T`; skill: the ridge on the store's split (linear)
-    or over `--folds` K folds by video drawn with the seed (cv), as `plstitch linear|cv --task skill`. A
-    store lacking the task's labels fails the cell with the task's one line."""
+    or over `--skill-folds` (cv: K folds by video drawn with the seed, or LOUO / LOSO), as `plstitch
+    linear|cv --task skill`. A store lacking the task's labels never gets here: the runner marks the cell
+    n/a (`applicable.py`)."""
     view = config.at_seed(cell.seed)
     task, settings, scheme = cell.task, config.task_settings, cell.dataset.split_scheme
     head = get_task(task).head
@@ -48,7 +49,7 @@ def run_task_cell(config: BenchmarkConfig, cell: Cell) -> dict[str, Any]:
         return run_multilabel_linear(task, cell.store, linear, scheme, view.val_fraction)
     if head == VIDEO_REGRESSION:
         if cell.protocol == CV_TASK:
-            return run_skill_cv(cell.store, str(view.cv_folds), SKILL_SCORE, view.cv_seed)
+            return run_skill_cv(cell.store, str(view.skill_folds), SKILL_SCORE, view.cv_seed)
         return run_skill_linear(cell.store, SKILL_SCORE, scheme)
     if cell.protocol == CV_TASK:
         inner = get_protocol(view.cv_protocol, "cv-protocol").config_of(view)

@@ -90,8 +90,10 @@ def _run(command: list[str]) -> subprocess.CompletedProcess[str] | None:
 
 
 def job_outcome(folder: Path, job_id: str) -> tuple[str, str] | None:
-    """What the job's result file says: ("success", "") or ("error", its exception's last line); None
-    while it has none (queued, running, or ended without one: cancelled, killed, out of time)."""
+    """What the job's result file says: ("success", "") or ("error", its exception's last line); a job
+    that returned a dict with a ``status`` other than done (a benchmark cell found n/a): (that status, its
+    ``reason``). None while it has none (queued, running, or ended without one: cancelled, killed, out of
+    time)."""
     submitit = import_submitit()
     path = submitit.core.utils.JobPaths(folder, job_id=job_id, task_id=0).result_pickle
     if not path.exists():
@@ -101,6 +103,10 @@ def job_outcome(folder: Path, job_id: str) -> tuple[str, str] | None:
     except Exception as exc:  # a result file cut short or from another submitit: say so, do not fail
         return "error", f"its result file {path.name} cannot be read ({type(exc).__name__})"
     if kind == "success":
+        said = value if isinstance(value, dict) else {}
+        status = said.get("status")
+        if isinstance(status, str) and status not in ("done", "success"):
+            return status, str(said.get("reason") or "")
         return "success", ""
     lines = [line.strip() for line in str(value).splitlines() if line.strip()]
     return "error", lines[-1] if lines else "the job raised an error (see its log)"

@@ -101,6 +101,14 @@ BenchmarkSeedOpt = Annotated[
     int | None, typer.Option(help="Seed of the linear probe, the MS-TCN and the CV folds (default 0).")
 ]
 FoldsOpt = Annotated[int, typer.Option(help="cv: number of folds (split by video).")]
+SkillFoldsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--skill-folds",
+        help="--tasks skill, cv: louo (leave one user out), loso (leave one supertrial out; JIGSAWS trial "
+        "names, one cell without a seed) or a number of folds by video (default --folds).",
+    ),
+]
 CvProtocolOpt = Annotated[str, typer.Option("--cv-protocol", help="cv: knn, linear or temporal.")]
 TemporalEpochsOpt = Annotated[
     int | None, typer.Option("--temporal-epochs", help="temporal: MS-TCN epochs (default 50).")
@@ -173,6 +181,7 @@ def benchmark(
     select_metric: SelectMetricOpt = None,
     seed: BenchmarkSeedOpt = None,
     folds: FoldsOpt = 5,
+    skill_folds: SkillFoldsOpt = None,
     cv_protocol: CvProtocolOpt = "knn",
     temporal_epochs: TemporalEpochsOpt = None,
     causal: CausalOpt = False,
@@ -266,7 +275,7 @@ def benchmark_config(options: Mapping[str, Any]) -> BenchmarkConfig:
         cv_folds=o.folds,
         cv_protocol=o.cv_protocol,
         **given(cv_seed=o.seed, fractions=o.fractions, fraction_seeds=o.fraction_seeds, seeds=o.seeds),
-        **given(tasks=o.tasks, horizon=o.horizon, anticipate=o.anticipate),
+        **given(tasks=o.tasks, horizon=o.horizon, anticipate=o.anticipate, skill_folds=o.skill_folds),
         overwrite=o.overwrite,
         trust_pickle=o.trust_pickle,
     )

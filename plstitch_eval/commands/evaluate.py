@@ -40,9 +40,11 @@ from plstitch_eval.commands.options import (
     out_opt,
 )
 from plstitch_eval.commands.probe_configs import knn_config, linear_config, temporal_config
+from plstitch_eval.commands.skill_runs import skill_cv, skill_run
 from plstitch_eval.commands.task_options import (
+    cv_protocol,
     fold_count,
-    refuse_classification_cv,
+    multilabel_cv,
     refuse_for_regression,
     refuse_for_video_task,
     task_settings,
@@ -54,6 +56,13 @@ from plstitch_eval.utils.console import is_quiet
 _knn_config, _linear_config = knn_config, linear_config  # their names before commands/probe_configs.py
 SkillScoreOpt = Annotated[
     str | None, typer.Option("--skill-score", help="--task skill: the score regressed (default grs, GRS).")
+]
+CvFoldsOpt = Annotated[
+    str,
+    typer.Option(
+        help="Number of folds (split by video); --task skill also loso or louo (JIGSAWS); --task tools, "
+        "triplets or cvs also official (the store's crossval-* split schemes, e.g. CholecT45's 5 folds)."
+    ),
 ]
 TableOutOpt = out_opt("Also write the table to this file.", kind=Path | None, short=False, file=True)
 
@@ -136,12 +145,11 @@ def linear(
     """Linear probe: a grid of heads trained in one pass, best on validation, reported on test."""
     from plstitch_eval.protocols.fractions import fraction_config
 
+    fraction = fraction_config(train_fraction, fraction_seeds)
     if video_task(task, skill_score):  # skill: a ridge on each video's mean-pooled features
         used = {"lr": bool(lr), "wd": bool(wd), "relaxed": relaxed, "save": save is not None}
-        used |= {"train-fraction": train_fraction is not None, "horizon": horizon is not None}
-        refuse_for_video_task(task, used)
-        return _skill_run(features, skill_score, split_scheme, None, None, json_path)
-    fraction = fraction_config(train_fraction, fraction_seeds)
+        refuse_for_video_task(task, used | {"horizon": horizon is not None})
+        return skill_run(features, skill_score, split_scheme, None, None, json_path, fraction)
     settings = task_settings(task, "linear", horizon, anticipate, elapsed)
     if settings is not None:
         refuse_for_regression(
@@ -197,9 +205,7 @@ def _phase_linear(
 
 def cv(
     features: FeaturesOpt,
-    folds: Annotated[
-        str, typer.Option(help="Number of folds (split by video); --task skill also loso or louo (JIGSAWS).")
-    ] = "5",
+    folds: CvFoldsOpt = "5",
     protocol: Annotated[
         str, typer.Option(help="knn, linear or temporal (MS-TCN, defaults as `plstitch temporal`).")
     ] = "knn",
@@ -241,20 +247,13 @@ def cv(
     """k-fold cross-validation by video; prints mean ± std over folds."""
     from plstitch_eval.benchmark.config_file import read_config_file
     from plstitch_eval.commands.results import print_and_write_results
-    from plstitch_eval.commands.temporal import temporal_skill
     from plstitch_eval.protocols import run_cv
     from plstitch_eval.protocols.fractions import fraction_config, fraction_title
-    from plstitch_eval.protocols.settings import (
-        cv_config,
-        merge_tables,
-        parse_set_items,
-        section_configs,
-    )
+    from plstitch_eval.protocols.settings import cv_config, merge_tables, parse_set_items, section_configs
 
     if video_task(task, skill_score):
-        refuse_for_video_task(task, {"relaxed": relaxed, "train-fraction": train_fraction is not None})
-        run = temporal_skill if protocol == "temporal" else _skill_run  # else the ridge
-        return run(features, skill_score, None, folds, seed or 0, json_path)
+        fraction = fraction_config(train_fraction, fraction_seeds)
+        return skill_cv(features, skill_score, protocol, folds, seed or 0, json_path, relaxed, fraction)
     file_tables = read_config_file(config_file) if config_file is not None else {}
     own_table = {protocol: file_tables[protocol]} if protocol in file_tables else {}
     tables = merge_tables(own_table, parse_set_items(set_items or [], protocol=protocol))
@@ -262,11 +261,14 @@ def cv(
     fold_seed, folds = 0 if seed is None else seed, fold_count(folds, task)
     configs = cv_head_configs(tables, bases, k, temperature, weighting, epochs, causal, seed, device)
     fraction = fraction_config(train_fraction, fraction_seeds)
-    settings = task_settings(task, "cv" if task == "phases" else protocol, horizon, anticipate, elapsed)
+    settings = task_settings(task, cv_protocol(task, protocol), horizon, anticipate, elapsed)
     if settings is not None:
         refuse_for_regression(task, {"relaxed": relaxed, "train-fraction": fraction is not None})
         return regression_cv(features, task, settings, protocol, configs, folds, fold_seed, json_path)
-    refuse_classification_cv(task)
+    if task != "phases":  # tools, triplets, cvs: the multi-label cv (commands/task_options.py)
+        return multilabel_cv(
+            features, task, protocol, configs, tables, folds, fold_seed, fraction, relaxed, json_path
+        )
     results = run_cv(
         features, folds, protocol, configs["knn"], configs["linear"], seed=fold_seed, relaxed=relaxed,
         temporal_config=configs["temporal"], progress=not is_quiet(),
@@ -275,22 +277,6 @@ def cv(
     print_and_write_results(
         results, json_path, f"{folds}-fold CV by video ({protocol}{fraction_title(fraction, results)})"
     )
-
-
-def _skill_run(features, skill_score, scheme, folds, seed, json_path) -> None:  # noqa: ANN001
-    """`linear --task skill` (the store's split; `folds` None) or `cv --task skill --folds loso|louo|K`."""
-    from plstitch_eval.commands.results import print_and_write_results
-    from plstitch_eval.protocols.skill import run_skill_cv, run_skill_linear
-    from plstitch_eval.tasks.skill import DEFAULT_SCORE
-
-    name = skill_score or DEFAULT_SCORE
-    if folds is None:
-        results = run_skill_linear(features, name, scheme)
-        title = f"skill ({name}; ridge, alpha={results['protocol']['chosen_alpha']:g}) on {features}"
-    else:
-        results = run_skill_cv(features, folds, name, seed)
-        title = f"skill ({name}; ridge) CV by video, folds {folds}: mean ± std over folds"
-    print_and_write_results(results, json_path, title)
 
 
 def cv_head_configs(tables, bases, k, temperature, weighting, epochs, causal, seed, device) -> dict:  # noqa: ANN001

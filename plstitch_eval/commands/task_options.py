@@ -1,13 +1,20 @@
-"""What `--task` and its options become: a regression task's `TaskSettings`, or None (a classification task).
+"""What `--task` and its options become: a regression task's `TaskSettings`, or None (a classification task);
+and `cv --task tools|triplets|cvs`, the multi-label cross-validation (`protocols/multilabel_cv.py`).
 
-Shared by the commands that take `--task` (knn, linear, temporal); the task registry is imported inside, for
-`plstitch --help`'s start-up (see commands/evaluate.py).
+Shared by the commands that take `--task` (knn, linear, temporal, cv); the task registry and the protocols are
+imported inside, for `plstitch --help`'s start-up (see commands/evaluate.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+from typing import Any
+
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.tasks.registry import TaskSettings
+
+OFFICIAL_FOLDS = "official"  # `cv --folds official` (multi-label tasks): the store's crossval-* schemes
 
 
 def task_settings(
@@ -44,15 +51,49 @@ def refuse_for_regression(task: str, used: dict[str, bool]) -> None:
         )
 
 
-def refuse_classification_cv(task: str) -> None:
-    """One line for `cv --task` of a classification task other than phases (tools, triplets): cv
-    cross-validates the phase heads and the regression heads, not the multi-label probe."""
-    if task != "phases":
+def cv_protocol(task: str, protocol: str) -> str:
+    """The protocol `task_settings` checks `cv --task` against: `cv` for phases (any inner protocol), else
+    --protocol; one line for a multi-label task with --protocol knn (no k-NN multi-label head)."""
+    from plstitch_eval.tasks import MULTI_LABEL, get_task
+
+    if task == "phases":
+        return "cv"
+    if protocol == "knn" and get_task(task).head == MULTI_LABEL:
         raise ConfigError(
-            f"cv --task {task}: cv cross-validates phases and the regression tasks, not the {task} "
-            f"probe; run plstitch linear --task {task} (on each recorded split scheme with --split-scheme, "
-            "e.g. cholect50's crossval-1 ... crossval-5)."
+            f"cv --task {task} --protocol knn: there is no k-NN multi-label head; cross-validate the {task} "
+            "probe with --protocol linear or temporal."
         )
+    return protocol
+
+
+def multilabel_cv(
+    features: Path, task: str, protocol: str, configs: dict[str, Any], tables: dict[str, Any],
+    folds: int | str, seed: int, fraction: Any, relaxed: bool, json_path: Path | None,
+) -> None:  # fmt: skip
+    """`cv --task tools|triplets|cvs`: the linear probe (class-balanced unless `--set balance_classes=false`)
+    or the multi-label MS-TCN cross-validated by video (`folds` a number or `official`); prints the mean ±
+    std over folds and writes the results JSON."""
+    from plstitch_eval.commands.results import print_and_write_results
+    from plstitch_eval.protocols.fractions import fraction_title
+    from plstitch_eval.protocols.multilabel_cv import run_multilabel_cv
+    from plstitch_eval.protocols.settings import cv_config, section_table
+    from plstitch_eval.utils.console import is_quiet
+
+    if relaxed:
+        raise ConfigError(
+            f"--relaxed: only with --task phases (the relaxed phase metrics); drop it for --task {task}."
+        )
+    cv_config(protocol, tables, seed)  # refuses --set tables of another protocol
+    config = configs[protocol]
+    if protocol == "linear" and "balance_classes" not in section_table(tables, "linear"):
+        config = dataclasses.replace(config, balance_classes=True)  # as `plstitch linear --task` fits it
+    results = run_multilabel_cv(
+        task, features, protocol, config, folds, seed, progress=not is_quiet(), train_fraction=fraction
+    )
+    count = len(results["folds"])
+    which = "official crossval-* folds, " if folds == OFFICIAL_FOLDS else ""
+    title = f"{count}-fold CV by video ({which}{protocol}, {task}{fraction_title(fraction, results)})"
+    print_and_write_results(results, json_path, title)
 
 
 def video_task(task: str, skill_score: str | None = None) -> bool:
@@ -80,12 +121,27 @@ def refuse_for_video_task(task: str, used: dict[str, bool]) -> None:
         )
 
 
-def fold_count(folds: str, task: str) -> int:
-    """`cv --folds` as a number of folds; loso / louo only with --task skill (JIGSAWS' folds)."""
+def fold_count(folds: str, task: str) -> int | str:
+    """`cv --folds` as a number of folds; `official` (the store's crossval-* schemes) only with a
+    multi-label task; loso / louo only with --task skill (JIGSAWS' folds)."""
+    from plstitch_eval.tasks import MULTI_LABEL, get_task
+
+    if folds == OFFICIAL_FOLDS and get_task(task).head == MULTI_LABEL:
+        return folds
     try:
         return int(folds)
     except ValueError:
         raise ConfigError(
-            f"--folds must be a number of folds by video, got {folds!r} (loso and louo: with --task skill "
-            f"on a JIGSAWS store, not --task {task})."
+            f"--folds must be a number of folds by video, got {folds!r} (official: with --task tools, "
+            f"triplets or cvs; loso and louo: with --task skill on a JIGSAWS store; not --task {task})."
         ) from None
+
+
+def refuse_temporal(task: str, used: dict[str, bool], why: str) -> None:
+    """One line naming the options `--task task` does not take with `temporal`, and why."""
+    named = [f"--{option}" for option, on in used.items() if on]
+    if named:
+        raise ConfigError(
+            f"{', '.join(named)}: not with temporal --task {task} ({why}); drop "
+            f"{'them' if len(named) > 1 else 'it'}."
+        )

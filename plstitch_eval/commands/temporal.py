@@ -28,10 +28,15 @@ from plstitch_eval.commands.options import (
     ValFractionOpt,
 )
 from plstitch_eval.commands.probe_configs import temporal_config
-from plstitch_eval.commands.task_options import refuse_for_regression, task_settings, video_task
-from plstitch_eval.errors import ConfigError
+from plstitch_eval.commands.skill_runs import temporal_skill
+from plstitch_eval.commands.task_options import (
+    refuse_for_regression,
+    refuse_temporal,
+    task_settings,
+    video_task,
+)
 
-__all__ = ["register", "temporal", "temporal_config", "temporal_multilabel", "temporal_skill"]
+__all__ = ["register", "temporal", "temporal_config", "temporal_multilabel"]
 
 StagesOpt = Annotated[int | None, typer.Option(help="Stages S (MS-TCN 4; TeCNO 2).")]
 LayersOpt = Annotated[int | None, typer.Option(help="Dilated layers per stage L (MS-TCN 10).")]
@@ -138,9 +143,8 @@ def temporal(
             features, task, settings, config, split_scheme, val_fraction, fraction, json_path, save, overwrite
         )
     if task != "phases":  # a multi-label task: tools, triplets, cvs
-        used |= {"save": save is not None}
         return temporal_multilabel(
-            task, features, config, split_scheme, val_fraction, fraction, json_path, used
+            task, features, config, split_scheme, val_fraction, fraction, json_path, used, save, overwrite
         )
     options = {"scheme": split_scheme, "val_fraction": val_fraction, "relaxed": relaxed}
     run = temporal_run(features, config, seeds, fraction, **options)
@@ -173,64 +177,38 @@ def temporal_regression(
         console.print(f"probe saved to {save}", highlight=False, soft_wrap=True)
 
 
-def refuse(task: str, used: dict[str, bool], why: str) -> None:
-    """One line naming the options `--task task` does not take with `temporal`, and why."""
-    named = [f"--{option}" for option, on in used.items() if on]
-    if named:
-        raise ConfigError(
-            f"{', '.join(named)}: not with temporal --task {task} ({why}); drop "
-            f"{'them' if len(named) > 1 else 'it'}."
-        )
-
-
-def temporal_multilabel(task, features, config, scheme, val_fraction, fraction, json_path, used) -> None:  # noqa: ANN001
+def temporal_multilabel(
+    task, features, config, scheme, val_fraction, fraction, json_path, used, save=None, overwrite=False
+) -> None:  # noqa: ANN001
     """`temporal --task tools|triplets|cvs`: the multi-label MS-TCN, epoch chosen on the task's validation
-    metric, scored by the task's own metrics (results task `temporal-<task>`)."""
+    metric, scored by the task's own metrics (results task `temporal-<task>`); `--save` keeps it as a probe
+    that says which labels are present (causal with --causal: it runs live)."""
     from plstitch_eval.commands.evaluate import MULTILABEL_TITLES
     from plstitch_eval.commands.results import print_and_write_results
     from plstitch_eval.protocols.fractions import fraction_title
-    from plstitch_eval.protocols.temporal_multilabel import run_multilabel_temporal
+    from plstitch_eval.protocols.multilabel_probe import save_temporal_multilabel_probe
+    from plstitch_eval.protocols.temporal_multilabel import fit_multilabel_temporal, run_multilabel_temporal
     from plstitch_eval.tasks import get_task
+    from plstitch_eval.utils.console import console
 
     chosen = get_task(task)
-    refuse(task, used, f"its MS-TCN is chosen on validation {chosen.select_metric}, one seed, not saved")
-    options = {"scheme": scheme, "val_fraction": val_fraction, "progress": True, "train_fraction": fraction}
-    results = run_multilabel_temporal(chosen, features, config, **options)
+    refuse_temporal(task, used, f"its MS-TCN is chosen on validation {chosen.select_metric}, one seed")
+    options = {"scheme": scheme, "val_fraction": val_fraction, "progress": True}
+    if save is None:
+        results, fitted = (
+            run_multilabel_temporal(chosen, features, config, **options, train_fraction=fraction),
+            None,
+        )
+    else:
+        results, fitted = fit_multilabel_temporal(chosen, features, config, **options)
     shape = f"{config.stages}x{config.layers}x{config.channels}"
     epoch = f"epoch {results['protocol']['chosen_epoch']}" if "chosen_epoch" in results["protocol"] else ""
     what = MULTILABEL_TITLES.get(task, task)
     title = f"{what} (multi-label MS-TCN {shape}, {epoch}{fraction_title(fraction, results)})"
     print_and_write_results(results, json_path, title)
-
-
-SKILL_OPTIONS = ("layers", "channels", "dropout", "lr", "epochs", "weight_decay", "seed")
-
-
-def temporal_skill(
-    features, skill_score, scheme, folds, seed, json_path, model=None, threads=None, used=None
-) -> None:  # noqa: ANN001
-    """`temporal --task skill` (the store's split; `folds` None) or `cv --task skill --protocol temporal
-    --folds loso|louo|K`: the temporal skill head beside the reference rows. `model`: the temporal options
-    given (those of SKILL_OPTIONS set the head; the others are refused)."""
-    from plstitch_eval.commands.results import print_and_write_results
-    from plstitch_eval.protocols.skill import run_skill_cv, run_skill_linear, temporal_head
-    from plstitch_eval.tasks.skill import DEFAULT_SCORE
-    from plstitch_eval.temporal.skill_head import SkillHeadConfig
-
-    given = {k: v for k, v in (model or {}).items() if v is not None}
-    other = {k.replace("_", "-"): True for k in given if k not in SKILL_OPTIONS}
-    refuse("skill", {**other, **(used or {})}, "one score per video from a small temporal conv, fixed epochs")
-    own = {k: given[k] for k in SKILL_OPTIONS if k in given}
-    if threads is not None:
-        own["num_threads"] = threads or None
-    head, name = temporal_head(SkillHeadConfig(**own)), skill_score or DEFAULT_SCORE
-    if folds is None:
-        results = run_skill_linear(features, name, scheme, head)
-        title = f"skill ({name}; temporal head) on {features}"
-    else:
-        results = run_skill_cv(features, folds, name, seed or 0, head)
-        title = f"skill ({name}; temporal head) CV by video, folds {folds}: mean ± std over folds"
-    print_and_write_results(results, json_path, title)
+    if fitted is not None:
+        save_temporal_multilabel_probe(save, chosen, features, results, fitted, config, overwrite=overwrite)
+        console.print(f"probe saved to {save}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from matplotlib.patches import Patch
 
+from plstitch_eval.analysis.presence import presence_figure
 from plstitch_eval.analysis.style import ERROR_STRIP, UNLABELLED, class_colors, new_figure, save_figure
 from plstitch_eval.analysis.timeline import segment_edges, segments
 from plstitch_eval.errors import ConfigError
@@ -225,6 +226,9 @@ def plot_prediction(prediction: VideoPrediction, class_names: Sequence[str], tit
     """Timeline figure: prediction ribbon (ground truth above it and an error strip when labelled, as in
     `analysis.timeline`), then the class probabilities stacked over time with the progression curve; a
     regression probe's minutes as curves (`plot_minutes`)."""
+    if prediction.present is not None:  # a multi-label probe: its labels' presence, a row each
+        names = [c.split("_", 1)[-1] for c in prediction.columns or []]
+        return presence_figure(title, prediction.frame_times, names, prediction.values.T)
     if prediction.values is not None:
         return plot_minutes(prediction, title)
     colors = class_colors(len(class_names))
@@ -284,7 +288,7 @@ def plot_minutes(prediction: VideoPrediction, title: str):
     if truth is not None:
         axes.plot(times, truth, color="black", lw=1.0, ls="--", label="truth")
     axes.set_xlabel("time (s)")
-    axes.set_ylabel("probability" if prediction.present is not None else "minutes")
+    axes.set_ylabel("minutes")
     axes.set_title(title, loc="left")
     if prediction.frames:
         axes.set_xlim(float(times[0]), float(times[-1]) if prediction.frames > 1 else float(times[0]) + 1.0)

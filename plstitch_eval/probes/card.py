@@ -105,6 +105,15 @@ def metric_rows(probe: Probe, results: dict[str, Any] | None) -> list[MetricRow]
     return rows
 
 
+FRACTION_NOTE = " (a fraction, 0 best)"  # a Brier score is not in percent, whatever the table's unit
+
+
+def is_fraction(metric: str) -> bool:
+    """Whether `metric` is a fraction rather than the table's unit: a Brier score (CVS's `brier`,
+    `video_brier`, `brier_C1`, ...), lower is better."""
+    return "brier" in metric.lower()
+
+
 def metrics_table(rows: list[MetricRow], unit: str = "%") -> str:
     """Markdown table of `rows` (the interval columns only when some row has them); values in `unit`."""
     with_ci = any(row.mean is not None for row in rows)
@@ -112,7 +121,7 @@ def metrics_table(rows: list[MetricRow], unit: str = "%") -> str:
     header += [f"Mean over test videos ({unit})", "95 % CI"] if with_ci else []
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for row in rows:
-        cells = [row.name, _fmt(row.value)]
+        cells = [row.name + (FRACTION_NOTE if unit == "%" and is_fraction(row.name) else ""), _fmt(row.value)]
         if with_ci:
             interval = "n/a" if row.ci_low is None else f"[{row.ci_low:.2f}, {row.ci_high:.2f}]"
             cells += [_fmt(row.mean), f"{interval} ({row.videos} videos)" if row.videos else ""]
@@ -269,6 +278,8 @@ def _eval_note(results: dict[str, Any] | None, rows: list[MetricRow], unit: str 
     if not rows:
         return "This probe records no test metrics."
     values = "values in percent" if unit == "%" else "errors in minutes, lower is better"
+    if unit == "%" and any(is_fraction(row.name) for row in rows):
+        values += "; Brier scores as fractions, lower is better"
     if results is None:
         return (
             f"The probe's own test metrics ({values}, from its probe.json). No per-video confidence "

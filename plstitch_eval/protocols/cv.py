@@ -47,13 +47,14 @@ from plstitch_eval.temporal.fit import TemporalConfig
 
 
 def check_fold_holdout(
-    videos: list[str], test_folds: list[list[str]], val_fraction: float, protocol: str
+    videos: list[str], test_folds: list[list[str]], val_fraction: float, protocol: str, knn: bool = True
 ) -> None:
     """Refuse, before any fold trains, folds whose training videos cannot give validation videos.
 
     Why: the protocol chooses (a head, an epoch) on videos held out of each fold's training videos; a
     `val_fraction` outside (0, 1) would hold out none or all, and a fold left one training video cannot be
-    split (`holdout_by_video` would only say to record a val split, which CV does not read).
+    split (`holdout_by_video` would only say to record a val split, which CV does not read). `knn`: whether
+    the task has a k-NN head to suggest (the multi-label tasks have none).
     """
     if not 0 < val_fraction < 1:
         held = "none" if val_fraction <= 0 else "all"
@@ -67,7 +68,7 @@ def check_fold_holdout(
             raise EvaluationError(
                 f"CV fold {i} trains on {len(rest)} video ({', '.join(rest)}) of {len(videos)}, and the "
                 f"{protocol} protocol chooses on validation videos held out of each fold's training videos: "
-                "use more --folds or more videos, or --protocol knn (it holds out none)."
+                f"use more --folds or more videos{', or --protocol knn (it holds out none)' if knn else ''}."
             )
 
 

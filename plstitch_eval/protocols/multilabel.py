@@ -7,7 +7,7 @@ weight decays in one pass with the phase probe's `linear.GridTraining` (the same
 initialisation, batches, optimiser step and cosine schedule); the head with the best validation value of the
 task's `select_metric` is scored on the test frames (those whose row is annotated, no -1).
 `fit_multilabel_linear` also returns the grid and its chosen head, which `--save` keeps as a probe
-(`multilabel_probe.py`).
+(`multilabel_probe.py`); `fit_loaded` is the fit on loaded videos that each CV fold runs (`multilabel_cv.py`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from plstitch_eval.tasks.registry import MultiLabel, Task, get_task
 from plstitch_eval.utils.device import resolve_device, torch_threads
 
 Rows = Callable[[VideoFeatures], "np.ndarray | None"]
+# metrics, each test video's own (`MultiLabel.per_video`), each test video's stored probabilities
+Scored = tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, list[list[float]]]]
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,69 @@ def fit_multilabel_linear(
     return _run(task, features, config, scheme, val_fraction, progress, None)
 
 
+@dataclass(frozen=True)
+class LinearFit:
+    """The grid fitted on loaded videos and its chosen head, the test figures (`MultiLabel.score`), each test
+    video's stored probabilities, and what the choice saw: annotated frames per split, labels no test frame
+    shows."""
+
+    fitted: LinearProbeResult
+    metrics: dict[str, Any]
+    per_video: dict[str, dict[str, Any]]
+    predictions: dict[str, list[list[float]]]
+    frames: dict[str, int]
+    without_positives: list[str]
+
+    def choice(self) -> dict[str, Any]:
+        """The chosen head and every head's validation score, as the results' `protocol` records them."""
+        grid, scores = self.fitted.grid, self.fitted.val_scores
+        return {
+            "chosen_lr": self.fitted.best_lr,
+            "chosen_weight_decay": self.fitted.best_weight_decay,
+            "val_scores": {f"lr={a:g},wd={b:g}": s for (a, b), s in zip(grid.heads, scores, strict=True)},
+        }
+
+
+def absent_labels(names: Sequence[str], targets: np.ndarray) -> list[str]:
+    """The labels no row of `targets` [N, K] shows (a soft row counts from 0.5)."""
+    return [n for n, on in zip(names, (targets >= 0.5).any(0), strict=True) if not on]
+
+
+def fit_loaded(
+    task: Task,
+    names: list[str],
+    parts: dict[str, list[VideoFeatures]],
+    config: LinearConfig,
+    progress: bool = False,
+    where: str = "the store",
+) -> LinearFit:
+    """The grid on `parts["train"]`'s annotated frames, the head of best validation `select_metric` on
+    `parts["val"]`'s, scored on `parts["test"]`'s: what one split and each CV fold (`multilabel_cv.py`) run.
+    `where` names the videos' store (and fold) in the one line refusing a split without annotated frames."""
+    spec = multilabel_spec(task)
+    rows = {s: [v for v in annotated_rows(parts[s], spec.labels, spec.soft) if len(v.targets)] for s in parts}
+    (x_tr, y_tr), (x_va, _), (x_te, y_te) = (pooled(rows[s]) for s in ("train", "val", "test"))
+    for split, x in (("train", x_tr), ("val", x_va), ("test", x_te)):
+        if not len(x):
+            raise EvaluationError(f"The {split} split of {where} has no {noun(spec)}-annotated frames.")
+    grid = train_multilabel_grid(x_tr, y_tr, config, progress, noun(spec))
+    val_targets = [v.targets for v in rows["val"]]
+    val_scores = [
+        spec.score(_by_video(sigmoid(z), rows["val"]), val_targets, names)[task.select_metric]
+        for z in grid.logits(x_va)
+    ]
+    best = int(np.nanargmax(val_scores)) if not np.isnan(val_scores).all() else 0
+    metrics, per_video, predictions = _test_scores(task, spec, grid, best, rows["test"], names)
+    return LinearFit(
+        LinearProbeResult(grid, best, [float(v) for v in val_scores]),
+        metrics,
+        per_video,
+        predictions,
+        {"train": len(x_tr), "val": len(x_va), "test": len(x_te)},
+        absent_labels(names, y_te),
+    )
+
+
 def _run(
     task: Task,
     features: str | Path,
@@ -238,32 +303,15 @@ def _run(
         validation = f"held out by video ({val_fraction:.0%} of train, seed {config.seed})"
     parts = {s: load_labelled(store, splits[s], s, spec) for s in ("train", "val", "test")}
     parts["train"] = take_subset(parts["train"], draw, shown_classes(names, spec))
-    rows = {s: [v for v in annotated_rows(parts[s], spec.labels, spec.soft) if len(v.targets)] for s in parts}
-    (x_tr, y_tr), (x_va, _), (x_te, y_te) = (pooled(rows[s]) for s in ("train", "val", "test"))
-    for split, x in (("train", x_tr), ("val", x_va), ("test", x_te)):
-        if not len(x):
-            raise EvaluationError(f"The {split} split of {store.root} has no {noun(spec)}-annotated frames.")
-    grid = train_multilabel_grid(x_tr, y_tr, config, progress, noun(spec))
-    val_targets = [v.targets for v in rows["val"]]
-    val_scores = [
-        spec.score(_by_video(sigmoid(z), rows["val"]), val_targets, names)[task.select_metric]
-        for z in grid.logits(x_va)
-    ]
-    best = int(np.nanargmax(val_scores)) if not np.isnan(val_scores).all() else 0
-    metrics, per_video, predictions = _test_scores(task, spec, grid, best, rows["test"], names)
-    lr, wd = grid.heads[best]
+    fit = fit_loaded(task, names, parts, config, progress, str(store.root))
     protocol = {
         "name": results_task,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
         "select_metric": task.select_metric,  # whatever the phase probe's setting
         "validation": validation,
-        "chosen_lr": lr,
-        "chosen_weight_decay": wd,
-        "val_scores": {f"lr={a:g},wd={b:g}": s for (a, b), s in zip(grid.heads, val_scores, strict=True)},
-        "frames": {"train": len(x_tr), "val": len(x_va), "test": len(x_te)},
-        f"{task.name}_without_positives": [
-            n for n, on in zip(names, (y_te >= 0.5).any(0), strict=True) if not on
-        ],
+        **fit.choice(),
+        "frames": fit.frames,
+        f"{task.name}_without_positives": fit.without_positives,
     }
     results = results_record(
         results_task,
@@ -273,11 +321,11 @@ def _run(
         splits,
         names,
         headline=list(task.metrics),
-        metrics=metrics,
-        per_video=per_video,
-        predictions=predictions,  # probabilities of each test video's annotated frames
+        metrics=fit.metrics,
+        per_video=fit.per_video,
+        predictions=fit.predictions,  # probabilities of each test video's annotated frames
     )
-    return results, LinearProbeResult(grid, best, [float(v) for v in val_scores])
+    return results, fit.fitted
 
 
 def _by_video(scores: np.ndarray, videos: Sequence[VideoRows]) -> list[np.ndarray]:
@@ -287,19 +335,27 @@ def _by_video(scores: np.ndarray, videos: Sequence[VideoRows]) -> list[np.ndarra
 
 def _test_scores(
     task: Task, spec: MultiLabel, grid: LinearGrid, best: int, videos: list[VideoRows], names: list[str]
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, list[list[float]]]]:
-    """The head's metrics on the test frames, each test video's own and its stored probabilities.
+) -> Scored:
+    """The head's metrics on the test frames, each test video's own and its stored probabilities."""
+    own = [sigmoid(grid.logits(v.features, best)) for v in videos]  # the test logits, computed once
+    return scored_videos(spec, names, [v.video for v in videos], own, [v.targets for v in videos])
+
+
+def scored_videos(
+    spec: MultiLabel, names: list[str], videos: list[str], own: list[np.ndarray], targets: list[np.ndarray]
+) -> Scored:
+    """The task's metrics of test videos' probabilities `own` against `targets` (annotated frames), each
+    video's own (`spec.per_video`) and its stored probabilities (rounded to `spec.decimals`).
 
     With `score_stored` every figure comes from the stored (rounded) probabilities, so the predictions give
-    them again exactly; otherwise from the unrounded ones (the tool probe, as it always did).
+    them again exactly; otherwise from the unrounded ones (the tool probe, as it always did). The linear and
+    the temporal multi-label protocols share it.
     """
-    targets = [v.targets for v in videos]
-    own = [sigmoid(grid.logits(v.features, best)) for v in videos]  # the test logits, computed once
     stored = [np.round(s, spec.decimals) for s in own]
     scored = stored if spec.score_stored else own
     metrics = spec.score(scored, targets, names)
     per_video = {}
     for video, s, y in zip(videos, scored, targets, strict=True):
         alone = spec.score([s], [y], names)
-        per_video[video.video] = {k: alone[k] for k in spec.per_video}
-    return metrics, per_video, {v.video: s.tolist() for v, s in zip(videos, stored, strict=True)}
+        per_video[video] = {k: alone[k] for k in spec.per_video}
+    return metrics, per_video, {v: s.tolist() for v, s in zip(videos, stored, strict=True)}

@@ -23,6 +23,7 @@ from sklearn.preprocessing import StandardScaler
 
 from plstitch_eval.errors import ConfigError, EvaluationError
 from plstitch_eval.metrics.skill import TRIAL_NAME, loso_folds, louo_folds
+from plstitch_eval.protocols.fractions import SubsetDraw, TrainFraction, over_subsets
 from plstitch_eval.protocols.registry import CV_TASK
 from plstitch_eval.results_json import results_record
 from plstitch_eval.splits import kfold_by_video, resolve_splits
@@ -174,11 +175,25 @@ def _protocol(data: SkillData, name: str, head: SkillHead, **more: Any) -> dict[
     return {"name": name, "task": "skill", "score": data.score_name, **head.record, **more}
 
 
+def train_subset(train: Sequence[str], draw: SubsetDraw | None) -> list[str]:
+    """The training videos `draw` keeps (`protocols/fractions.py`'s nested rule; a skill video brings no
+    class, so the seeded ranking of the names alone decides), in their order; all when None."""
+    if draw is None:
+        return list(train)
+    chosen = set(draw.take({video: () for video in train}).videos)
+    return [video for video in train if video in chosen]
+
+
 def run_skill_linear(
-    features: str | Path, score_name: str = DEFAULT_SCORE, scheme: str | None = None, head: SkillHead = RIDGE
+    features: str | Path,
+    score_name: str = DEFAULT_SCORE,
+    scheme: str | None = None,
+    head: SkillHead = RIDGE,
+    train_fraction: TrainFraction | None = None,
 ) -> dict[str, Any]:
     """The store's split scheme: `head` (the ridge) fitted on its train (and val) videos, scored on its test
-    videos (results task `linear-skill`, or `temporal-skill` with the temporal head)."""
+    videos (results task `linear-skill`, or `temporal-skill` with the temporal head). `train_fraction`: on
+    subsets of the training videos, one per seed, mean ± std over them (references on the same subsets)."""
     store = FeatureStore(features)
     splits = resolve_splits(store, scheme)
     train, test = splits["train"] + splits["val"], splits["test"]
@@ -188,19 +203,24 @@ def run_skill_linear(
             "videos; pick another --split-scheme, or cross-validate: plstitch cv --task skill --folds K."
         )
     data = SkillData.of(store, train + test, score_name, keep_frames=head.frames)
-    predicted, chosen = head.predict(data, train, test)
-    scored = _scored(data, predicted)
     task = get_task("skill").results_task(head.protocol)
-    protocol = _protocol(data, task, head, **chosen, fit_on=["train", "val"], videos={"train": len(train)})
-    results = results_record(
-        task, data.manifest, features, protocol, splits, [score_name],
-        headline=list(METRICS), metrics=scored["metrics"], per_video=scored["per_video"],
-        predictions=predicted,
-    )  # fmt: skip
-    results["references"] = _reference_rows(data, train, test)
-    if "note" in scored:
-        results["note"] = scored["note"]
-    return results
+
+    def run(draw: SubsetDraw | None) -> dict[str, Any]:
+        used = train_subset(train, draw)
+        predicted, chosen = head.predict(data, used, test)
+        scored = _scored(data, predicted)
+        protocol = _protocol(data, task, head, **chosen, fit_on=["train", "val"], videos={"train": len(used)})
+        results = results_record(
+            task, data.manifest, features, protocol, splits, [score_name],
+            headline=list(METRICS), metrics=scored["metrics"], per_video=scored["per_video"],
+            predictions=predicted,
+        )  # fmt: skip
+        results["references"] = _reference_rows(data, used, test)
+        if "note" in scored:
+            results["note"] = scored["note"]
+        return results
+
+    return over_subsets(run, train_fraction)
 
 
 def skill_folds(videos: Sequence[str], folds: str, seed: int, root: str) -> list[dict[str, Any]]:
@@ -245,19 +265,29 @@ def run_skill_cv(
     score_name: str = DEFAULT_SCORE,
     seed: int = 0,
     head: SkillHead = RIDGE,
+    train_fraction: TrainFraction | None = None,
 ) -> dict[str, Any]:
     """`head` (the ridge) cross-validated over `folds` (every video held out once): mean ± std over folds,
-    pooled too; the reference rows on the same folds."""
+    pooled too; the reference rows on the same folds. `train_fraction`: each fold's training videos cut to
+    that fraction, one subset per seed and fold, mean ± std over the seeds."""
     store = FeatureStore(features)
     recorded = resolve_splits(store)
     videos = sorted({v for split in recorded.values() for v in split}) or store.videos()
     chosen = skill_folds(videos, folds, seed, str(store.root))
     data = SkillData.of(store, videos, score_name, keep_frames=head.frames)
+    return over_subsets(lambda draw: _cv(data, features, chosen, folds, seed, head, draw), train_fraction)
+
+
+def _cv(
+    data: SkillData, features: str | Path, chosen: list[dict[str, Any]], folds: str, seed: int,
+    head: SkillHead, draw: SubsetDraw | None,
+) -> dict[str, Any]:  # fmt: skip
     fold_blocks, reference_blocks = [], {}
     for fold in chosen:
-        predicted, picked = head.predict(data, fold["train"], fold["test"])
-        fold_blocks.append({**fold, "chosen": picked, **_scored(data, predicted)})
-        for name, block in _reference_rows(data, fold["train"], fold["test"]).items():
+        train = train_subset(fold["train"], draw)
+        predicted, picked = head.predict(data, train, fold["test"])
+        fold_blocks.append({**fold, "train": train, "chosen": picked, **_scored(data, predicted)})
+        for name, block in _reference_rows(data, train, fold["test"]).items():
             reference_blocks.setdefault(name, {"description": block["description"], "folds": []})
             reference_blocks[name]["folds"].append(block)
     summary = _over_folds(data, fold_blocks)
@@ -269,7 +299,7 @@ def run_skill_cv(
     task = f"{CV_TASK}-{inner}"
     protocol = _protocol(data, task, head, inner=inner, folds=folds, seed=seed)
     results = results_record(
-        task, data.manifest, features, protocol, {"folds": [f["test"] for f in chosen]}, [score_name],
+        task, data.manifest, features, protocol, {"folds": [f["test"] for f in chosen]}, [data.score_name],
         headline=[*METRICS, *(f"{m}_pooled" for m in METRICS)], metrics=summary["metrics"],
         per_video={v: row for b in fold_blocks for v, row in b["per_video"].items()},
         predictions={v: p for b in fold_blocks for v, p in b["predictions"].items()},

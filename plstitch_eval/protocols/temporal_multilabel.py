@@ -22,10 +22,13 @@ from plstitch_eval.errors import EvaluationError
 from plstitch_eval.protocols.data import take_subset
 from plstitch_eval.protocols.fractions import SubsetDraw, TrainFraction, over_subsets
 from plstitch_eval.protocols.multilabel import (
+    Scored,
+    absent_labels,
     label_names,
     load_labelled,
     multilabel_spec,
     noun,
+    scored_videos,
     shown_classes,
 )
 from plstitch_eval.results_json import results_record
@@ -76,7 +79,23 @@ def run_multilabel_temporal(
     task = get_task(task) if isinstance(task, str) else task
     multilabel_spec(task)
     config = config or TemporalConfig()
-    return over_subsets(partial(_run, task, features, config, scheme, val_fraction, progress), train_fraction)
+    run = partial(_run, task, features, config, scheme, val_fraction, progress)
+    return over_subsets(lambda draw: run(draw)[0], train_fraction)
+
+
+def fit_multilabel_temporal(
+    task: str | Task,
+    features: str | Path,
+    config: TemporalConfig | None = None,
+    scheme: str | None = None,
+    val_fraction: float = 0.2,
+    progress: bool = False,
+) -> tuple[dict[str, Any], MultiLabelTCNResult]:
+    """`run_multilabel_temporal` on all the training videos, with the fitted MS-TCN (what `--save` keeps:
+    `protocols.multilabel_probe.save_temporal_multilabel_probe`)."""
+    task = get_task(task) if isinstance(task, str) else task
+    multilabel_spec(task)
+    return _run(task, features, config or TemporalConfig(), scheme, val_fraction, progress, None)
 
 
 def _load(
@@ -92,28 +111,48 @@ def _load(
         validation = f"held out by video ({val_fraction:.0%} of train, seed {config.seed})"
     parts = {s: load_labelled(store, splits[s], s, spec) for s in ("train", "val", "test")}
     parts["train"] = take_subset(parts["train"], draw, shown_classes(names, spec))
-    for split in ("val", "test"):  # scored on annotated frames: a video without any has nothing to score
+    return splits, validation, annotated_parts(parts, spec, str(store.root)), names
+
+
+def annotated_parts(
+    parts: dict[str, list[VideoFeatures]], spec: MultiLabel, where: str
+) -> dict[str, list[VideoFeatures]]:
+    """`parts` less the val and test videos without an annotated frame (nothing there to score); one line
+    for a split left without any (`where`: the store, or the CV fold of it)."""
+    parts = dict(parts)
+    for split in ("val", "test"):
         parts[split] = [it for it in parts[split] if kept_frames(spec.labels(it)).any()]
     for split, items in parts.items():
         if not any(kept_frames(spec.labels(it)).any() for it in items):
-            raise EvaluationError(f"The {split} split of {store.root} has no {noun(spec)}-annotated frames.")
-    return splits, validation, parts, names
+            raise EvaluationError(f"The {split} split of {where} has no {noun(spec)}-annotated frames.")
+    return parts
 
 
-def _run(
-    task: Task, features: str | Path, config: TemporalConfig, scheme: str | None, val_fraction: float,
-    progress: bool, draw: SubsetDraw | None,
-) -> dict[str, Any]:  # fmt: skip
-    spec, results_task = multilabel_spec(task), task.results_task(PROTOCOL)
-    store = FeatureStore(features)
-    splits, validation, parts, names = _load(task, store, config, scheme, val_fraction, draw)
+def fit_loaded(
+    task: Task, names: list[str], parts: dict[str, list[VideoFeatures]], config: TemporalConfig,
+    progress: bool = False,
+) -> tuple[MultiLabelTCNResult, Scored]:  # fmt: skip
+    """The MS-TCN fitted on `parts["train"]`, its epoch chosen on `parts["val"]` by the task's
+    `select_metric`, and `parts["test"]` scored (metrics, per video, stored probabilities): what one split
+    and each CV fold (`multilabel_cv.py`) run, on parts that `annotated_parts` kept."""
+    spec = multilabel_spec(task)
     pair = {s: [(it.features, spec.labels(it).astype(np.float32)) for it in parts[s]] for s in parts}
     val_rows = [spec.labels(it) for it in parts["val"]]
     fit = fit_multilabel_tcn(
         pair["train"], pair["val"],
         lambda probs: task_scores(spec, names, probs, val_rows)[task.select_metric], config, progress,
     )  # fmt: skip
-    metrics, per_video, predictions = _test_scores(spec, names, fit, parts["test"])
+    return fit, _test_scores(spec, names, fit, parts["test"])
+
+
+def _run(
+    task: Task, features: str | Path, config: TemporalConfig, scheme: str | None, val_fraction: float,
+    progress: bool, draw: SubsetDraw | None,
+) -> tuple[dict[str, Any], MultiLabelTCNResult]:  # fmt: skip
+    spec, results_task = multilabel_spec(task), task.results_task(PROTOCOL)
+    store = FeatureStore(features)
+    splits, validation, parts, names = _load(task, store, config, scheme, val_fraction, draw)
+    fit, (metrics, per_video, predictions) = fit_loaded(task, names, parts, config, progress)
     test_rows = np.concatenate([spec.labels(it)[kept_frames(spec.labels(it))] for it in parts["test"]])
     protocol = {
         "name": results_task,
@@ -128,14 +167,13 @@ def _run(
         "threads": fit.threads,
         "torch": torch.__version__,
         "frames": {s: int(sum(kept_frames(spec.labels(it)).sum() for it in parts[s])) for s in parts},
-        f"{task.name}_without_positives": [
-            n for n, on in zip(names, (test_rows >= 0.5).any(0), strict=True) if not on
-        ],
+        f"{task.name}_without_positives": absent_labels(names, test_rows),
     }
-    return results_record(
+    record = results_record(
         results_task, store.manifest, features, protocol, splits, names,
         headline=list(task.metrics), metrics=metrics, per_video=per_video, predictions=predictions,
     )  # fmt: skip
+    return record, fit
 
 
 def _test_scores(
@@ -147,12 +185,5 @@ def _test_scores(
     rows = [spec.labels(it) for it in items]
     keep = [kept_frames(r) for r in rows]
     own = [fit.predict(it.features)[k] for it, k in zip(items, keep, strict=True)]
-    stored = [np.round(p, spec.decimals) for p in own]
-    scored = stored if spec.score_stored else own
     targets = [frame_targets(r[k], spec.soft) for r, k in zip(rows, keep, strict=True)]
-    metrics = spec.score(scored, targets, names)
-    per_video = {}
-    for item, s, y in zip(items, scored, targets, strict=True):
-        alone = spec.score([s], [y], names)
-        per_video[item.video] = {k: alone[k] for k in spec.per_video}
-    return metrics, per_video, {it.video: s.tolist() for it, s in zip(items, stored, strict=True)}
+    return scored_videos(spec, names, [it.video for it in items], own, targets)

@@ -12,6 +12,7 @@ import numpy as np
 from matplotlib.patches import Patch
 from PIL import Image
 
+from plstitch_eval.analysis.presence import presence_figure
 from plstitch_eval.analysis.style import ERROR_STRIP, UNLABELLED, class_colors, new_figure
 from plstitch_eval.analysis.timeline import segment_edges, segments
 from plstitch_eval.report.case import (
@@ -140,20 +141,10 @@ def next_figure(name: str, curve: CurveTrack) -> plt.Figure:
 
 def tools_figure(name: str, curve: CurveTrack) -> plt.Figure:
     """Each tool's presence probability over time, a row per tool (darker: more likely present); a triplets
-    or CVS curve likewise, a row per triplet or criterion."""
+    or CVS curve likewise, a row per triplet or criterion (`analysis.presence`: at most its `MAX_ROWS`)."""
     tools = list(curve.columns)
-    fig = new_figure(WIDTH_IN, 0.9 + 0.28 * len(tools))
-    axes = fig.subplots(1, 1)
-    edges = segment_edges(curve.frame_times)
-    values = np.stack([curve.columns[t] for t in tools]) if tools else np.zeros((0, len(edges) - 1))
-    mesh = axes.pcolormesh(edges, np.arange(len(tools) + 1), values, cmap="Greys", vmin=0.0, vmax=1.0)
-    axes.set_yticks(np.arange(len(tools)) + 0.5, tools)
-    axes.invert_yaxis()
-    axes.set_xlabel("time (s)")
-    axes.set_title(f"{name}: {curve.kind}", loc="left")
-    fig.colorbar(mesh, ax=axes, label="presence", fraction=0.03, pad=0.01)
-    fig.tight_layout()
-    return fig
+    values = np.stack([curve.columns[t] for t in tools]) if tools else np.zeros((0, len(curve.frame_times)))
+    return presence_figure(f"{name}: {curve.kind}", curve.frame_times, tools, values, WIDTH_IN)
 
 
 def latency_figure(name: str, live: LiveRecord) -> plt.Figure:

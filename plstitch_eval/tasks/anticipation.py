@@ -159,5 +159,6 @@ TASK = register_task(
             column=lambda name: f"next_{name}_min",
         ),
         uses_horizon=True,
+        needs=("class_names",),  # phases at least ("auto"); --anticipate tools is checked when run
     )
 )

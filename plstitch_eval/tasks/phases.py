@@ -17,5 +17,6 @@ TASK = register_task(
         metrics=("accuracy", "macro_f1", "edit", "f1@10", "f1@25", "f1@50"),
         select_metric="accuracy",
         protocols=("knn", "linear", "temporal", "cv"),
+        needs=("class_names",),
     )
 )

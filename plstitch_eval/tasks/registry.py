@@ -185,6 +185,9 @@ class Task:
     multilabel: MultiLabel | None = None
     results_tasks: Mapping[str, str] = field(default_factory=dict)  # protocol -> results task written
     uses_horizon: bool = False
+    # the store manifest's keys that must be non-empty for the task to have labels there (`class_names`,
+    # `skill`); () with a `MultiLabel`: its `names_key`. What `benchmark` reads to mark a cell n/a.
+    needs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.head not in HEADS:
@@ -195,6 +198,21 @@ class Task:
             raise ConfigError(f"Task {self.name!r}: a regression head needs a Regression, and only it.")
         if self.multilabel is not None and self.head != MULTI_LABEL:
             raise ConfigError(f"Task {self.name!r}: a MultiLabel goes with a multi-label head only.")
+
+    @property
+    def label_keys(self) -> tuple[str, ...]:
+        """The manifest keys naming the task's labels: `needs`, else a multi-label task's `names_key`."""
+        if self.needs or self.multilabel is None:
+            return self.needs
+        return (self.multilabel.names_key,)
+
+    def lacking(self, manifest: Mapping[str, Any]) -> tuple[str, ...]:
+        """The `label_keys` that `manifest` (a store's, or what a dataset would write) leaves empty."""
+        return tuple(key for key in self.label_keys if not manifest.get(key))
+
+    def has_labels(self, manifest: Mapping[str, Any]) -> bool:
+        """Whether a store with `manifest` carries this task's labels (a task reading none: always)."""
+        return not self.lacking(manifest)
 
     def results_task(self, protocol: str) -> str:
         """The results `task` a protocol writes for this task (`linear-anticipation`, `linear-tools`)."""

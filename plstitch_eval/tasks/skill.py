@@ -95,5 +95,6 @@ TASK = register_task(
         metrics=METRICS,
         select_metric="ridge alpha by leave-one-out error on the training videos",
         protocols=("linear", "cv", "temporal"),
+        needs=(SKILL,),
     )
 )

@@ -1,7 +1,7 @@
 """`plstitch benchmark --tasks triplets|cvs|skill`: each cell equals the task's own protocol run here on the
 same store and seed (`run_multilabel_linear`, `run_skill_linear`, `run_skill_cv`), the sections' rows are the
-mean ± std over the seeds with skill's reference rows, a store without the task's labels fails its cell in one
-line, and a rerun recomputes nothing."""
+mean ± std over the seeds with skill's reference rows, a store without the task's labels makes its cell n/a
+(not failed), and a rerun recomputes nothing."""
 
 from __future__ import annotations
 
@@ -183,17 +183,32 @@ def test_skill_cells_equal_the_skill_protocols_with_reference_rows(skill) -> Non
     assert "skill | cv | seed 1: spearman_rho " in result.stderr and "MAE " in result.stderr
 
 
-def test_a_store_without_triplet_labels_fails_its_cell_in_one_line(cvs, tmp_path: Path) -> None:
-    """The cvs run's store asked for triplets: no extraction (the store is there), the cell fails alone."""
+def test_a_store_without_triplet_labels_makes_its_cell_na(
+    cvs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cvs run's store asked for triplets: nothing loaded nor extracted (its store says), n/a, exit 0."""
+
+    def forbidden(*_args, **_kwargs):
+        raise AssertionError("an n/a cell was run")
+
+    for name in ("load_encoder", "extract_many"):
+        monkeypatch.setattr(bench_runner, name, forbidden)
     out = tmp_path / "out"
     shutil.copytree(cvs[0], out)
     args = cli_args(out, datasets_file(tmp_path, "synthetic-cvs"), models=TINY, protocols="linear")
     result = runner.invoke(app, [*args, "--tasks", "triplets"])
-    assert result.exit_code == 1 and "Traceback" not in result.output
-    (failed,) = table_json(out)["failed"]
-    assert (failed["task"], failed["protocol"], failed["seed"]) == ("triplets", "linear", 0)
-    assert "records no triplet names" in failed["error"] and "synthetic-triplets" in failed["error"]
-    assert "\n" not in failed["error"]
+    assert result.exit_code == 0, result.output
+    table = table_json(out)
+    assert table["ok"] and table["failed"] == []
+    (na,) = table["not_applicable"]
+    assert (na["dataset"], na["task"], na["protocol"], na["seed"]) == (
+        "synthetic-cvs",
+        "triplets",
+        "linear",
+        0,
+    )
+    assert na["reason"] == "synthetic-cvs has no triplets labels (its store records no triplet_names)"
+    assert "1 cell n/a: synthetic-cvs has no triplets labels (1)" in result.stderr
 
 
 def test_a_rerun_recomputes_no_task_cell(triplets, skill, monkeypatch: pytest.MonkeyPatch) -> None:

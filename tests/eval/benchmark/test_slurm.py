@@ -168,6 +168,28 @@ def test_a_cancelled_job_is_failed_in_status_and_a_rerun_submits_it_again(
     assert (out / "table.md").read_text(encoding="utf-8") == (local / "table.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
+def test_cells_without_labels_are_na_as_slurm_jobs(slurm: SlurmCluster, inputs: Path, tmp_path: Path) -> None:
+    """`--tasks cvs` on synthetic (no CVS ratings): the cell's job finds it n/a and writes no results nor
+    store, the table says n/a from what the dataset's adapter says, exit 0; a rerun submits nothing."""
+    out = tmp_path / "out"
+    args = cli_args(out, str(inputs / "datasets.toml"), models="plstitch-tiny-synthetic", protocols="linear")
+    args += ["--executor", "slurm", "--config", str(inputs / "config.toml"), "--tasks", "cvs", "--wait"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "submitted 1 cell(s)" in result.stderr and not (out / "features").exists()
+    table = table_json(out)
+    assert table["ok"] and [c["status"] for c in table["tasks"]["cells"]] == ["n/a"]
+    (na,) = table["not_applicable"]
+    assert na["reason"] == "synthetic has no cvs labels (its dataset records no cvs_names)"
+    assert "1 cell n/a: synthetic has no cvs labels (1)" in result.stderr
+    (cell,) = status(out).values()  # --status says n/a too, with why, not failed
+    assert cell["status"] == "n/a" and "no cvs labels" in cell["error"]
+    rerun = runner.invoke(app, args)
+    assert rerun.exit_code == 0, rerun.output
+    assert "submitted" not in rerun.stderr and table_json(out)["not_applicable"] == [na]
+
+
 def test_a_job_sbatch_refuses_is_one_line(slurm: SlurmCluster, inputs: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = runner.invoke(app, slurm_args(out, inputs, "--slurm-partition", "nosuch"))

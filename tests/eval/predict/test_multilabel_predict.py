@@ -5,6 +5,7 @@ page's), the report's tools track from those columns, and ONNX parity with torch
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -141,3 +142,39 @@ def test_onnx_export_gives_torchs_probabilities(data, tools, tmp_path) -> None:
     _, via_torch = read_csv(tools["out"] / f"{VIDEO}.csv")
     columns = probe.value_columns
     np.testing.assert_allclose(_matrix(via_onnx, columns), _matrix(via_torch, columns), atol=1e-5)
+
+
+def test_a_causal_temporal_tools_probe_runs_offline_online_and_through_onnx(data, tmp_path) -> None:
+    """`temporal --task tools --causal --save`: the multi-label MS-TCN as a probe - offline it gives the
+    probe's own probabilities of the stored features, online (frame by frame, causal) the same, and its ONNX
+    export the same again."""
+    small = ["--stages", "2", "--layers", "3", "--channels", "8", "--epochs", "2", "--causal"]
+    done = invoke(
+        "temporal", "--features", data["store"], "--task", "tools", *small, "--save", tmp_path / "t"
+    )
+    assert done.exit_code == 0, done.output
+    probe = load_probe(tmp_path / "t")
+    assert probe.kind == "temporal" and probe.is_multilabel and probe.causal
+    offline = tmp_path / "offline"
+    done = invoke("predict", "--probe", tmp_path / "t", video_file(data), "--out", offline, *CPU)
+    assert done.exit_code == 0, done.output
+    _, rows = read_csv(offline / f"{VIDEO}.csv")
+    columns = probe.value_columns
+    expected = probe.probabilities(FeatureStore(data["store"]).read(VIDEO).features)
+    np.testing.assert_allclose(_matrix(rows, columns), expected, atol=1e-4)
+    lines = tmp_path / "lines.jsonl"
+    done = invoke("predict", "--probe", tmp_path / "t", video_file(data), "--online", "--jsonl", lines,
+                  "--out", tmp_path / "online", *CPU)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    online = np.array([[json.loads(line)[c] for c in columns] for line in lines.read_text().splitlines()])
+    np.testing.assert_allclose(online, _matrix(rows, columns), atol=1e-4)
+    if importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("onnx") is None:
+        pytest.skip("the onnx extra (pip install 'plstitch[onnx]') is missing: torch and online checked")
+    done = invoke("export-onnx", tmp_path / "t", "--out", tmp_path / "export")
+    assert done.exit_code == 0, done.output
+    done = invoke("predict", "--probe", tmp_path / "export", video_file(data), "--out", tmp_path / "onnx",
+                  "--runtime", "onnx", *CPU)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    _, via_onnx = read_csv(tmp_path / "onnx" / f"{VIDEO}.csv")
+    np.testing.assert_allclose(_matrix(via_onnx, columns), _matrix(rows, columns), atol=1e-5)
+    assert [r["present"] for r in via_onnx] == [r["present"] for r in rows]

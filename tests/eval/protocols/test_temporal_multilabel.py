@@ -107,9 +107,7 @@ def test_a_store_without_the_labels_and_options_it_does_not_take_are_refused(
     plain = write_store(tmp_path / "plain")  # phases and tools, no triplets
     line = refused("temporal", "--features", str(plain.root), "--task", "triplets", *SMALL)
     assert "records no triplet names" in line and "cholect50" in line
-    line = refused(
-        "temporal", "--features", str(store.root), "--task", "triplets", "--save", str(tmp_path / "p")
-    )
-    assert line.startswith("error: --save: not with temporal --task triplets")
+    line = refused("temporal", "--features", str(store.root), "--task", "triplets", "--relaxed")
+    assert line.startswith("error: --relaxed: not with temporal --task triplets")
     line = refused("temporal", "--features", str(store.root), "--task", "tools", "--seeds", "2")
     assert "--seeds" in line

@@ -105,8 +105,8 @@ def test_a_store_without_triplets_is_refused_naming_it_and_the_fix(tmp_path: Pat
 def test_options_the_task_does_not_take_are_refused(store: FeatureStore, tmp_path: Path) -> None:
     line = refused("linear", "--features", str(store.root), "--task", "triplets", "--relaxed")
     assert "--relaxed: only with --task phases" in line and "mAP_IVT" in line  # --save: a probe
-    cv = refused("cv", "--features", str(store.root), "--task", "triplets", "--protocol", "linear")
-    assert cv.startswith("error: cv --task triplets: cv cross-validates phases and the regression tasks")
+    cv = refused("cv", "--features", str(store.root), "--task", "triplets", "--protocol", "knn")
+    assert cv.startswith("error: cv --task triplets --protocol knn: there is no k-NN multi-label head")
     assert "--task triplets is not fitted by knn" in refused(
         "knn", "--features", str(store.root), "--task", "triplets"
     )
