@@ -18,6 +18,7 @@ from plstitch_eval.benchmark.task_kinds import (
     SKILL_TASK,
     UNSEEDED,
     cell_protocols,
+    multilabel_inner,
     parse_skill_folds,
     seeded,
     skill_settings,
@@ -220,10 +221,15 @@ class BenchmarkConfig:
         A multi-label cell's probe is class-balanced and chosen on the task's select metric; a skill cell's
         ridge reads none of the protocols' settings, only its own (`task_kinds.skill_settings`)."""
         head = get_task(task).head
-        settings = self.at_seed(seed).settings(model, dataset, protocol)
+        inner = multilabel_inner(self.cv_protocol) if head == MULTI_LABEL and protocol == CV_TASK else None
+        settings = self.at_seed(seed).settings(model, dataset, inner or protocol)
         if head == MULTI_LABEL:  # the linear probe class-balanced; either head chosen on the select metric
-            extra = {"balance_classes": True} if protocol == "linear" else {}
-            settings[protocol].update(extra, select_metric=get_task(task).select_metric)
+            fitted = inner or protocol
+            extra = {"balance_classes": True} if fitted == "linear" else {}
+            settings[fitted].update(extra, select_metric=get_task(task).select_metric)
+        if inner is not None:  # cv of the multi-label head: its folds by video, drawn with the cell's seed
+            settings["protocol"] = CV_TASK
+            settings["cv"] = {"folds": self.cv_folds, "inner": inner, "seed": self.at_seed(seed).cv_seed}
         elif head == VIDEO_REGRESSION:
             settings = {k: settings[k] for k in ("model", "dataset", "protocol", "extract")}
             settings["skill"] = skill_settings(protocol, str(self.skill_folds), seed)

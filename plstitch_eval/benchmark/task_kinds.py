@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 UNSEEDED = ("knn",)  # regression cells of these protocols are deterministic: one cell, no seed
-MULTILABEL_PROTOCOLS = ("linear", "temporal")  # the multi-label probe and MS-TCN; no cv of them yet
+MULTILABEL_PROTOCOLS = ("linear", "temporal")  # the multi-label probe and MS-TCN (cv cross-validates one)
 SKILL_TASK, SKILL_SCORE = "skill", "grs"  # the video-regression task benchmark runs, the score regressed
 SKILL_PROTOCOLS = ("linear", CV_TASK)
 SKILL_INNER = "linear"  # skill's cv cross-validates the ridge (results task cv-linear-skill)
@@ -55,7 +55,8 @@ def runs_in_benchmark(task: Task) -> bool:
 def cell_protocols(task: Task, cv_protocol: str) -> tuple[str, ...]:
     """Every protocol a cell of `task` may run (regression: cv when `--cv-protocol` fits it too)."""
     if task.head == MULTI_LABEL:
-        return tuple(p for p in task.protocols if p in MULTILABEL_PROTOCOLS)
+        fits = tuple(p for p in task.protocols if p in MULTILABEL_PROTOCOLS)
+        return (*fits, CV_TASK) if multilabel_inner(cv_protocol) in fits else fits
     if task.head == VIDEO_REGRESSION:
         return SKILL_PROTOCOLS if task.name == SKILL_TASK else ()
     fits = tuple(p for p in task.protocols if p in REGRESSION_HEADS)
@@ -92,20 +93,34 @@ def skill_settings(protocol: str, folds: str, seed: int | None) -> dict[str, Any
     return settings
 
 
+def multilabel_inner(cv_protocol: str) -> str:
+    """The head a multi-label task's cv cells cross-validate: `--cv-protocol` when it is linear or temporal,
+    else (k-NN, the default) the linear probe: there is no k-NN multi-label head."""
+    return cv_protocol if cv_protocol in MULTILABEL_PROTOCOLS else "linear"
+
+
+def cv_inner(task: Task, cv_protocol: str) -> str:
+    """The protocol a cv cell of `task` cross-validates: skill's ridge, a multi-label task's
+    `multilabel_inner`, else `--cv-protocol`."""
+    if task.head == VIDEO_REGRESSION:
+        return SKILL_INNER
+    return multilabel_inner(cv_protocol) if task.head == MULTI_LABEL else cv_protocol
+
+
 def results_task(task: Task, protocol: str, cv_protocol: str) -> str:
     """The results `task` of a section's cells (`linear-rsd`, `cv-knn-rsd`, `linear-triplets`,
-    `cv-linear-skill`)."""
+    `cv-linear-triplets`, `cv-linear-skill`)."""
     if protocol != CV_TASK:
         return task.results_task(protocol)
-    inner = SKILL_INNER if task.head == VIDEO_REGRESSION else cv_protocol
-    return f"{CV_TASK}-{task.results_task(inner)}"
+    return f"{CV_TASK}-{task.results_task(cv_inner(task, cv_protocol))}"
 
 
 def table_protocol(task: Task, protocol: str, cv_protocol: str) -> str:
-    """The protocol's name in the labels of the table (`cv` becomes `cv-knn`; skill's: `cv-linear`)."""
+    """The protocol's name in the labels of the table (`cv` becomes `cv-knn`; skill's and a multi-label
+    task's with the default --cv-protocol: `cv-linear`)."""
     if protocol != CV_TASK:
         return protocol
-    return cv_task(SKILL_INNER if task.head == VIDEO_REGRESSION else cv_protocol)
+    return cv_task(cv_inner(task, cv_protocol))
 
 
 def lower_is_better(task: Task, metric: str) -> bool:

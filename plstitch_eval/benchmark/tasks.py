@@ -12,9 +12,10 @@ from typing import Any
 
 from plstitch_eval.benchmark.cells import Cell
 from plstitch_eval.benchmark.config import BenchmarkConfig
-from plstitch_eval.benchmark.task_kinds import SKILL_SCORE
+from plstitch_eval.benchmark.task_kinds import SKILL_SCORE, multilabel_inner
 from plstitch_eval.protocols import get_protocol
 from plstitch_eval.protocols.multilabel import run_multilabel_linear
+from plstitch_eval.protocols.multilabel_cv import run_multilabel_cv
 from plstitch_eval.protocols.registry import CV_TASK
 from plstitch_eval.protocols.regression import (
     run_knn_regression,
@@ -42,10 +43,15 @@ def run_task_cell(config: BenchmarkConfig, cell: Cell) -> dict[str, Any]:
     view = config.at_seed(cell.seed)
     task, settings, scheme = cell.task, config.task_settings, cell.dataset.split_scheme
     head = get_task(task).head
+    linear = dataclasses.replace(view.linear, balance_classes=True)  # a multi-label cell's linear probe
+    if head == MULTI_LABEL and cell.protocol == CV_TASK:
+        inner = multilabel_inner(view.cv_protocol)
+        config = linear if inner == "linear" else view.temporal
+        options = {"folds": view.cv_folds, "seed": view.cv_seed, "val_fraction": view.val_fraction}
+        return run_multilabel_cv(task, cell.store, inner, config, **options)
     if head == MULTI_LABEL and cell.protocol == "temporal":
         return run_multilabel_temporal(task, cell.store, view.temporal, scheme, view.val_fraction)
     if head == MULTI_LABEL:
-        linear = dataclasses.replace(view.linear, balance_classes=True)
         return run_multilabel_linear(task, cell.store, linear, scheme, view.val_fraction)
     if head == VIDEO_REGRESSION:
         if cell.protocol == CV_TASK:

@@ -86,7 +86,9 @@ def test_cells_without_labels_are_na_not_failed(run) -> None:
         ("jigsaws", "phases", "linear"): NA,
         ("jigsaws", "phases", "cv"): NA,
         ("synthetic-triplets", "triplets", "linear"): "done",
+        ("synthetic-triplets", "triplets", "cv"): "done",
         ("jigsaws", "triplets", "linear"): NA,
+        ("jigsaws", "triplets", "cv"): NA,
         ("synthetic-triplets", "skill", "linear"): NA,
         ("synthetic-triplets", "skill", "cv"): NA,
         ("jigsaws", "skill", "linear"): "done",
@@ -96,7 +98,7 @@ def test_cells_without_labels_are_na_not_failed(run) -> None:
     reasons = {
         (r["dataset"], r.get("task", "phases"), r["protocol"]): r["reason"] for r in table["not_applicable"]
     }
-    assert len(reasons) == 5
+    assert len(reasons) == 6
     assert reasons[("jigsaws", "triplets", "linear")].startswith("jigsaws has no triplets labels")
     assert "triplet_names" in reasons[("jigsaws", "triplets", "linear")]
     assert reasons[("jigsaws", "phases", "cv")].startswith("jigsaws has no phases labels")
@@ -107,18 +109,18 @@ def test_cells_without_labels_are_na_not_failed(run) -> None:
     markdown = (out / "table.md").read_text(encoding="utf-8")
     phase_row = next(line for line in markdown.splitlines() if line.startswith(f"| {TINY} |"))
     assert phase_row.count("| n/a ") == sum(c["dataset"] == "jigsaws" for c in table["columns"]) > 0
-    assert "n/a - no triplets labels in: jigsaws (linear)." in markdown
+    assert "n/a - no triplets labels in: jigsaws (linear, CV linear)." in markdown
     assert "n/a - no skill labels in: synthetic-triplets (linear, CV linear)." in markdown
     assert "**jigsaws, linear** (`linear-triplets`)" not in markdown  # no table of n/a
     assert "Failed" not in markdown
     lines = result.stderr.splitlines()
     (closing,) = [line for line in lines if "cells n/a:" in line]
-    assert closing.startswith("5 cells n/a: jigsaws has no phases labels (2)")
+    assert closing.startswith("6 cells n/a: jigsaws has no phases labels (2)")
     assert (
-        "jigsaws has no triplets labels (1)" in closing
+        "jigsaws has no triplets labels (2)" in closing
         and "synthetic-triplets has no skill labels (2)" in closing
     )
-    assert sum(" n/a " in line and line.startswith("[") for line in lines) == 5
+    assert sum(" n/a " in line and line.startswith("[") for line in lines) == 6
 
 
 def test_skill_cv_with_louo_holds_out_one_user_per_fold(run) -> None:
@@ -150,7 +152,7 @@ def test_a_rerun_keeps_na_cells_and_runs_nothing(run, monkeypatch: pytest.Monkey
 
     for name in ("load_encoder", "extract_many", "get_protocol"):
         monkeypatch.setattr(bench_runner, name, forbidden)
-    for name in ("run_multilabel_linear", "run_skill_linear", "run_skill_cv"):
+    for name in ("run_multilabel_linear", "run_multilabel_cv", "run_skill_linear", "run_skill_cv"):
         monkeypatch.setattr(bench_tasks, name, forbidden)
     files = sorted((out / "results").rglob("*.json"))
     before = {p: p.stat().st_mtime_ns for p in files}
@@ -159,9 +161,9 @@ def test_a_rerun_keeps_na_cells_and_runs_nothing(run, monkeypatch: pytest.Monkey
     assert again.exit_code == 0, again.output
     assert {p: p.stat().st_mtime_ns for p in sorted((out / "results").rglob("*.json"))} == before
     table = table_json(out)
-    assert _statuses(table) == statuses and len(table["not_applicable"]) == 5
+    assert _statuses(table) == statuses and len(table["not_applicable"]) == 6
     assert all(c["resumed"] for c in [*table["cells"], *table["tasks"]["cells"]] if c["status"] == "done")
-    assert "5 cells n/a:" in again.stderr
+    assert "6 cells n/a:" in again.stderr
 
 
 def test_a_pair_with_only_na_cells_is_not_extracted(

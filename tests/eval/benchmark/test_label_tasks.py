@@ -20,6 +20,7 @@ from plstitch_eval.cli import app
 from plstitch_eval.errors import ConfigError
 from plstitch_eval.linear_grid import LinearConfig
 from plstitch_eval.protocols.multilabel import run_multilabel_linear
+from plstitch_eval.protocols.multilabel_cv import run_multilabel_cv
 from plstitch_eval.protocols.skill import run_skill_cv, run_skill_linear
 from tests.eval.benchmark.conftest import EPOCHS, MODELS, SMALL_DATASET, cli_args, runner, table_json
 
@@ -236,6 +237,8 @@ def test_the_plan_and_settings_of_label_task_cells(tmp_path: Path) -> None:
     assert [(c.task, c.protocol, c.seed) for c in cells] == [
         ("triplets", "linear", 0),
         ("triplets", "linear", 1),
+        ("triplets", "cv", 0),
+        ("triplets", "cv", 1),
         ("skill", "linear", None),
         ("skill", "cv", 0),
         ("skill", "cv", 1),
@@ -243,7 +246,10 @@ def test_the_plan_and_settings_of_label_task_cells(tmp_path: Path) -> None:
     triplet = cell_settings(config, cells[1])
     assert triplet["linear"]["balance_classes"] is True and triplet["linear"]["select_metric"] == "mAP_IVT"
     assert triplet["linear"]["seed"] == 1 and triplet["task"] == {"name": "triplets", "elapsed": False}
-    ridge, folds = cell_settings(config, cells[2]), cell_settings(config, cells[4])
+    crossed = cell_settings(config, cells[3])  # the linear probe (no k-NN multi-label head), 4 folds, seed 1
+    assert crossed["protocol"] == "cv" and crossed["cv"] == {"folds": 4, "inner": "linear", "seed": 1}
+    assert crossed["linear"] == {**triplet["linear"], "seed": 1} and crossed != triplet
+    ridge, folds = cell_settings(config, cells[4]), cell_settings(config, cells[6])
     assert "linear" not in ridge and ridge["skill"]["score"] == "grs" and "folds" not in ridge["skill"]
     assert (folds["skill"]["folds"], folds["skill"]["seed"]) == ("4", 1)
 
@@ -256,8 +262,8 @@ def test_the_plan_and_settings_of_label_task_cells(tmp_path: Path) -> None:
             "--tasks skill: none of --protocols knn fits it; it runs with linear (and cv).",
         ),
         (
-            {"tasks": "triplets", "protocols": "knn,cv"},
-            "--tasks triplets: none of --protocols knn,cv fits it; it runs with linear, temporal.",
+            {"tasks": "triplets", "protocols": "knn"},
+            "--tasks triplets: none of --protocols knn fits it; it runs with linear, temporal (and cv).",
         ),
         ({"tasks": "skill", "protocols": "linear", "seeds": "0,1"}, "--seeds"),
         ({"tasks": "cvs", "fractions": "0.5,1"}, "without --fractions"),
@@ -288,3 +294,34 @@ def test_temporal_cvs_cell_equals_run_multilabel_temporal(cvs, tmp_path: Path) -
     section = _section(block, "temporal")
     assert section["results_task"] == "temporal-cvs" and section["lower_is_better"]["brier"] is True
     assert "cvs | temporal | seed 0: mAP " in result.stderr
+
+
+def test_cvs_cv_cells_equal_run_multilabel_cv_and_a_rerun_keeps_them(cvs, tmp_path: Path) -> None:
+    """`--protocols cv --tasks cvs`: the cv cell cross-validates the class-balanced linear probe (k-NN, the
+    default --cv-protocol, has no multi-label head) over --folds folds drawn with its seed, equal to
+    `run_multilabel_cv` run here; its section is `cv-linear-cvs`; a rerun recomputes nothing."""
+    out = tmp_path / "out"
+    shutil.copytree(cvs[0], out)  # its store: no extraction here
+    args = cli_args(out, datasets_file(tmp_path, "synthetic-cvs"), models=TINY, protocols="cv")
+    args += ["--tasks", "cvs", "--folds", FOLDS, "--seeds", "0,1"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    block = table_json(out)["tasks"]
+    assert [(c["protocol"], c["seed"]) for c in block["cells"]] == [("cv", 0), ("cv", 1)]
+    own = {}
+    for record in block["cells"]:
+        config = LinearConfig(epochs=int(EPOCHS), seed=record["seed"], balance_classes=True, device="cpu")
+        alone = run_multilabel_cv("cvs", record["features"], "linear", config, int(FOLDS), record["seed"])
+        stored = _results(record)
+        assert stored["task"] == alone["task"] == "cv-linear-cvs"
+        assert alone["metrics"] == stored["metrics"] and alone["predictions"] == stored["predictions"]
+        assert [f["test"] for f in stored["folds"]] == [f["test"] for f in alone["folds"]]
+        own[(record["model"], record["seed"])] = alone
+    section = _section(block, "cv")
+    assert section["results_task"] == "cv-linear-cvs" and section["label"] == "CV linear"
+    _assert_rows(section, block, own)
+    rerun = runner.invoke(app, args)
+    assert rerun.exit_code == 0, rerun.output
+    cells = table_json(out)["tasks"]["cells"]
+    assert all(c["resumed"] for c in cells) and rerun.stderr.count("skipped") == len(cells)
+    assert [c["metrics"] for c in cells] == [c["metrics"] for c in block["cells"]]
