@@ -15,16 +15,22 @@ Splits: the official ones of `dataloader_pth.py` (Nwoye & Padoy 2022, arXiv:2204
 split (CholecTriplet 2021/2022), its original Rendezvous split and 5 cross-validation folds; CholecT45's 5
 folds (CholecT50's without their last video). In fold k the test videos are fold k; the other folds, in fold
 order, give the validation videos (their last 5) and the training videos (the rest), as that loader does.
-CholecT45 is read from a CholecT50 copy too: only its 45 videos are listed.
+CholecT45 is read from a CholecT50 copy (only its 45 videos are listed) or from its own release
+(CAMMA-public/cholect45: data/VIDxx/000000.png, triplet/VIDxx.txt, instrument/VIDxx.txt, dict/; parsed by
+`cholect45_release.py`), detected at the root. The release has no phase labels: every frame's phase is -1 and
+the adapter's `class_names` is empty, so phase tasks see no phases; its dict/triplet.txt and instrument.txt
+must list our vocabulary in our order (ivtmetrics' component maps rely on it).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
+from plstitch_eval.data.datasets import cholect45_release as release
 from plstitch_eval.data.datasets.base import DatasetAdapter, VideoRecord
 from plstitch_eval.data.datasets.cholect50_vocab import INSTRUMENTS, PHASES, TRIPLET_NAMES
 from plstitch_eval.data.datasets.registry import register_dataset
@@ -140,38 +146,54 @@ class _CholecTriplets(DatasetAdapter):
         labels_dir, frames_dir = self.root / LABELS_DIR, self.root / FRAMES_DIR
         for folder in (labels_dir, frames_dir):
             if not folder.is_dir():
-                raise DataError(f"{folder}: missing; {self.display_name} layout: {LAYOUT}")
+                raise DataError(f"{folder}: missing; {self.display_name} layout: {self._layout()}")
         labelled = {p.stem for p in labels_dir.glob("VID*.json")}
         names = self._wanted(sorted(labelled | {p.name for p in frames_dir.glob("VID*") if p.is_dir()}))
         records = []
         for name in names:
             frame_ids, phases, triplets, tools = read_label_json(labels_dir / f"{name}.json")
-            source = frames_dir / name
-            if not source.is_dir():
-                raise DataError(f"{source}: frame folder of {name} is missing; layout: {LAYOUT}")
-            present = {p.name for p in source.iterdir()}
-            missing = next(
-                (FRAME_FILE.format(i) for i in frame_ids if FRAME_FILE.format(i) not in present), None
-            )
-            if missing is not None:
-                raise DataError(
-                    f"{source / missing}: frame missing ({len(frame_ids)} annotated frames); layout: {LAYOUT}"
-                )
+            source = frame_folder(frames_dir / name, frame_ids, LAYOUT)
             times = frame_ids / FPS
-            records.append(
-                VideoRecord(
-                    name,
-                    source,
-                    phases,
-                    FPS,
-                    folder_fps=FPS,
-                    tools=tools,
-                    tool_times=times,
-                    triplets=triplets,
-                    triplet_times=times,
-                )
-            )
+            records.append(triplet_record(name, source, phases, (triplets, times), (tools, times)))
         return records
+
+    def _layout(self) -> str:
+        return LAYOUT
+
+
+def frame_folder(source: Path, frame_ids: np.ndarray, layout: str) -> Path:
+    """`source`, a 1 fps frame folder, once every annotated frame's `000000.png` is found there; else the
+    one-line error naming the first one missing."""
+    if not source.is_dir():
+        raise DataError(f"{source}: frame folder of {source.name} is missing; layout: {layout}")
+    present = {p.name for p in source.iterdir()}
+    missing = next((FRAME_FILE.format(i) for i in frame_ids if FRAME_FILE.format(i) not in present), None)
+    if missing is not None:
+        raise DataError(
+            f"{source / missing}: frame missing ({len(frame_ids)} annotated frames); layout: {layout}"
+        )
+    return source
+
+
+def triplet_record(
+    name: str,
+    source: Path,
+    phases: np.ndarray,
+    triplets: tuple[np.ndarray, np.ndarray],
+    tools: tuple[np.ndarray, np.ndarray],
+) -> VideoRecord:
+    """A video's record: its frame folder at 1 fps, phases, and (rows, times) of its triplets and tools."""
+    return VideoRecord(
+        name,
+        source,
+        phases,
+        FPS,
+        folder_fps=FPS,
+        tools=tools[0],
+        tool_times=tools[1],
+        triplets=triplets[0],
+        triplet_times=triplets[1],
+    )
 
 
 @register_dataset("cholect50")
@@ -193,16 +215,52 @@ class CholecT50(_CholecTriplets):
 
 @register_dataset("cholect45")
 class CholecT45(_CholecTriplets):
-    """CholecT45 (CholecT50's 45 Cholec80 videos) triplets and phases; 1 fps; the official 5 CV folds."""
+    """CholecT45 (CholecT50's 45 Cholec80 videos) triplets, phases (in a CholecT50 copy); 1 fps; CV folds."""
 
     name = "cholect45"
     display_name = "CholecT45"
     split_schemes = tuple(f"crossval-{k}" for k in range(1, 6))
     folds = CHOLECT45_FOLDS
 
+    def __init__(self, root: str | os.PathLike, fps: float | None = None) -> None:
+        super().__init__(root, fps)
+        self.layout = "release" if release.is_release(self.root) else "cholect50-copy"
+        if self.layout == "release":
+            self.class_names = []  # the release has no phase labels: phase tasks see no phases
+
     def _wanted(self, names: list[str]) -> list[str]:
         members = {video_name(v) for fold in self.folds for v in fold}
         return [n for n in names if n in members]
+
+    def _layout(self) -> str:
+        return f"{LAYOUT} (a CholecT50 copy), or its own release: {release.RELEASE_LAYOUT}"
+
+    def _load(self) -> list[VideoRecord]:
+        return self._load_release() if self.layout == "release" else super()._load()
+
+    def _load_release(self) -> list[VideoRecord]:
+        """Release videos: frames from data/VIDxx, triplets and tools from their txt files; no phases."""
+        root = self.root
+        for folder in (release.DATA_DIR, release.TRIPLET_DIR, release.INSTRUMENT_DIR, release.DICT_DIR):
+            release.required(root / folder, "folder")
+        release.check_dict(root / release.DICT_DIR / "triplet.txt", TRIPLET_NAMES)
+        release.check_dict(root / release.DICT_DIR / "instrument.txt", INSTRUMENTS)
+        frame_dirs = {p.name for p in (root / release.DATA_DIR).glob("VID*") if p.is_dir()}
+        labelled = {p.stem for p in (root / release.TRIPLET_DIR).glob("VID*.txt")}
+        records = []
+        for name in self._wanted(sorted(frame_dirs | labelled)):
+            frames, triplets = release.read_label_rows(
+                root / release.TRIPLET_DIR / f"{name}.txt", len(TRIPLET_NAMES)
+            )
+            tool_frames, tools = release.read_label_rows(
+                root / release.INSTRUMENT_DIR / f"{name}.txt", len(INSTRUMENTS)
+            )
+            source = frame_folder(root / release.DATA_DIR / name, frames, release.RELEASE_LAYOUT)
+            phases = np.full(int(frames.max(initial=-1)) + 1, -1, dtype=np.int64)
+            records.append(
+                triplet_record(name, source, phases, (triplets, frames / FPS), (tools, tool_frames / FPS))
+            )
+        return records
 
     def _scheme_splits(self, scheme: str, names: list[str]) -> dict[str, list[str]]:
         return crossval_split(self.folds, int(scheme.rsplit("-", 1)[1]))

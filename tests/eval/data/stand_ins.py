@@ -85,3 +85,53 @@ def write_jigsaws(root: Path, tasks: dict = JIGSAWS) -> Path:
         (root / task / "transcriptions").mkdir(parents=True, exist_ok=True)
         (root / task / f"meta_file_{task}.txt").write_text("\n".join(lines) + "\n")
     return root
+
+
+# CholecT45 release: video -> per 1 fps frame, its triplet ids (VID02 tests crossval-1, VID01 validates)
+CHOLECT45 = {
+    "VID01": [[17], [17, 60], [], [94], [77, 1]],
+    "VID02": [[], [60], [60, 99], [17]],
+    "VID05": [[1], [17, 77], [13], [], [60], [94, 99]],
+    "VID10": [[60], [1, 13], [17], [77]],
+}
+
+
+def cholect45_rows(triplets: list[list[int]], n_labels: int, column: int | None = None) -> str:
+    """A `triplet/` (column None) or `instrument/` (column 1 of TRIPLET_MAP) file: frame index, then 0/1."""
+    from plstitch_eval.data.datasets.cholect50_vocab import TRIPLET_MAP
+
+    lines = []
+    for frame, ids in enumerate(triplets):
+        on = set(ids) if column is None else {TRIPLET_MAP[t][column] for t in ids}
+        lines.append(",".join([str(frame), *("1" if k in on else "0" for k in range(n_labels))]))
+    return "\n".join(lines) + "\n"
+
+
+def write_cholect45(root: Path, videos: dict = CHOLECT45) -> Path:
+    """CholecT45 as CAMMA released it: `data/VIDxx/000000.png` (1 fps), `triplet/`, `instrument/`, `verb/`,
+    `target/VIDxx.txt` (frame index, then 0/1 labels), `dict/*.txt` (`<id>:<name>`, from our vocabulary),
+    `dict/maps.txt`, LICENSE and README.md."""
+    from plstitch_eval.data.datasets.cholect50_vocab import (
+        INSTRUMENTS,
+        TARGETS,
+        TRIPLET_MAP,
+        TRIPLET_NAMES,
+        VERBS,
+    )
+    from tests.eval.data.media import write_index_frames
+
+    vocab = {"triplet": TRIPLET_NAMES, "instrument": INSTRUMENTS, "verb": VERBS, "target": TARGETS}
+    for folder in (*vocab, "dict"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    for kind, names in vocab.items():
+        (root / "dict" / f"{kind}.txt").write_text("".join(f"{i}:{n}\n" for i, n in enumerate(names)))
+    maps = "".join(",".join(map(str, row)) + "\n" for row in TRIPLET_MAP)
+    (root / "dict" / "maps.txt").write_text("# IVT, I, V, T, IV, IT\n" + maps)
+    for name, triplets in videos.items():
+        write_index_frames(root / "data" / name, len(triplets), pattern="{:06d}.png", start=0)
+        for kind, column in (("triplet", None), ("instrument", 1), ("verb", 2), ("target", 3)):
+            text = cholect45_rows(triplets, len(vocab[kind]), column)
+            (root / kind / f"{name}.txt").write_text(text)
+    (root / "LICENSE").write_text("CC BY-NC-SA 4.0\n")
+    (root / "README.md").write_text("# CholecT45 (stand-in)\n")
+    return root
