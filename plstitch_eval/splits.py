@@ -122,6 +122,12 @@ def check_holdout(store: FeatureStore, scheme: str | None, val_fraction: float, 
         )
 
 
+def cv_videos(store: FeatureStore) -> list[str]:
+    """Every video of the store's recorded splits, sorted (its videos when it records none): what a
+    cross-validation splits into folds, each tested once."""
+    return sorted({v for split in resolve_splits(store).values() for v in split}) or store.videos()
+
+
 def kfold_by_video(videos: Sequence[str], folds: int = 5, seed: int = 0) -> list[list[str]]:
     """Partition videos into `folds` seeded, near-equal test folds (each video in exactly one)."""
     videos = list(videos)

@@ -19,6 +19,7 @@ from plstitch_eval.tasks import Task, get_task, registered_tasks
 __all__ = [
     "ADAPTER_KEYS",
     "NA",
+    "adapter_labels",
     "built_labels",
     "cell_task",
     "dataset_labels",
@@ -57,15 +58,20 @@ def dataset_labels(adapter: Any) -> dict[str, Any]:
     }
 
 
-def built_labels(dataset: DatasetSpec) -> dict[str, Any] | None:
-    """`dataset_labels` of `dataset`'s adapter, built here; None when it cannot be built or list its videos
-    (the cells' own run says why)."""
+def adapter_labels(build: Callable[[], Any]) -> dict[str, Any] | None:
+    """`dataset_labels` of the adapter `build()` gives; None when it cannot be built or list its videos (the
+    cells' own run says why: extraction fails them with the error)."""
     try:
-        return dataset_labels(dataset.build())
+        return dataset_labels(build())
     except KeyboardInterrupt:
         raise
     except Exception:
         return None
+
+
+def built_labels(dataset: DatasetSpec) -> dict[str, Any] | None:
+    """`adapter_labels` of `dataset`'s adapter, built here."""
+    return adapter_labels(dataset.build)
 
 
 def unlabelled(cell: Cell, manifest: Mapping[str, Any], source: str = "store") -> str | None:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from plstitch_eval.benchmark.applicable import dataset_labels, mark_unlabelled
+from plstitch_eval.benchmark.applicable import adapter_labels, mark_unlabelled
 from plstitch_eval.benchmark.cells import (
     CELL_SCHEMA,
     FEATURES_DIR,
@@ -282,14 +282,7 @@ class _Runner:
     def _dataset_labels(self, dataset: DatasetSpec) -> dict[str, Any] | None:
         """The label keys a store of `dataset` would record (None: its adapter fails; extraction says why)."""
         adapter, error = self._adapter(dataset)
-        if error is not None:
-            return None
-        try:
-            return dataset_labels(adapter)
-        except KeyboardInterrupt:
-            raise
-        except Exception:  # its videos cannot be listed: extraction fails the pair's cells with the error
-            return None
+        return None if error is not None else adapter_labels(lambda: adapter)
 
     def _extract(
         self, models: list[tuple[str, Any]], dataset: DatasetSpec, cells: dict[str, Cell]

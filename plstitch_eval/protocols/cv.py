@@ -41,7 +41,7 @@ from plstitch_eval.protocols.registry import (
 )
 from plstitch_eval.protocols.settings import default_config
 from plstitch_eval.results_json import build_results
-from plstitch_eval.splits import holdout_by_video, kfold_by_video, resolve_splits
+from plstitch_eval.splits import cv_videos, holdout_by_video, kfold_by_video
 from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.temporal.fit import TemporalConfig
 
@@ -121,8 +121,7 @@ def _run_cv(
     store = FeatureStore(features)
     manifest, class_names, n_classes, bg = store_context(store)
     spec = store_relaxed_spec(store, class_names) if relaxed else None
-    recorded = resolve_splits(store)
-    videos = sorted({v for s in recorded.values() for v in s}) or store.videos()
+    videos = cv_videos(store)
     test_folds = kfold_by_video(videos, folds, seed)
     if inner.cv.holds_out_val:
         check_fold_holdout(videos, test_folds, val_fraction, protocol)

@@ -36,7 +36,7 @@ from plstitch_eval.protocols.multilabel import (
 )
 from plstitch_eval.protocols.registry import CV_TASK, config_record
 from plstitch_eval.results_json import results_record
-from plstitch_eval.splits import holdout_by_video, kfold_by_video, resolve_splits
+from plstitch_eval.splits import cv_videos, holdout_by_video, kfold_by_video, resolve_splits
 from plstitch_eval.store.features import MANIFEST, FeatureStore, VideoFeatures
 from plstitch_eval.tasks.registry import Task, get_task
 from plstitch_eval.temporal.fit import TemporalConfig
@@ -98,8 +98,7 @@ def official_folds(store: FeatureStore) -> list[CvFold]:
 
 def video_folds(store: FeatureStore, folds: int, seed: int) -> list[CvFold]:
     """`folds` seeded folds by video over every video of the store's splits (its videos if none)."""
-    recorded = resolve_splits(store)
-    videos = sorted({v for s in recorded.values() for v in s}) or store.videos()
+    videos = cv_videos(store)
     return [
         CvFold(f"fold-{i}", test, [v for v in videos if v not in set(test)])
         for i, test in enumerate(kfold_by_video(videos, folds, seed))

@@ -24,7 +24,7 @@ from plstitch_eval.protocols.regression import (
     task_data,
 )
 from plstitch_eval.results_json import results_record
-from plstitch_eval.splits import holdout_by_video, kfold_by_video, resolve_splits
+from plstitch_eval.splits import cv_videos, holdout_by_video, kfold_by_video
 from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.tasks import TaskSettings
 
@@ -56,8 +56,7 @@ def run_regression_cv(
     folds, each fold's record (its choice and validation scores), every video's predictions."""
     store = FeatureStore(features)
     data = task_data(store, task_name, head, settings)
-    recorded = resolve_splits(store)
-    videos = sorted({v for s in recorded.values() for v in s}) or store.videos()
+    videos = cv_videos(store)
     test_folds = kfold_by_video(videos, folds, seed)
     chooses = head != "knn"
     if chooses:

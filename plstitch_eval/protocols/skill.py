@@ -26,7 +26,7 @@ from plstitch_eval.metrics.skill import TRIAL_NAME, loso_folds, louo_folds
 from plstitch_eval.protocols.fractions import SubsetDraw, TrainFraction, over_subsets
 from plstitch_eval.protocols.registry import CV_TASK
 from plstitch_eval.results_json import results_record
-from plstitch_eval.splits import kfold_by_video, resolve_splits
+from plstitch_eval.splits import cv_videos, kfold_by_video, resolve_splits
 from plstitch_eval.store.features import FeatureStore
 from plstitch_eval.tasks import get_task
 from plstitch_eval.tasks.skill import (
@@ -271,8 +271,7 @@ def run_skill_cv(
     pooled too; the reference rows on the same folds. `train_fraction`: each fold's training videos cut to
     that fraction, one subset per seed and fold, mean ± std over the seeds."""
     store = FeatureStore(features)
-    recorded = resolve_splits(store)
-    videos = sorted({v for split in recorded.values() for v in split}) or store.videos()
+    videos = cv_videos(store)
     chosen = skill_folds(videos, folds, seed, str(store.root))
     data = SkillData.of(store, videos, score_name, keep_frames=head.frames)
     return over_subsets(lambda draw: _cv(data, features, chosen, folds, seed, head, draw), train_fraction)
